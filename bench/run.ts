@@ -1,0 +1,46 @@
+/**
+ * Benchmarks, run by hand: `npm run bench`. Figures are ratios against a baseline measured
+ * in the same run, because the machines are noisy.
+ */
+import { Effect, Stream } from "effect"
+import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core/index.js"
+
+const EVENTS = 100_000
+
+const time = async (run: () => Promise<unknown> | unknown): Promise<number> => {
+  const start = process.hrtime.bigint()
+  await run()
+  return Number(process.hrtime.bigint() - start) / 1e6
+}
+
+const events = Array.from({ length: EVENTS }, (_, i) =>
+  i % 2 === 0
+    ? new UserMessage({ content: `prompt ${i} with some words in it`, origin: "user" })
+    : new AssistantMessage({ content: [{ type: "text", text: `answer ${i} with a little more text in it` }] }))
+
+const rows: Array<[string, number, string]> = []
+
+// Baseline: JSON.parse of the same records as JSON lines.
+const lines = events.map((event, i) => JSON.stringify(encodeStoredEvent({ seq: i + 1, ts: 0, event }))).join("\n")
+const rawMs = await time(() => {
+  for (const line of lines.split("\n")) JSON.parse(line)
+})
+rows.push(["JSON.parse of the JSON lines (baseline)", rawMs, "1.00×"])
+
+const replayMs = await Effect.runPromise(Effect.gen(function*() {
+  const c = yield* Checkpointer
+  for (let i = 0; i < EVENTS; i += 10_000) yield* c.append("bench", events.slice(i, i + 10_000))
+  const start = process.hrtime.bigint()
+  const state = yield* Stream.runFold(c.read("bench"), Session.emptySessionState, Session.step)
+  if (state.head !== EVENTS) throw new Error("bad fold")
+  return Number(process.hrtime.bigint() - start) / 1e6
+}).pipe(Effect.provide(MemoryCheckpointer.layer)))
+rows.push(["memory backend: read + decode + fold", replayMs, `${(rawMs / replayMs).toFixed(2)}× baseline`])
+
+const stored = events.map((event, i) => ({ seq: i + 1, ts: 0, event }))
+const foldMs = await time(() => Session.fold(stored))
+rows.push(["Session.fold of decoded events", foldMs, `${(rawMs / foldMs).toFixed(2)}× baseline`])
+
+console.log(`\n${EVENTS.toLocaleString()} events\n`)
+console.log("| measurement | ms | throughput vs baseline |\n|---|---:|---:|")
+for (const [name, ms, ratio] of rows) console.log(`| ${name} | ${ms.toFixed(0)} | ${ratio} |`)

@@ -1,0 +1,796 @@
+/**
+ * `checkpointerConformance(name, layer)`: the one suite every `Checkpointer` backend runs —
+ * example-based contract tests and model-based property tests (fast-check `commands`)
+ * that compare the backend with an in-memory model after every command.
+ *
+ * It registers tests with whatever runner is active: Vitest (with `globals`), Jest, Mocha
+ * and `node:test` all work. Without globals, pass your runner's `describe` and `it`:
+ *
+ * ```ts
+ * import { describe, it } from "vitest"
+ * checkpointerConformance("my backend", MyBackend.layer, { runner: { describe, it } })
+ * ```
+ */
+import assert from "node:assert/strict"
+import { Arbitrary, Chunk, Effect, Exit, FastCheck as fc, Layer, ManagedRuntime, Schema, Scope, Stream } from "effect"
+import { Checkpointer, type CheckpointerService } from "./Checkpointer.js"
+import {
+  CheckpointConflictError,
+  CheckpointerClosedError,
+  InvalidEventError,
+  InvalidSeqError,
+  InvalidSessionIdError
+} from "./errors.js"
+import {
+  AssistantMessage,
+  BackgroundCompleted,
+  Compaction,
+  FileChange,
+  FileSnapshot,
+  RuntimeMessage,
+  SessionEvent,
+  type SessionEventEncoded,
+  SessionMetadata,
+  type StoredEvent,
+  ToolResult,
+  UserMessage
+} from "./events.js"
+
+export interface ConformanceRunner {
+  readonly describe: (name: string, body: () => void) => unknown
+  readonly it: (name: string, body: () => Promise<void>, timeoutMs?: number) => unknown
+}
+
+export interface ConformanceOptions {
+  /**
+   * The backend is persistent: building `layer` again sees what earlier builds stored
+   * (a file directory, a database file). Property sequences then mix close-and-reopen
+   * steps in, and the example tests check that data survives a reopen.
+   */
+  readonly reopen?: boolean
+  /** Random command sequences in the property test. Default 200. */
+  readonly propertyRuns?: number
+  /** Longest random command sequence. Default 40. */
+  readonly maxCommands?: number
+  /** Extra fast-check parameters, e.g. `{ seed, path }` to replay a reported failure. */
+  readonly fastCheck?: fc.Parameters<unknown>
+  /** Per-test timeout in ms. Default 120000. */
+  readonly timeoutMs?: number
+  /** Defaults to the runner's global `describe`/`it`. */
+  readonly runner?: ConformanceRunner
+}
+
+const globalRunner = (): ConformanceRunner => {
+  const globals = globalThis as { describe?: ConformanceRunner["describe"]; it?: ConformanceRunner["it"] }
+  if (typeof globals.describe !== "function" || typeof globals.it !== "function") {
+    throw new Error(
+      "checkpointerConformance: no global describe/it found; pass { runner: { describe, it } } from your test runner"
+    )
+  }
+  return { describe: globals.describe, it: globals.it }
+}
+
+// ---------------------------------------------------------------------------
+// Sample events: every kind, every optional field, awkward text.
+// ---------------------------------------------------------------------------
+
+const awkwardText = "héllo wörld — 你好，世界 🚀 \u{1F468}\u200D\u{1F469}\u200D\u{1F467} \"quotes\" \\ back\\slash \n\r\n\t tab"
+const largeText = "0123456789abcdef".repeat(64 * 1024) // 1 MiB
+
+/** One event of every kind, with every optional field set somewhere. */
+export const sampleEvents = (): ReadonlyArray<SessionEvent> => [
+  new SessionMetadata({
+    formatVersion: 1,
+    title: awkwardText,
+    workdir: "/home/dev/project",
+    model: "claude-sonnet-4-6",
+    labels: { team: "core", "emoji 🚀": "yes" }
+  }),
+  new SessionMetadata({ formatVersion: 1 }),
+  new UserMessage({ content: awkwardText, origin: "user" }),
+  new UserMessage({ content: [{ type: "text", text: "first block" }, { type: "text", text: awkwardText }], origin: "user" }),
+  new UserMessage({ content: "a record from before the marker" }),
+  new RuntimeMessage({ kind: "reminder", content: "<system-reminder>keep going</system-reminder>" }),
+  new RuntimeMessage({ kind: "repair", content: [{ type: "text", text: "tool call t1 was interrupted" }] }),
+  new RuntimeMessage({ kind: "background_completion", content: "task b1 finished" }),
+  new AssistantMessage({
+    content: [
+      { type: "text", text: awkwardText },
+      {
+        type: "tool_use",
+        id: "toolu_01",
+        name: "write_file",
+        input: {
+          path: "src/a.ts",
+          content: largeText,
+          nested: { list: [1, -2.5, 1e300, true, null, "x", { deep: [[[]]] }], empty: {} }
+        }
+      }
+    ],
+    model: "claude-sonnet-4-6",
+    stopReason: "tool_use",
+    usage: { inputTokens: 1234, outputTokens: 56 }
+  }),
+  new AssistantMessage({ content: [] }),
+  new ToolResult({ toolUseId: "toolu_01", toolName: "write_file", content: "ok", isError: false }),
+  new ToolResult({
+    toolUseId: "toolu_02",
+    toolName: "bash",
+    content: [{ type: "text", text: "exit 1\n" + awkwardText }],
+    isError: true
+  }),
+  new FileSnapshot({
+    toolUseId: "toolu_01",
+    path: "src/ünïcode dir/a b.ts",
+    state: {
+      _tag: "content",
+      data: new Uint8Array([0, 1, 2, 255, 254, 13, 10, 0]),
+      mode: 0o644,
+      size: 8,
+      sha256: "a".repeat(64)
+    }
+  }),
+  new FileSnapshot({ toolUseId: "toolu_01", path: "new.txt", state: { _tag: "missing" } }),
+  new FileSnapshot({
+    toolUseId: "toolu_03",
+    path: "big.bin",
+    state: { _tag: "unavailable", reason: "larger than the 10 MiB snapshot cap", size: 20_000_000 }
+  }),
+  new FileSnapshot({ toolUseId: "toolu_03", path: "fifo", state: { _tag: "unavailable", reason: "not a regular file" } }),
+  new FileChange({
+    toolUseId: "toolu_01",
+    path: "src/a.ts",
+    operation: "write",
+    after: { _tag: "file", sha256: "b".repeat(64), size: largeText.length, mode: 0o755 }
+  }),
+  new FileChange({ toolUseId: "toolu_04", path: "gone.txt", operation: "delete", after: { _tag: "absent" } }),
+  new FileChange({ toolUseId: "toolu_05", path: "legacy.txt", operation: "edit" }),
+  new Compaction({
+    summary: awkwardText,
+    keptFromSeq: 3,
+    tokensBefore: 100_000,
+    tokensAfter: 2_000,
+    instructions: "keep the API decisions"
+  }),
+  new Compaction({ summary: "", tokensBefore: 0, tokensAfter: 0 }),
+  new BackgroundCompleted({
+    taskId: "bg-1",
+    command: "npm test",
+    exitCode: 0,
+    output: awkwardText,
+    outputTruncated: false
+  }),
+  new BackgroundCompleted({
+    taskId: "bg-2",
+    command: "sleep 100",
+    exitCode: null,
+    signal: "SIGTERM",
+    output: "",
+    outputTruncated: true
+  })
+]
+
+const encodeEvent = Schema.encodeSync(SessionEvent)
+
+const simpleEvent: fc.Arbitrary<SessionEventEncoded> = fc.oneof(
+  fc.string({ maxLength: 40 }).map((text): SessionEventEncoded => ({ _tag: "UserMessage", content: text, origin: "user" })),
+  fc.string({ maxLength: 40 }).map((text): SessionEventEncoded => ({
+    _tag: "AssistantMessage",
+    content: [{ type: "text", text }]
+  })),
+  fc.tuple(fc.string({ minLength: 1, maxLength: 8 }), fc.fullUnicodeString({ maxLength: 20 })).map((
+    [id, text]
+  ): SessionEventEncoded => ({ _tag: "ToolResult", toolUseId: id, toolName: "bash", content: text, isError: false }))
+)
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+let uniqueCounter = 0
+/** A session-id prefix no other test (or earlier run on a persistent store) uses. */
+const uniquePrefix = (label: string): string =>
+  `c${Date.now().toString(36)}${process.pid.toString(36)}${(uniqueCounter++).toString(36)}-${label}-`
+
+const readAll = (c: CheckpointerService, sessionId: string, sinceSeq?: number) =>
+  Effect.map(
+    Stream.runCollect(c.read(sessionId, sinceSeq === undefined ? undefined : { sinceSeq })),
+    Chunk.toReadonlyArray
+  )
+
+const encodedEvents = (stored: ReadonlyArray<StoredEvent>) => stored.map((s) => encodeEvent(s.event))
+
+/** Fails unless `effect` fails with an instance of `errorClass`; returns that error. */
+const expectFailure = <A>(
+  effect: Effect.Effect<unknown, unknown>,
+  errorClass: abstract new(...args: ReadonlyArray<never>) => A,
+  what: string
+): Effect.Effect<A> =>
+  Effect.flatMap(Effect.exit(effect), (exit) =>
+    Effect.sync(() => {
+      if (Exit.isSuccess(exit)) assert.fail(`${what}: expected ${errorClass.name}, but it succeeded`)
+      const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      assert.ok(
+        failure instanceof errorClass,
+        `${what}: expected ${errorClass.name}, got ${String(failure ?? exit.cause)}`
+      )
+      return failure as A
+    }))
+
+const sleep = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+
+/** File systems stamp modification times coarsely; wait long enough that activity order is observable. */
+const ACTIVITY_GAP_MS = 30
+
+// ---------------------------------------------------------------------------
+// The suite
+// ---------------------------------------------------------------------------
+
+export const checkpointerConformance = <E>(
+  name: string,
+  layer: Layer.Layer<Checkpointer, E>,
+  options: ConformanceOptions = {}
+): void => {
+  const runner = options.runner ?? globalRunner()
+  const timeoutMs = options.timeoutMs ?? 120_000
+  const test = (title: string, body: (c: CheckpointerService, prefix: string) => Effect.Effect<void, unknown>) =>
+    runner.it(
+      title,
+      () =>
+        Effect.runPromise(
+          Effect.scoped(Effect.flatMap(Checkpointer, (c) => body(c, uniquePrefix("t")))).pipe(Effect.provide(layer))
+        ),
+      timeoutMs
+    )
+
+  runner.describe(`Checkpointer conformance: ${name}`, () => {
+    runner.describe("contract", () => {
+      test("an unknown session has head 0, reads empty and is not listed", (c, p) =>
+        Effect.gen(function*() {
+          assert.equal(yield* c.head(p + "unknown"), 0)
+          assert.deepEqual(yield* readAll(c, p + "unknown"), [])
+          const listed = yield* c.list()
+          assert.ok(!listed.some((s) => s.id === p + "unknown"))
+        }))
+
+      test("seqs start at 1 and stay contiguous across appends; append returns the new head", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "seq"
+          const first = [new UserMessage({ content: "a", origin: "user" }), new UserMessage({ content: "b" })]
+          assert.equal(yield* c.append(id, first), 2)
+          assert.equal(yield* c.append(id, [new UserMessage({ content: "c" })]), 3)
+          assert.equal(yield* c.append(id, first), 5)
+          const stored = yield* readAll(c, id)
+          assert.deepEqual(stored.map((s) => s.seq), [1, 2, 3, 4, 5])
+          for (const s of stored) assert.ok(Number.isSafeInteger(s.ts) && s.ts > 0, `ts ${s.ts} is an epoch ms`)
+          for (let i = 1; i < stored.length; i++) assert.ok(stored[i]!.ts >= stored[i - 1]!.ts, "ts never goes back")
+          assert.equal(yield* c.head(id), 5)
+        }))
+
+      test("read returns seq order, and sinceSeq is exclusive", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "read"
+          const events = Array.from({ length: 10 }, (_, i) => new UserMessage({ content: `m${i + 1}` }))
+          yield* c.append(id, events.slice(0, 4))
+          yield* c.append(id, events.slice(4))
+          for (const since of [0, 1, 3, 9, 10, 11, 50]) {
+            const stored = yield* readAll(c, id, since)
+            const expected = Array.from({ length: Math.max(0, 10 - since) }, (_, i) => since + i + 1)
+            assert.deepEqual(stored.map((s) => s.seq), expected, `sinceSeq ${since}`)
+            assert.deepEqual(
+              stored.map((s) => (s.event as UserMessage).content),
+              expected.map((seq) => `m${seq}`),
+              `contents after ${since}`
+            )
+          }
+        }))
+
+      test("append([]) stores nothing, creates nothing, returns the head and still checks expectedHead", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "empty"
+          assert.equal(yield* c.append(id, []), 0)
+          assert.ok(!(yield* c.list()).some((s) => s.id === id), "an empty append does not create the session")
+          yield* c.append(id, [new UserMessage({ content: "x" })])
+          assert.equal(yield* c.append(id, [], 1), 1)
+          const conflict = yield* expectFailure(c.append(id, [], 0), CheckpointConflictError, "empty append, stale head")
+          assert.deepEqual([conflict.expected, conflict.actual], [0, 1])
+          assert.equal((yield* readAll(c, id)).length, 1)
+        }))
+
+      test("an expected-head mismatch is CheckpointConflictError with the right fields, and stores nothing", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "conflict"
+          yield* c.append(id, [new UserMessage({ content: "one" }), new UserMessage({ content: "two" })])
+          const before = encodedEvents(yield* readAll(c, id))
+          for (const expected of [0, 1, 3, 7]) {
+            const error = yield* expectFailure(
+              c.append(id, [new UserMessage({ content: "never stored" })], expected),
+              CheckpointConflictError,
+              `append expecting ${expected}`
+            )
+            assert.equal(error.sessionId, id)
+            assert.equal(error.expected, expected)
+            assert.equal(error.actual, 2)
+            assert.ok(error instanceof Error)
+          }
+          assert.deepEqual(encodedEvents(yield* readAll(c, id)), before)
+          assert.equal(yield* c.head(id), 2)
+          const unknown = yield* expectFailure(
+            c.append(p + "fresh", [new UserMessage({ content: "x" })], 1),
+            CheckpointConflictError,
+            "unknown session expecting 1"
+          )
+          assert.deepEqual([unknown.expected, unknown.actual], [1, 0])
+          assert.equal(yield* c.head(p + "fresh"), 0)
+          assert.equal(yield* c.append(id, [new UserMessage({ content: "three" })], 2), 3)
+          assert.equal(yield* c.append(p + "fresh", [new UserMessage({ content: "x" })], 0), 1)
+        }))
+
+      test("truncate to k keeps the first k events and the next append continues at k+1", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "truncate"
+          yield* c.append(id, Array.from({ length: 6 }, (_, i) => new UserMessage({ content: `m${i + 1}` })))
+          assert.equal(yield* c.truncate(id, 4), 4)
+          assert.equal(yield* c.head(id), 4)
+          assert.deepEqual((yield* readAll(c, id)).map((s) => (s.event as UserMessage).content), ["m1", "m2", "m3", "m4"])
+          assert.equal(yield* c.append(id, [new UserMessage({ content: "new5" })]), 5)
+          const stored = yield* readAll(c, id)
+          assert.deepEqual(stored.map((s) => s.seq), [1, 2, 3, 4, 5])
+          assert.equal((stored[4]!.event as UserMessage).content, "new5")
+          assert.deepEqual((yield* readAll(c, id, 4)).map((s) => s.seq), [5])
+        }))
+
+      test("truncate to 0 empties the session but keeps it listed; delete removes it", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "zero"
+          yield* c.append(id, [new UserMessage({ content: "a" }), new UserMessage({ content: "b" })])
+          assert.equal(yield* c.truncate(id, 0, 2), 0)
+          assert.equal(yield* c.head(id), 0)
+          assert.deepEqual(yield* readAll(c, id), [])
+          assert.ok((yield* c.list()).some((s) => s.id === id), "an emptied session still exists")
+          assert.equal(yield* c.append(id, [new UserMessage({ content: "again" })], 0), 1)
+        }))
+
+      test("truncate with a stale expected head conflicts and changes nothing", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "stale-truncate"
+          yield* c.append(id, Array.from({ length: 5 }, (_, i) => new UserMessage({ content: `m${i}` })))
+          const before = encodedEvents(yield* readAll(c, id))
+          const error = yield* expectFailure(c.truncate(id, 2, 4), CheckpointConflictError, "truncate expecting 4")
+          assert.deepEqual([error.sessionId, error.expected, error.actual], [id, 4, 5])
+          assert.deepEqual(encodedEvents(yield* readAll(c, id)), before)
+          assert.equal(yield* c.truncate(id, 2, 5), 2)
+        }))
+
+      test("truncate past the head is InvalidSeqError; truncate to the head changes nothing", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "past"
+          yield* c.append(id, [new UserMessage({ content: "a" }), new UserMessage({ content: "b" })])
+          const error = yield* expectFailure(c.truncate(id, 3), InvalidSeqError, "truncate past head")
+          assert.equal(error.argument, "toSeq")
+          assert.equal(yield* c.truncate(id, 2), 2)
+          assert.equal((yield* readAll(c, id)).length, 2)
+          assert.equal(yield* c.truncate(p + "never", 0), 0, "truncating an unknown session to 0 is a no-op")
+          assert.ok(!(yield* c.list()).some((s) => s.id === p + "never"), "and does not create it")
+          yield* expectFailure(c.truncate(p + "never", 1), InvalidSeqError, "truncate unknown past head")
+        }))
+
+      test("delete removes the session: head 0, empty read, not listed; a new append starts at 1", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "delete"
+          const other = p + "kept"
+          yield* c.append(id, [new UserMessage({ content: "a" }), new UserMessage({ content: "b" })])
+          yield* c.append(other, [new UserMessage({ content: "k" })])
+          yield* c.delete(id)
+          assert.equal(yield* c.head(id), 0)
+          assert.deepEqual(yield* readAll(c, id), [])
+          const ids = (yield* c.list()).map((s) => s.id)
+          assert.ok(!ids.includes(id) && ids.includes(other))
+          yield* c.delete(id)
+          yield* c.delete(p + "never-existed")
+          assert.equal(yield* c.append(id, [new UserMessage({ content: "fresh" })], 0), 1)
+          assert.equal(yield* c.head(other), 1)
+        }))
+
+      test("list is ordered by last activity, most recent first", (c, p) =>
+        Effect.gen(function*() {
+          const [a, b, d] = [p + "a", p + "b", p + "d"]
+          const mine = Effect.map(c.list(), (all) => all.filter((s) => s.id.startsWith(p)))
+          for (const id of [a, b, d]) {
+            yield* c.append(id, [new UserMessage({ content: id })])
+            yield* sleep(ACTIVITY_GAP_MS)
+          }
+          assert.deepEqual((yield* mine).map((s) => s.id), [d, b, a])
+          yield* c.append(a, [new UserMessage({ content: "later" })])
+          yield* sleep(ACTIVITY_GAP_MS)
+          assert.deepEqual((yield* mine).map((s) => s.id), [a, d, b])
+          yield* c.truncate(b, 0)
+          const listed = yield* mine
+          assert.deepEqual(listed.map((s) => s.id), [b, a, d], "truncate is activity")
+          for (const s of listed) assert.ok(s.mtime instanceof Date && !Number.isNaN(s.mtime.getTime()))
+        }))
+
+      test("sessions are isolated", (c, p) =>
+        Effect.gen(function*() {
+          const [a, b] = [p + "iso-a", p + "iso-b"]
+          yield* c.append(a, [new UserMessage({ content: "a1" }), new UserMessage({ content: "a2" })])
+          yield* c.append(b, [new UserMessage({ content: "b1" })])
+          yield* c.truncate(a, 1)
+          yield* c.append(b, [new UserMessage({ content: "b2" })], 1)
+          assert.deepEqual((yield* readAll(c, a)).map((s) => (s.event as UserMessage).content), ["a1"])
+          assert.deepEqual((yield* readAll(c, b)).map((s) => (s.event as UserMessage).content), ["b1", "b2"])
+          yield* c.delete(a)
+          assert.equal(yield* c.head(b), 2)
+        }))
+
+      test("every field of every event kind round-trips exactly", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "roundtrip"
+          const events = sampleEvents()
+          yield* c.append(id, events)
+          const stored = yield* readAll(c, id)
+          assert.equal(stored.length, events.length)
+          stored.forEach((s, i) => {
+            const original = events[i]!
+            assert.equal(s.event.constructor, original.constructor, `event ${i} keeps its class`)
+            assert.deepEqual(encodeEvent(s.event), encodeEvent(original), `event ${i} (${original._tag})`)
+          })
+          const snapshot = stored.find((s) => s.event._tag === "FileSnapshot")!.event as FileSnapshot
+          assert.ok(snapshot.state._tag === "content" && snapshot.state.data instanceof Uint8Array)
+          assert.deepEqual(Array.from(snapshot.state.data), [0, 1, 2, 255, 254, 13, 10, 0])
+        }))
+
+      test("random events generated from the schemas round-trip exactly", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "arbitrary"
+          const events = fc.sample(Arbitrary.make(SessionEvent), { numRuns: 150, seed: 42 })
+          yield* c.append(id, events)
+          const stored = yield* readAll(c, id)
+          assert.deepEqual(stored.map((s) => encodeEvent(s.event)), events.map((e) => encodeEvent(e)))
+        }))
+
+      test("encoded JSON events are accepted and validated; a malformed one stores nothing", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "json"
+          const json: SessionEventEncoded = { _tag: "UserMessage", content: "from JSON", origin: "user" }
+          assert.equal(yield* c.append(id, [json]), 1)
+          const [stored] = yield* readAll(c, id)
+          assert.ok(stored!.event instanceof UserMessage)
+          const malformed = [
+            { _tag: "UserMessage", content: 42 },
+            { _tag: "NoSuchEvent" },
+            { content: "no tag" },
+            null,
+            "text",
+            { _tag: "FileChange", toolUseId: "t", path: "", operation: "write" }
+          ]
+          for (const bad of malformed) {
+            const error: InvalidEventError = yield* expectFailure(
+              c.append(id, [json, bad as unknown as SessionEventEncoded]),
+              InvalidEventError,
+              `malformed ${JSON.stringify(bad)}`
+            )
+            assert.equal(error.index, 1)
+          }
+          assert.equal(yield* c.head(id), 1)
+        }))
+
+      test("invalid session ids are refused by every operation and nothing is created", (c, p) =>
+        Effect.gen(function*() {
+          const bad = ["", "a/b", "a\\b", "..", "x..y", ".hidden", "nul\u0000", "ctl\u0007", "tab\tid", " padded", "x".repeat(201)]
+          for (const id of bad) {
+            const what = `id ${JSON.stringify(id)}`
+            yield* expectFailure(c.append(id, [new UserMessage({ content: "x" })]), InvalidSessionIdError, what)
+            yield* expectFailure(c.head(id), InvalidSessionIdError, what)
+            yield* expectFailure(readAll(c, id), InvalidSessionIdError, what)
+            yield* expectFailure(c.truncate(id, 0), InvalidSessionIdError, what)
+            yield* expectFailure(c.delete(id), InvalidSessionIdError, what)
+          }
+          const listed = yield* c.list()
+          assert.ok(!listed.some((s) => bad.includes(s.id)))
+          // Unicode and punctuation that are safe in file names are fine.
+          assert.equal(yield* c.append(p + "ok:id_with-ünïcode 🚀@1", [new UserMessage({ content: "x" })]), 1)
+        }))
+
+      test("invalid seq arguments are InvalidSeqError and change nothing", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "args"
+          yield* c.append(id, [new UserMessage({ content: "x" })])
+          yield* expectFailure(readAll(c, id, -1), InvalidSeqError, "sinceSeq -1")
+          yield* expectFailure(readAll(c, id, 0.5), InvalidSeqError, "sinceSeq 0.5")
+          yield* expectFailure(c.truncate(id, -1), InvalidSeqError, "toSeq -1")
+          yield* expectFailure(c.truncate(id, Number.NaN), InvalidSeqError, "toSeq NaN")
+          yield* expectFailure(c.append(id, [new UserMessage({ content: "y" })], -1), InvalidSeqError, "expectedHead -1")
+          yield* expectFailure(c.truncate(id, 0, 1.5), InvalidSeqError, "expectedHead 1.5")
+          assert.equal(yield* c.head(id), 1)
+        }))
+
+      test("concurrent appends racing on the same expected head produce exactly one winner", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "race"
+          yield* c.append(id, [new UserMessage({ content: "base" })])
+          for (let round = 0; round < 5; round++) {
+            const head = yield* c.head(id)
+            const results = yield* Effect.all(
+              Array.from({ length: 8 }, (_, racer) =>
+                Effect.exit(c.append(id, [new UserMessage({ content: `r${round}-${racer}` })], head))),
+              { concurrency: "unbounded" }
+            )
+            const winners = results.filter(Exit.isSuccess)
+            assert.equal(winners.length, 1, `round ${round}: exactly one winner`)
+            for (const exit of results.filter(Exit.isFailure)) {
+              const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+              assert.ok(error instanceof CheckpointConflictError, `loser got ${String(error)}`)
+              assert.deepEqual([error.expected, error.actual], [head, head + 1])
+            }
+            assert.equal(yield* c.head(id), head + 1)
+          }
+        }))
+
+      test("concurrent appends without an expected head all land, each batch contiguous", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "concurrent"
+          const writers = 6
+          const batches = 5
+          yield* Effect.all(
+            Array.from({ length: writers }, (_, w) =>
+              Effect.forEach(
+                Array.from({ length: batches }, (_, b) => b),
+                (b) => c.append(id, [0, 1, 2].map((i) => new UserMessage({ content: `${w}:${b}:${i}` })))
+              )),
+            { concurrency: "unbounded" }
+          )
+          const stored = yield* readAll(c, id)
+          assert.deepEqual(stored.map((s) => s.seq), Array.from({ length: writers * batches * 3 }, (_, i) => i + 1))
+          for (let i = 0; i < stored.length; i += 3) {
+            const [w, b] = String((stored[i]!.event as UserMessage).content).split(":")
+            for (let j = 0; j < 3; j++) {
+              assert.equal((stored[i + j]!.event as UserMessage).content, `${w}:${b}:${j}`, "batch is contiguous")
+            }
+          }
+        }))
+
+      test("a long session streams in order", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "long"
+          const total = 3000
+          for (let start = 0; start < total; start += 500) {
+            yield* c.append(id, Array.from({ length: 500 }, (_, i) => new UserMessage({ content: `m${start + i + 1}` })))
+          }
+          let expected = 2001
+          yield* Stream.runForEach(c.read(id, { sinceSeq: 2000 }), (s) =>
+            Effect.sync(() => {
+              assert.equal(s.seq, expected)
+              assert.equal((s.event as UserMessage).content, `m${expected}`)
+              expected++
+            }))
+          assert.equal(expected, total + 1)
+        }))
+
+      runner.it(
+        "a checkpointer whose scope has closed refuses every call with CheckpointerClosedError",
+        () =>
+          Effect.runPromise(Effect.gen(function*() {
+            const scope = yield* Scope.make()
+            const context = yield* Layer.buildWithScope(layer, scope)
+            const c = context.unsafeMap.get(Checkpointer.key) as CheckpointerService
+            const id = uniquePrefix("closed") + "s"
+            yield* c.append(id, [new UserMessage({ content: "x" })])
+            yield* Scope.close(scope, Exit.void)
+            yield* expectFailure(c.append(id, [new UserMessage({ content: "y" })]), CheckpointerClosedError, "append")
+            yield* expectFailure(c.head(id), CheckpointerClosedError, "head")
+            yield* expectFailure(readAll(c, id), CheckpointerClosedError, "read")
+            yield* expectFailure(c.list(), CheckpointerClosedError, "list")
+            yield* expectFailure(c.truncate(id, 0), CheckpointerClosedError, "truncate")
+            yield* expectFailure(c.delete(id), CheckpointerClosedError, "delete")
+          })),
+        timeoutMs
+      )
+
+      if (options.reopen) {
+        runner.it(
+          "what was appended survives closing and reopening",
+          () =>
+            Effect.runPromise(Effect.gen(function*() {
+              const id = uniquePrefix("reopen") + "s"
+              const events = sampleEvents()
+              yield* Effect.scoped(Effect.flatMap(Checkpointer, (c) => c.append(id, events)).pipe(Effect.provide(layer)))
+              yield* Effect.scoped(Effect.flatMap(Checkpointer, (c) =>
+                Effect.gen(function*() {
+                  assert.equal(yield* c.head(id), events.length)
+                  const stored = yield* readAll(c, id)
+                  assert.deepEqual(encodedEvents(stored), events.map((e) => encodeEvent(e)))
+                  yield* c.truncate(id, 3)
+                })).pipe(Effect.provide(layer)))
+              yield* Effect.scoped(Effect.flatMap(Checkpointer, (c) =>
+                Effect.gen(function*() {
+                  assert.equal(yield* c.head(id), 3)
+                  assert.equal(yield* c.append(id, [new UserMessage({ content: "after reopen" })], 3), 4)
+                })).pipe(Effect.provide(layer)))
+            })),
+          timeoutMs
+        )
+      }
+    })
+
+    runner.describe("model-based properties", () => {
+      runner.it(
+        "random command sequences behave like the model",
+        () => runModelProperty(layer, options),
+        Math.max(timeoutMs, 600_000)
+      )
+    })
+  })
+}
+
+// ---------------------------------------------------------------------------
+// Model-based property test
+// ---------------------------------------------------------------------------
+
+interface Model {
+  /** Keyed by symbolic name ("a", "b", "c"); the real session id adds a per-run prefix. */
+  readonly sessions: Map<string, Array<SessionEventEncoded>>
+}
+
+const SESSION_NAMES = ["a", "b", "c"] as const
+
+/** The system under test: a live runtime over the layer that a reopen command rebuilds. */
+class Real<E> {
+  private runtime: ManagedRuntime.ManagedRuntime<Checkpointer, E>
+  /** A fresh id space per run keeps runs independent on persistent stores. */
+  private readonly prefix = uniquePrefix("m")
+  constructor(private readonly layer: Layer.Layer<Checkpointer, E>) {
+    this.runtime = ManagedRuntime.make(layer)
+  }
+  id(name: string): string {
+    return this.prefix + name
+  }
+  run<A>(use: (c: CheckpointerService) => Effect.Effect<A, unknown>): Promise<Exit.Exit<A, unknown>> {
+    return this.runtime.runPromiseExit(Effect.flatMap(Checkpointer, use))
+  }
+  async reopen(): Promise<void> {
+    await this.runtime.dispose()
+    this.runtime = ManagedRuntime.make(this.layer)
+  }
+  dispose(): Promise<void> {
+    return this.runtime.dispose()
+  }
+}
+
+type Cmd<E> = fc.AsyncCommand<Model, Real<E>>
+
+const valueOf = <A>(exit: Exit.Exit<A, unknown>, what: string): A => {
+  if (Exit.isSuccess(exit)) return exit.value
+  return assert.fail(`${what} failed unexpectedly: ${String(exit.cause)}`)
+}
+const errorOf = (exit: Exit.Exit<unknown, unknown>): unknown =>
+  Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+
+/** After every mutation: each session's head and contents equal the model's. */
+const compareAll = async <E>(model: Model, real: Real<E>, after: string) => {
+  for (const name of SESSION_NAMES) {
+    const id = real.id(name)
+    const expected = model.sessions.get(name) ?? []
+    const [head, stored] = valueOf(await real.run((c) => Effect.zip(c.head(id), readAll(c, id))), `${after}: read ${name}`)
+    assert.equal(head, expected.length, `${after}: head of ${name}`)
+    assert.deepEqual(stored.map((s) => s.seq), expected.map((_, i) => i + 1), `${after}: seqs of ${name}`)
+    assert.deepEqual(encodedEvents(stored), expected, `${after}: events of ${name}`)
+  }
+}
+
+type ExpectMode = { readonly kind: "none" } | { readonly kind: "current" } | { readonly kind: "offset"; readonly by: number }
+
+const expectedHeadFor = (mode: ExpectMode, head: number): number | undefined =>
+  mode.kind === "none" ? undefined : mode.kind === "current" ? head : Math.max(0, head + mode.by)
+
+const expectModeArb: fc.Arbitrary<ExpectMode> = fc.oneof(
+  fc.constant<ExpectMode>({ kind: "none" }),
+  fc.constant<ExpectMode>({ kind: "current" }),
+  fc.constantFrom(-2, -1, 1, 3).map((by): ExpectMode => ({ kind: "offset", by }))
+)
+
+const commandArbitraries = <E>(reopen: boolean): Array<fc.Arbitrary<Cmd<E>>> => {
+  const nameArb = fc.constantFrom(...SESSION_NAMES)
+  const check = () => true
+  const commands: Array<fc.Arbitrary<Cmd<E>>> = [
+    fc.tuple(nameArb, fc.array(simpleEvent, { maxLength: 4 }), expectModeArb).map(([name, events, mode]) => ({
+      check,
+      async run(model: Model, real: Real<E>) {
+        const stored = model.sessions.get(name)
+        const head = stored?.length ?? 0
+        const expected = expectedHeadFor(mode, head)
+        const exit = await real.run((c) => c.append(real.id(name), events, expected))
+        if (expected !== undefined && expected !== head) {
+          const error: unknown = errorOf(exit)
+          assert.ok(error instanceof CheckpointConflictError, `append expecting ${expected}: got ${String(exit)}`)
+          assert.deepEqual([error.sessionId, error.expected, error.actual], [real.id(name), expected, head])
+        } else {
+          assert.equal(valueOf(exit, "append"), head + events.length)
+          if (events.length > 0) model.sessions.set(name, [...(stored ?? []), ...events])
+        }
+        await compareAll(model, real, this.toString())
+      },
+      toString: () => `append(${name}, ${events.length} events, ${JSON.stringify(mode)})`
+    })),
+    fc.tuple(nameArb, fc.nat({ max: 12 })).map(([name, sinceSeq]) => ({
+      check,
+      async run(model: Model, real: Real<E>) {
+        const expected = (model.sessions.get(name) ?? []).slice(sinceSeq)
+        const stored = valueOf(await real.run((c) => readAll(c, real.id(name), sinceSeq)), "read")
+        assert.deepEqual(stored.map((s) => s.seq), expected.map((_, i) => sinceSeq + i + 1), this.toString())
+        assert.deepEqual(encodedEvents(stored), expected, this.toString())
+      },
+      toString: () => `read(${name}, sinceSeq ${sinceSeq})`
+    })),
+    fc.constant<Cmd<E>>({
+      check,
+      async run(model: Model, real: Real<E>) {
+        const ids = new Map(SESSION_NAMES.map((name) => [real.id(name), name]))
+        const listed = valueOf(await real.run((c) => c.list()), "list").filter((s) => ids.has(s.id))
+        assert.deepEqual(listed.map((s) => ids.get(s.id)).sort(), [...model.sessions.keys()].sort(), "listed sessions")
+        for (let i = 1; i < listed.length; i++) {
+          assert.ok(listed[i - 1]!.mtime.getTime() >= listed[i]!.mtime.getTime(), "most recent first")
+        }
+      },
+      toString: () => "list()"
+    }),
+    nameArb.map((name) => ({
+      check,
+      async run(model: Model, real: Real<E>) {
+        valueOf(await real.run((c) => c.delete(real.id(name))), "delete")
+        model.sessions.delete(name)
+        await compareAll(model, real, this.toString())
+      },
+      toString: () => `delete(${name})`
+    })),
+    fc.tuple(nameArb, fc.nat({ max: 14 }), expectModeArb).map(([name, toSeq, mode]) => ({
+      check,
+      async run(model: Model, real: Real<E>) {
+        const stored = model.sessions.get(name)
+        const head = stored?.length ?? 0
+        const expected = expectedHeadFor(mode, head)
+        const exit = await real.run((c) => c.truncate(real.id(name), toSeq, expected))
+        if (expected !== undefined && expected !== head) {
+          const error: unknown = errorOf(exit)
+          assert.ok(error instanceof CheckpointConflictError, `truncate expecting ${expected}: got ${String(exit)}`)
+          assert.deepEqual([error.expected, error.actual], [expected, head])
+        } else if (toSeq > head) {
+          assert.ok(errorOf(exit) instanceof InvalidSeqError, `truncate past head: got ${String(exit)}`)
+        } else {
+          assert.equal(valueOf(exit, "truncate"), toSeq)
+          if (stored !== undefined && toSeq < head) model.sessions.set(name, stored.slice(0, toSeq))
+        }
+        await compareAll(model, real, this.toString())
+      },
+      toString: () => `truncate(${name}, ${toSeq}, ${JSON.stringify(mode)})`
+    }))
+  ]
+  if (reopen) {
+    commands.push(fc.constant<Cmd<E>>({
+      check,
+      async run(model: Model, real: Real<E>) {
+        await real.reopen()
+        await compareAll(model, real, "reopen")
+      },
+      toString: () => "reopen()"
+    }))
+  }
+  return commands
+}
+
+const runModelProperty = async <E>(layer: Layer.Layer<Checkpointer, E>, options: ConformanceOptions) => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.commands(commandArbitraries<E>(options.reopen ?? false), { maxCommands: options.maxCommands ?? 40, size: "max" }),
+      async (commands) => {
+        const real = new Real(layer)
+        try {
+          await fc.asyncModelRun(() => ({ model: { sessions: new Map() }, real }), commands)
+        } finally {
+          await real.dispose()
+        }
+      }
+    ),
+    { numRuns: options.propertyRuns ?? 200, ...options.fastCheck }
+  )
+}

@@ -1,0 +1,85 @@
+/**
+ * The one place events cross between their typed form and their JSON form. Backends
+ * store `StoredEventEncoded` (plain JSON) and call these on the way in and out.
+ */
+import { Either, ParseResult, Schema } from "effect"
+import { EventDecodeError, InvalidEventError } from "./errors.js"
+import {
+  SESSION_EVENT_TAGS,
+  SessionEvent,
+  type SessionEventEncoded,
+  StoredEvent,
+  type StoredEventEncoded
+} from "./events.js"
+
+const encodeStored = Schema.encodeSync(StoredEvent)
+const decodeStored = Schema.decodeUnknownEither(StoredEvent)
+const encodeEvent = Schema.encodeEither(SessionEvent)
+const decodeEvent = Schema.decodeUnknownEither(SessionEvent)
+const isSessionEvent = Schema.is(SessionEvent)
+const knownTags: ReadonlySet<string> = new Set(SESSION_EVENT_TAGS)
+
+const describe = (error: ParseResult.ParseError): string => ParseResult.TreeFormatter.formatErrorSync(error)
+
+/** The JSON form of a stored event (events are validated before they are stored). */
+export const encodeStoredEvent = (stored: StoredEvent): StoredEventEncoded => encodeStored(stored)
+
+const tagOf = (raw: unknown): unknown =>
+  typeof raw === "object" && raw !== null && "event" in raw && typeof raw.event === "object" && raw.event !== null
+    ? (raw.event as { readonly _tag?: unknown })._tag
+    : undefined
+
+/**
+ * Decode one stored record. A kind this reader does not know (written by a newer
+ * version) and a malformed record are both typed errors naming the session and seq.
+ */
+export const decodeStoredEvent = (
+  sessionId: string,
+  expectedSeq: number,
+  raw: unknown
+): Either.Either<StoredEvent, EventDecodeError> => {
+  const tag = tagOf(raw)
+  if (typeof tag === "string" && !knownTags.has(tag)) {
+    return Either.left(
+      new EventDecodeError({
+        sessionId,
+        seq: expectedSeq,
+        detail: `unknown event kind "${tag}" (written by a newer version of lite-agent?)`
+      })
+    )
+  }
+  return Either.mapLeft(decodeStored(raw), (error) =>
+    new EventDecodeError({ sessionId, seq: expectedSeq, detail: describe(error) }))
+}
+
+/** What callers may hand to `append`: event instances or their encoded JSON form. */
+export type SessionEventInput = SessionEvent | SessionEventEncoded
+
+/**
+ * Validate every input event, accepting class instances and plain encoded JSON alike.
+ * Returns the typed events and their encoded form, or the first invalid one.
+ */
+export const normalizeEvents = (
+  sessionId: string,
+  inputs: ReadonlyArray<unknown>
+): Either.Either<
+  { readonly events: ReadonlyArray<SessionEvent>; readonly encoded: ReadonlyArray<SessionEventEncoded> },
+  InvalidEventError
+> => {
+  if (!Array.isArray(inputs)) {
+    return Either.left(new InvalidEventError({ sessionId, index: -1, detail: "events must be an array" }))
+  }
+  const events: Array<SessionEvent> = []
+  const encoded: Array<SessionEventEncoded> = []
+  for (let index = 0; index < inputs.length; index++) {
+    const input: unknown = inputs[index]
+    const typed = isSessionEvent(input) ? Either.right(input) : decodeEvent(input)
+    const result = Either.flatMap(typed, (event) => Either.map(encodeEvent(event), (json) => [event, json] as const))
+    if (Either.isLeft(result)) {
+      return Either.left(new InvalidEventError({ sessionId, index, detail: describe(result.left) }))
+    }
+    events.push(result.right[0])
+    encoded.push(result.right[1])
+  }
+  return Either.right({ events, encoded })
+}

@@ -1,0 +1,152 @@
+/**
+ * Every failure the library reports is one of these tagged errors. They are all
+ * `instanceof Error`, carry the data a caller needs to react, and are exactly the
+ * instances the promise facade rejects with.
+ */
+import { Schema } from "effect"
+
+/** An `expectedHead` did not match the session's real head. Nothing was written. */
+export class CheckpointConflictError extends Schema.TaggedError<CheckpointConflictError>()(
+  "CheckpointConflictError",
+  { sessionId: Schema.String, expected: Schema.Number, actual: Schema.Number }
+) {
+  override get message(): string {
+    return `session "${this.sessionId}": expected head ${this.expected}, but the head is ${this.actual}; re-read the log and retry`
+  }
+}
+
+/** A session id that cannot be used (it would become an unsafe file name, among others). */
+export class InvalidSessionIdError extends Schema.TaggedError<InvalidSessionIdError>()(
+  "InvalidSessionIdError",
+  { sessionId: Schema.String, reason: Schema.String }
+) {
+  override get message(): string {
+    return `invalid session id ${JSON.stringify(this.sessionId)}: ${this.reason}`
+  }
+}
+
+/** A seq argument (`sinceSeq`, `toSeq`, `expectedHead`) outside what the session allows. */
+export class InvalidSeqError extends Schema.TaggedError<InvalidSeqError>()(
+  "InvalidSeqError",
+  { sessionId: Schema.String, argument: Schema.String, value: Schema.Unknown, reason: Schema.String }
+) {
+  override get message(): string {
+    return `session "${this.sessionId}": invalid ${this.argument} ${String(this.value)}: ${this.reason}`
+  }
+}
+
+/** An event handed to `append` that is not a valid `SessionEvent`. Nothing was stored. */
+export class InvalidEventError extends Schema.TaggedError<InvalidEventError>()(
+  "InvalidEventError",
+  { sessionId: Schema.String, index: Schema.Number, detail: Schema.String }
+) {
+  override get message(): string {
+    return `session "${this.sessionId}": event #${this.index} is not a valid SessionEvent: ${this.detail}`
+  }
+}
+
+/** A stored record that decodes to no known event (unknown kind or malformed fields). */
+export class EventDecodeError extends Schema.TaggedError<EventDecodeError>()(
+  "EventDecodeError",
+  { sessionId: Schema.String, seq: Schema.Number, detail: Schema.String }
+) {
+  override get message(): string {
+    return `session "${this.sessionId}", seq ${this.seq}: cannot decode stored event: ${this.detail}`
+  }
+}
+
+/** Stored data is damaged: a bad record in the middle of a log, a failed checksum, a corrupt database. */
+export class CheckpointIntegrityError extends Schema.TaggedError<CheckpointIntegrityError>()(
+  "CheckpointIntegrityError",
+  {
+    sessionId: Schema.optional(Schema.String),
+    seq: Schema.optional(Schema.Number),
+    offset: Schema.optional(Schema.Number),
+    detail: Schema.String
+  }
+) {
+  override get message(): string {
+    const where = [
+      this.sessionId === undefined ? undefined : `session "${this.sessionId}"`,
+      this.seq === undefined ? undefined : `seq ${this.seq}`,
+      this.offset === undefined ? undefined : `byte offset ${this.offset}`
+    ].filter((part) => part !== undefined)
+    return `${where.length > 0 ? where.join(", ") + ": " : ""}integrity check failed: ${this.detail}`
+  }
+}
+
+/** Stored data was written by a newer, incompatible format version. It was not touched. */
+export class SchemaVersionError extends Schema.TaggedError<SchemaVersionError>()(
+  "SchemaVersionError",
+  { found: Schema.Number, supported: Schema.Number, detail: Schema.optional(Schema.String) }
+) {
+  override get message(): string {
+    return `stored format version ${this.found} is newer than the supported version ${this.supported}${
+      this.detail === undefined ? "" : ` (${this.detail})`
+    }`
+  }
+}
+
+/** A codec could not encode or decode a record (wrong key, tampered data, encoder failure). */
+export class CodecError extends Schema.TaggedError<CodecError>()(
+  "CodecError",
+  { codec: Schema.String, operation: Schema.Literal("encode", "decode"), detail: Schema.String }
+) {
+  override get message(): string {
+    return `codec "${this.codec}" failed to ${this.operation}: ${this.detail}`
+  }
+}
+
+/** The checkpointer was closed; it cannot be used again. */
+export class CheckpointerClosedError extends Schema.TaggedError<CheckpointerClosedError>()(
+  "CheckpointerClosedError",
+  {}
+) {
+  override get message(): string {
+    return "the checkpointer is closed"
+  }
+}
+
+/** The storage medium failed (I/O error, disk full, permission denied). */
+export class StorageError extends Schema.TaggedError<StorageError>()(
+  "StorageError",
+  { operation: Schema.String, detail: Schema.String, cause: Schema.optional(Schema.Defect) }
+) {
+  override get message(): string {
+    return `storage error during ${this.operation}: ${this.detail}`
+  }
+}
+
+/** Invalid options given to a constructor (a backend, a codec, the agent). */
+export class ConfigurationError extends Schema.TaggedError<ConfigurationError>()(
+  "ConfigurationError",
+  { option: Schema.String, detail: Schema.String }
+) {
+  override get message(): string {
+    return `invalid option "${this.option}": ${this.detail}`
+  }
+}
+
+/** The session is locked by someone else for longer than the caller was willing to wait. */
+export class CheckpointBusyError extends Schema.TaggedError<CheckpointBusyError>()(
+  "CheckpointBusyError",
+  { sessionId: Schema.optional(Schema.String), waitedMs: Schema.Number, detail: Schema.String }
+) {
+  override get message(): string {
+    return `${this.sessionId === undefined ? "" : `session "${this.sessionId}": `}still busy after ${this.waitedMs} ms: ${this.detail}`
+  }
+}
+
+/** Every error a `Checkpointer` operation can fail with. */
+export type CheckpointerError =
+  | CheckpointConflictError
+  | InvalidSessionIdError
+  | InvalidSeqError
+  | InvalidEventError
+  | EventDecodeError
+  | CheckpointIntegrityError
+  | SchemaVersionError
+  | CodecError
+  | CheckpointerClosedError
+  | StorageError
+  | CheckpointBusyError

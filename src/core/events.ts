@@ -1,0 +1,234 @@
+/**
+ * The persisted vocabulary of a session. The format is ours and versioned
+ * (`EVENT_FORMAT_VERSION`); it does not depend on any model vendor's message types,
+ * which are mapped at the edge.
+ */
+import { Schema } from "effect"
+
+/** Bumped when an event changes incompatibly; readers refuse newer versions. */
+export const EVENT_FORMAT_VERSION = 1
+
+// ---------------------------------------------------------------------------
+// JSON values (tool inputs): finite numbers only, so every value survives JSON.
+// ---------------------------------------------------------------------------
+
+export type JsonValue =
+  | null
+  | boolean
+  | number
+  | string
+  | ReadonlyArray<JsonValue>
+  | { readonly [key: string]: JsonValue }
+
+const JsonNumber = Schema.Number.pipe(
+  Schema.filter((n) => Number.isFinite(n) && !Object.is(n, -0), {
+    message: () => "expected a finite JSON number (not NaN, Infinity or -0)"
+  }),
+  Schema.annotations({
+    arbitrary: () => (fc) => fc.double({ noNaN: true, noDefaultInfinity: true }).map((n) => (n === 0 ? 0 : n))
+  })
+)
+
+export const JsonValue: Schema.Schema<JsonValue> = Schema.Union(
+  Schema.Null,
+  Schema.Boolean,
+  JsonNumber,
+  Schema.String,
+  Schema.Array(Schema.suspend(() => JsonValue)),
+  Schema.Record({ key: Schema.String, value: Schema.suspend(() => JsonValue) })
+).annotations({ identifier: "JsonValue" })
+
+// ---------------------------------------------------------------------------
+// Content blocks
+// ---------------------------------------------------------------------------
+
+export const TextBlock = Schema.Struct({
+  type: Schema.Literal("text"),
+  text: Schema.String
+}).annotations({ identifier: "TextBlock" })
+export type TextBlock = typeof TextBlock.Type
+
+export const ToolUseBlock = Schema.Struct({
+  type: Schema.Literal("tool_use"),
+  id: Schema.NonEmptyString,
+  name: Schema.NonEmptyString,
+  input: JsonValue
+}).annotations({ identifier: "ToolUseBlock" })
+export type ToolUseBlock = typeof ToolUseBlock.Type
+
+/** What a user (or the runtime speaking as the user) says: plain text or text blocks. */
+export const UserContent = Schema.Union(Schema.String, Schema.Array(TextBlock))
+export type UserContent = typeof UserContent.Type
+
+export const AssistantBlock = Schema.Union(TextBlock, ToolUseBlock)
+export type AssistantBlock = typeof AssistantBlock.Type
+
+const Count = Schema.NonNegativeInt
+const Sha256Hex = Schema.String.pipe(Schema.pattern(/^[0-9a-f]{64}$/), Schema.annotations({ identifier: "Sha256Hex" }))
+/** POSIX permission bits (and the file-type bits are never stored). */
+const FileMode = Schema.Int.pipe(Schema.between(0, 0o7777), Schema.annotations({ identifier: "FileMode" }))
+
+// ---------------------------------------------------------------------------
+// Messages
+// ---------------------------------------------------------------------------
+
+/**
+ * A message from the user. `origin: "user"` is the explicit marker that a person
+ * typed it; every such message is a checkpoint. Records written before the marker
+ * existed have no `origin` and go through {@link inferUserCheckpoint}.
+ */
+export class UserMessage extends Schema.TaggedClass<UserMessage>()("UserMessage", {
+  content: UserContent,
+  origin: Schema.optional(Schema.Literal("user"))
+}) {}
+
+/** Words the runtime injects in the user's turn. Never a checkpoint. */
+export const RuntimeMessageKind = Schema.Literal("reminder", "repair", "background_completion")
+export type RuntimeMessageKind = typeof RuntimeMessageKind.Type
+
+export class RuntimeMessage extends Schema.TaggedClass<RuntimeMessage>()("RuntimeMessage", {
+  kind: RuntimeMessageKind,
+  content: UserContent
+}) {}
+
+export const TokenUsage = Schema.Struct({
+  inputTokens: Count,
+  outputTokens: Count
+}).annotations({ identifier: "TokenUsage" })
+export type TokenUsage = typeof TokenUsage.Type
+
+export class AssistantMessage extends Schema.TaggedClass<AssistantMessage>()("AssistantMessage", {
+  content: Schema.Array(AssistantBlock),
+  model: Schema.optional(Schema.String),
+  stopReason: Schema.optional(Schema.String),
+  usage: Schema.optional(TokenUsage)
+}) {}
+
+export class ToolResult extends Schema.TaggedClass<ToolResult>()("ToolResult", {
+  toolUseId: Schema.NonEmptyString,
+  toolName: Schema.String,
+  content: UserContent,
+  isError: Schema.Boolean
+}) {}
+
+// ---------------------------------------------------------------------------
+// Files
+// ---------------------------------------------------------------------------
+
+/** The bytes and mode of a file as it was before a tool changed it. */
+export const SnapshotContent = Schema.TaggedStruct("content", {
+  data: Schema.Uint8ArrayFromBase64,
+  mode: FileMode,
+  /** Length and hash of `data` when it was taken, so a damaged snapshot is detected. */
+  size: Count,
+  sha256: Sha256Hex
+})
+/** The path did not exist before the change (restore deletes it). */
+export const SnapshotMissing = Schema.TaggedStruct("missing", {})
+/** No usable snapshot (too large, unreadable, not a regular file); restore cannot put it back. */
+export const SnapshotUnavailable = Schema.TaggedStruct("unavailable", {
+  reason: Schema.String,
+  size: Schema.optional(Count)
+})
+export const FileSnapshotState = Schema.Union(SnapshotContent, SnapshotMissing, SnapshotUnavailable)
+export type FileSnapshotState = typeof FileSnapshotState.Type
+
+/** Taken by a mutating file tool before its first change to `path` after a checkpoint. */
+export class FileSnapshot extends Schema.TaggedClass<FileSnapshot>()("FileSnapshot", {
+  toolUseId: Schema.NonEmptyString,
+  /** Relative to the workdir, with `/` separators. */
+  path: Schema.NonEmptyString,
+  state: FileSnapshotState
+}) {}
+
+/** What a tool left at a path: a file with this hash and mode, or nothing. */
+export const FileLeft = Schema.TaggedStruct("file", { sha256: Sha256Hex, size: Count, mode: FileMode })
+export const FileAbsent = Schema.TaggedStruct("absent", {})
+export const FileAfterState = Schema.Union(FileLeft, FileAbsent)
+export type FileAfterState = typeof FileAfterState.Type
+
+/**
+ * Written after every change a file tool makes. `after` is what the tool left; records
+ * from before it existed lack it, and restore cannot check those for outside edits.
+ */
+export class FileChange extends Schema.TaggedClass<FileChange>()("FileChange", {
+  toolUseId: Schema.NonEmptyString,
+  path: Schema.NonEmptyString,
+  operation: Schema.Literal("write", "edit", "delete", "chmod"),
+  after: Schema.optional(FileAfterState)
+}) {}
+
+// ---------------------------------------------------------------------------
+// Session lifecycle
+// ---------------------------------------------------------------------------
+
+/**
+ * The conversation before this record was summarised. The model then sees the summary
+ * followed by the messages from `keptFromSeq` on (default: the ones after this record).
+ */
+export class Compaction extends Schema.TaggedClass<Compaction>()("Compaction", {
+  summary: Schema.String,
+  keptFromSeq: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  tokensBefore: Count,
+  tokensAfter: Count,
+  instructions: Schema.optional(Schema.String)
+}) {}
+
+/** A background task ended. The model hears about it on its next turn; not a checkpoint. */
+export class BackgroundCompleted extends Schema.TaggedClass<BackgroundCompleted>()("BackgroundCompleted", {
+  taskId: Schema.NonEmptyString,
+  command: Schema.String,
+  exitCode: Schema.NullOr(Schema.Int),
+  signal: Schema.optional(Schema.String),
+  output: Schema.String,
+  outputTruncated: Schema.Boolean
+}) {}
+
+/** Facts about the session itself. Later values for a key replace earlier ones. */
+export class SessionMetadata extends Schema.TaggedClass<SessionMetadata>()("SessionMetadata", {
+  formatVersion: Schema.Int.pipe(Schema.positive()),
+  title: Schema.optional(Schema.String),
+  workdir: Schema.optional(Schema.String),
+  model: Schema.optional(Schema.String),
+  labels: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+}) {}
+
+export const SessionEvent = Schema.Union(
+  UserMessage,
+  RuntimeMessage,
+  AssistantMessage,
+  ToolResult,
+  FileSnapshot,
+  FileChange,
+  Compaction,
+  BackgroundCompleted,
+  SessionMetadata
+).annotations({ identifier: "SessionEvent" })
+export type SessionEvent = typeof SessionEvent.Type
+export type SessionEventEncoded = typeof SessionEvent.Encoded
+
+/** Every `_tag` a reader of this version understands. */
+export const SESSION_EVENT_TAGS = [
+  "UserMessage",
+  "RuntimeMessage",
+  "AssistantMessage",
+  "ToolResult",
+  "FileSnapshot",
+  "FileChange",
+  "Compaction",
+  "BackgroundCompleted",
+  "SessionMetadata"
+] as const satisfies ReadonlyArray<SessionEvent["_tag"]>
+
+/** One event as stored: its 1-based, contiguous position and the time it was appended (epoch ms). */
+export const StoredEvent = Schema.Struct({
+  seq: Schema.Int.pipe(Schema.positive()),
+  ts: Schema.Int.pipe(Schema.nonNegative()),
+  event: SessionEvent
+}).annotations({ identifier: "StoredEvent" })
+export type StoredEvent = typeof StoredEvent.Type
+export type StoredEventEncoded = typeof StoredEvent.Encoded
+
+/** The text of user content, blocks joined by newlines. */
+export const contentText = (content: UserContent): string =>
+  typeof content === "string" ? content : content.map((block) => block.text).join("\n")

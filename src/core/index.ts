@@ -1,0 +1,36 @@
+/**
+ * `@lite-agent/sdk/core` — the Effect API: events, the pure fold, the `Checkpointer`
+ * contract and its errors, the memory backend and the conformance suite.
+ */
+export * from "./errors.js"
+export * from "./events.js"
+export * from "./encoding.js"
+export * from "./sessionId.js"
+export * from "./userCheckpoint.js"
+export { AppendOnly } from "./appendOnly.js"
+export * as Session from "./session.js"
+export type {
+  Checkpoint,
+  CheckpointAnchor,
+  Conversation,
+  ConversationEntry,
+  FileHistoryEntry,
+  PendingToolCall,
+  SessionState
+} from "./session.js"
+export {
+  Checkpointer,
+  type CheckpointerDriver,
+  type CheckpointerService,
+  type LockedSession,
+  make as makeCheckpointer,
+  type ReadOptions,
+  type SessionInfo
+} from "./Checkpointer.js"
+export * as MemoryCheckpointer from "../backends/memory.js"
+export {
+  checkpointerConformance,
+  type ConformanceOptions,
+  type ConformanceRunner,
+  sampleEvents
+} from "./conformance.js"

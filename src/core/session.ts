@@ -1,0 +1,276 @@
+/**
+ * A session is a pure fold over its log. `step` adds one stored event; `fold` adds many.
+ * The state uses persistent collections, so `step` is cheap and old states stay valid;
+ * everything else (the conversation, the checkpoints list) is a projection of it.
+ */
+import { Data, HashMap, Option } from "effect"
+import { AppendOnly } from "./appendOnly.js"
+import {
+  type AssistantMessage,
+  type BackgroundCompleted,
+  type Compaction,
+  contentText,
+  type FileAfterState,
+  type FileChange,
+  type FileSnapshotState,
+  type JsonValue,
+  type RuntimeMessage,
+  type StoredEvent,
+  type TokenUsage,
+  type ToolResult,
+  type UserMessage
+} from "./events.js"
+import { isUserCheckpoint } from "./userCheckpoint.js"
+
+export type ConversationEvent = UserMessage | RuntimeMessage | AssistantMessage | ToolResult | BackgroundCompleted
+
+/** A message in the conversation, with where it sits in the log. */
+export interface ConversationEntry {
+  readonly seq: number
+  readonly ts: number
+  readonly event: ConversationEvent
+}
+
+/** A rollback anchor: a real user prompt. */
+export interface CheckpointAnchor {
+  readonly seq: number
+  readonly ts: number
+  readonly prompt: string
+}
+
+export interface PendingToolCall {
+  readonly toolUseId: string
+  readonly name: string
+  readonly input: JsonValue
+  /** Seq of the assistant message that asked for it. */
+  readonly seq: number
+  /** Position of the call among that message's blocks. */
+  readonly blockIndex: number
+}
+
+export type FileHistoryEntry =
+  | { readonly kind: "snapshot"; readonly seq: number; readonly toolUseId: string; readonly state: FileSnapshotState }
+  | {
+    readonly kind: "change"
+    readonly seq: number
+    readonly toolUseId: string
+    readonly operation: FileChange["operation"]
+    readonly after: FileAfterState | undefined
+  }
+
+export interface SessionMetadataState {
+  readonly formatVersion: number | undefined
+  readonly title: string | undefined
+  readonly workdir: string | undefined
+  readonly model: string | undefined
+  readonly labels: HashMap.HashMap<string, string>
+}
+
+export interface CompactionBoundary {
+  readonly seq: number
+  readonly event: Compaction
+}
+
+export class SessionState extends Data.Class<{
+  /** Seq of the last event folded in; 0 for an empty session. */
+  readonly head: number
+  /** `ts` of the last event, or `undefined` for an empty session. */
+  readonly lastTs: number | undefined
+  /** Every message ever appended, compacted ones included (see {@link conversation}). */
+  readonly messages: AppendOnly<ConversationEntry>
+  readonly compaction: CompactionBoundary | undefined
+  readonly anchors: AppendOnly<CheckpointAnchor>
+  /** Tool calls the assistant made that have no result yet, by tool-use id. */
+  readonly pendingToolCalls: HashMap.HashMap<string, PendingToolCall>
+  /** Snapshot and change records per path, oldest first. */
+  readonly files: HashMap.HashMap<string, AppendOnly<FileHistoryEntry>>
+  readonly metadata: SessionMetadataState
+  readonly usage: TokenUsage
+}> {}
+
+export const emptySessionState: SessionState = new SessionState({
+  head: 0,
+  lastTs: undefined,
+  messages: AppendOnly.empty(),
+  compaction: undefined,
+  anchors: AppendOnly.empty(),
+  pendingToolCalls: HashMap.empty(),
+  files: HashMap.empty(),
+  metadata: Data.struct({
+    formatVersion: undefined,
+    title: undefined,
+    workdir: undefined,
+    model: undefined,
+    labels: HashMap.empty<string, string>()
+  }),
+  usage: Data.struct({ inputTokens: 0, outputTokens: 0 })
+})
+
+const withMessage = (state: SessionState, stored: StoredEvent, event: ConversationEvent) =>
+  state.messages.append(Data.struct({ seq: stored.seq, ts: stored.ts, event }))
+
+const withFileEntry = (state: SessionState, path: string, entry: FileHistoryEntry) => {
+  const history = Option.getOrElse(HashMap.get(state.files, path), () => AppendOnly.empty<FileHistoryEntry>())
+  return HashMap.set(state.files, path, history.append(Data.struct(entry)))
+}
+
+/** Fold one stored event into the state. Pure; never throws. */
+export const step = (state: SessionState, stored: StoredEvent): SessionState => {
+  const base = { ...state, head: stored.seq, lastTs: stored.ts }
+  const event = stored.event
+  switch (event._tag) {
+    case "UserMessage": {
+      const anchors = isUserCheckpoint(event, HashMap.size(state.pendingToolCalls))
+        ? state.anchors.append(Data.struct({ seq: stored.seq, ts: stored.ts, prompt: contentText(event.content) }))
+        : state.anchors
+      return new SessionState({ ...base, messages: withMessage(state, stored, event), anchors })
+    }
+    case "RuntimeMessage":
+    case "BackgroundCompleted":
+      return new SessionState({ ...base, messages: withMessage(state, stored, event) })
+    case "AssistantMessage": {
+      let pendingToolCalls = state.pendingToolCalls
+      event.content.forEach((block, blockIndex) => {
+        if (block.type === "tool_use") {
+          pendingToolCalls = HashMap.set(
+            pendingToolCalls,
+            block.id,
+            Data.struct({ toolUseId: block.id, name: block.name, input: block.input, seq: stored.seq, blockIndex })
+          )
+        }
+      })
+      const usage = event.usage === undefined ? state.usage : Data.struct({
+        inputTokens: state.usage.inputTokens + event.usage.inputTokens,
+        outputTokens: state.usage.outputTokens + event.usage.outputTokens
+      })
+      return new SessionState({ ...base, messages: withMessage(state, stored, event), pendingToolCalls, usage })
+    }
+    case "ToolResult":
+      return new SessionState({
+        ...base,
+        messages: withMessage(state, stored, event),
+        pendingToolCalls: HashMap.remove(state.pendingToolCalls, event.toolUseId)
+      })
+    case "FileSnapshot":
+      return new SessionState({
+        ...base,
+        files: withFileEntry(state, event.path, {
+          kind: "snapshot",
+          seq: stored.seq,
+          toolUseId: event.toolUseId,
+          state: event.state
+        })
+      })
+    case "FileChange":
+      return new SessionState({
+        ...base,
+        files: withFileEntry(state, event.path, {
+          kind: "change",
+          seq: stored.seq,
+          toolUseId: event.toolUseId,
+          operation: event.operation,
+          after: event.after
+        })
+      })
+    case "Compaction":
+      return new SessionState({ ...base, compaction: Data.struct({ seq: stored.seq, event }) })
+    case "SessionMetadata": {
+      const previous = state.metadata
+      let labels = previous.labels
+      for (const [key, value] of Object.entries(event.labels ?? {})) labels = HashMap.set(labels, key, value)
+      const metadata = Data.struct({
+        formatVersion: event.formatVersion,
+        title: event.title ?? previous.title,
+        workdir: event.workdir ?? previous.workdir,
+        model: event.model ?? previous.model,
+        labels
+      })
+      return new SessionState({ ...base, metadata })
+    }
+  }
+}
+
+/** Fold stored events (in seq order) onto `from` (default: the empty session). */
+export const fold = (events: Iterable<StoredEvent>, from: SessionState = emptySessionState): SessionState => {
+  let state = from
+  for (const stored of events) state = step(state, stored)
+  return state
+}
+
+// ---------------------------------------------------------------------------
+// Projections
+// ---------------------------------------------------------------------------
+
+export interface Conversation {
+  /** The summary that replaces everything before the compaction boundary, if any. */
+  readonly summary: string | undefined
+  /** The messages the model sees after the summary, oldest first. */
+  readonly entries: ReadonlyArray<ConversationEntry>
+}
+
+/** The conversation the model sees: after the last compaction, its summary and the kept messages. */
+export const conversation = (state: SessionState): Conversation => {
+  const all = state.messages.toArray()
+  if (state.compaction === undefined) return { summary: undefined, entries: all }
+  const keptFrom = state.compaction.event.keptFromSeq ?? state.compaction.seq + 1
+  return { summary: state.compaction.event.summary, entries: all.filter((entry) => entry.seq >= keptFrom) }
+}
+
+export interface Checkpoint {
+  readonly seq: number
+  readonly prompt: string
+  readonly ts: number
+  /** Paths changed after this checkpoint that restore can put back. */
+  readonly files: ReadonlyArray<string>
+  /** Paths changed after this checkpoint whose earlier state was not (usably) recorded. */
+  readonly unavailableFiles: ReadonlyArray<string>
+}
+
+/**
+ * Can this entry, the first one for its path after a checkpoint, put the path back?
+ * Only a snapshot can; a change record first means the snapshot is missing, and a
+ * snapshot whose data is shorter than the size it recorded was truncated.
+ */
+export const isRestorableSnapshot = (entry: FileHistoryEntry): boolean => {
+  if (entry.kind !== "snapshot") return false
+  switch (entry.state._tag) {
+    case "missing":
+      return true
+    case "content":
+      return entry.state.data.length === entry.state.size
+    case "unavailable":
+      return false
+  }
+}
+
+/** The first history entry of `history` after `seq`, if any. */
+export const firstEntryAfter = (
+  history: AppendOnly<FileHistoryEntry>,
+  seq: number
+): FileHistoryEntry | undefined => history.find((entry) => entry.seq > seq)
+
+/** The rollback anchors, one per real user prompt, oldest first. */
+export const checkpoints = (state: SessionState): ReadonlyArray<Checkpoint> => {
+  const histories = HashMap.toEntries(state.files).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  return state.anchors.toArray().map((anchor) => {
+    const files: Array<string> = []
+    const unavailableFiles: Array<string> = []
+    for (const [path, history] of histories) {
+      const first = firstEntryAfter(history, anchor.seq)
+      if (first === undefined) continue
+      ;(isRestorableSnapshot(first) ? files : unavailableFiles).push(path)
+    }
+    return { seq: anchor.seq, prompt: anchor.prompt, ts: anchor.ts, files, unavailableFiles }
+  })
+}
+
+/** Tool calls still waiting for a result, in the order they were made. */
+export const pendingToolCalls = (state: SessionState): ReadonlyArray<PendingToolCall> =>
+  Array.from(HashMap.values(state.pendingToolCalls)).sort((a, b) => a.seq - b.seq || a.blockIndex - b.blockIndex)
+
+/** Snapshot and change records of one path, oldest first. */
+export const fileHistory = (state: SessionState, path: string): ReadonlyArray<FileHistoryEntry> =>
+  Option.match(HashMap.get(state.files, path), {
+    onNone: () => [],
+    onSome: (history) => history.toArray()
+  })

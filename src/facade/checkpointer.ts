@@ -1,0 +1,69 @@
+/**
+ * The promise face of any `Checkpointer` layer: the contract's operations as promises
+ * that reject with the library's own error instances.
+ */
+import { Chunk, Context, Effect, Layer, ManagedRuntime, type Runtime, Stream } from "effect"
+import { Checkpointer, type ReadOptions, type SessionInfo } from "../core/Checkpointer.js"
+import type { SessionEventInput } from "../core/encoding.js"
+import { CheckpointerClosedError } from "../core/errors.js"
+import type { StoredEvent } from "../core/events.js"
+import { runForPromise } from "./run.js"
+
+export interface PromiseCheckpointer {
+  /** Append events (class instances or their encoded JSON); resolves to the new head. */
+  append(sessionId: string, events: ReadonlyArray<SessionEventInput>, expectedHead?: number): Promise<number>
+  /** Every stored event after `sinceSeq`, in seq order. */
+  read(sessionId: string, options?: ReadOptions): Promise<Array<StoredEvent>>
+  /** The same as `read`, streamed: long sessions never sit in memory whole. */
+  readIterable(sessionId: string, options?: ReadOptions): AsyncIterable<StoredEvent>
+  head(sessionId: string): Promise<number>
+  list(): Promise<Array<SessionInfo>>
+  delete(sessionId: string): Promise<void>
+  truncate(sessionId: string, toSeq: number, expectedHead?: number): Promise<number>
+  /** Release the backend. Idempotent; every later call rejects with `CheckpointerClosedError`. */
+  close(): Promise<void>
+  /** The same store as an Effect layer (for `createLiteAgent` and Effect programs). */
+  readonly layer: Layer.Layer<Checkpointer, unknown>
+}
+
+export const toPromiseCheckpointer = <E>(layer: Layer.Layer<Checkpointer, E>): PromiseCheckpointer => {
+  const runtime = ManagedRuntime.make(layer)
+  let closed = false
+  const run = <A>(use: (checkpointer: Context.Tag.Service<Checkpointer>) => Effect.Effect<A, unknown>) =>
+    closed
+      ? Promise.reject(new CheckpointerClosedError())
+      : runForPromise(runtime, Effect.flatMap(Checkpointer, use))
+
+  return {
+    append: (sessionId, events, expectedHead) => run((c) => c.append(sessionId, events, expectedHead)),
+    read: (sessionId, options) =>
+      run((c) => Effect.map(Stream.runCollect(c.read(sessionId, options)), Chunk.toArray)),
+    readIterable: (sessionId, options) => ({
+      async *[Symbol.asyncIterator]() {
+        if (closed) throw new CheckpointerClosedError()
+        const base = await runtime.runtime()
+        const service = Context.get(base.context, Checkpointer)
+        const chunks = Stream.toAsyncIterableRuntime(Stream.chunks(service.read(sessionId, options)), base)
+        for await (const chunk of chunks) yield* chunk
+      }
+    }),
+    head: (sessionId) => run((c) => c.head(sessionId)),
+    list: () => run((c) => Effect.map(c.list(), (sessions) => [...sessions])),
+    delete: (sessionId) => run((c) => c.delete(sessionId)),
+    truncate: (sessionId, toSeq, expectedHead) => run((c) => c.truncate(sessionId, toSeq, expectedHead)),
+    close: async () => {
+      if (closed) return
+      closed = true
+      await runtime.dispose()
+    },
+    layer: Layer.effect(
+      Checkpointer,
+      Effect.flatMap(
+        Effect.suspend((): Effect.Effect<Runtime.Runtime<Checkpointer>, unknown> =>
+          closed ? Effect.fail(new CheckpointerClosedError()) : runtime.runtimeEffect
+        ),
+        (base) => Effect.succeed(Context.get(base.context, Checkpointer))
+      )
+    )
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * The built package works for an outside consumer: `npm run build` emits dist/, and a
+ * project that depends on `@lite-agent/sdk` resolves every documented subpath by name,
+ * both at run time (node) and for types (tsc with NodeNext resolution).
+ */
+import { execFileSync } from "node:child_process"
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+const root = resolve(import.meta.dirname, "..")
+let consumerDir: string
+
+beforeAll(() => {
+  execFileSync("npm", ["run", "build"], { cwd: root, stdio: "pipe" })
+  consumerDir = mkdtempSync(join(tmpdir(), "lite-agent-consumer-"))
+  mkdirSync(join(consumerDir, "node_modules", "@lite-agent"), { recursive: true })
+  symlinkSync(root, join(consumerDir, "node_modules", "@lite-agent", "sdk"), "dir")
+  writeFileSync(join(consumerDir, "package.json"), JSON.stringify({ name: "consumer", type: "module", private: true }))
+  writeFileSync(
+    join(consumerDir, "tsconfig.json"),
+    JSON.stringify({
+      compilerOptions: {
+        target: "ES2022",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        strict: true,
+        exactOptionalPropertyTypes: true,
+        skipLibCheck: false,
+        types: [],
+        outDir: "out"
+      },
+      files: ["consumer.ts"]
+    })
+  )
+  cpSync(join(root, "test", "consumer", "consumer.ts"), join(consumerDir, "consumer.ts"))
+  // Type-checks the consumer against the emitted declarations and emits it for node to run.
+  execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", consumerDir], {
+    cwd: consumerDir,
+    stdio: "pipe"
+  })
+}, 180_000)
+
+afterAll(() => {
+  if (consumerDir) rmSync(consumerDir, { recursive: true, force: true })
+})
+
+describe("the built package", () => {
+  it("runs an outside consumer that imports it by name (type-checked against the .d.ts files)", () => {
+    const output = execFileSync(process.execPath, [join(consumerDir, "out", "consumer.js")], {
+      cwd: consumerDir,
+      encoding: "utf8"
+    })
+    expect(JSON.parse(output)).toEqual({
+      head: 1,
+      expected: 0,
+      actual: 1,
+      checkpoints: ["hello"],
+      tag: "@lite-agent/core/Checkpointer",
+      conformance: "function",
+      memoryLayer: "object"
+    })
+  })
+
+  it("does not resolve undocumented internals", () => {
+    const attempt = () =>
+      execFileSync(process.execPath, ["--input-type=module", "-e", "await import('@lite-agent/sdk/backends/memory')"], {
+        cwd: consumerDir,
+        stdio: "pipe"
+      })
+    expect(attempt).toThrow(/ERR_PACKAGE_PATH_NOT_EXPORTED|not defined by "exports"/)
+  })
+})
