@@ -1,14 +1,33 @@
 /**
  * `@lite-agent/sdk` — the promise facade for plain TypeScript callers.
  */
+import * as FileCheckpointer from "./backends/file/FileCheckpointer.js"
+import type { LogCodecService } from "./backends/file/codec.js"
 import * as MemoryCheckpointer from "./backends/memory.js"
-import { type PromiseCheckpointer, toPromiseCheckpointer } from "./facade/checkpointer.js"
+import {
+  type PromiseCheckpointer,
+  type PromiseCheckpointerWithIntegrity,
+  toPromiseCheckpointer,
+  toPromiseCheckpointerWithIntegrity
+} from "./facade/checkpointer.js"
 
 export * from "./core/errors.js"
 export * from "./core/events.js"
 export type { SessionEventInput } from "./core/encoding.js"
 export type { ReadOptions, SessionInfo } from "./core/Checkpointer.js"
-export type { PromiseCheckpointer } from "./facade/checkpointer.js"
+export type { PromiseCheckpointer, PromiseCheckpointerWithIntegrity } from "./facade/checkpointer.js"
+export type { IntegrityReport } from "./core/integrity.js"
+export { aes256gcmCodec, gzipCodec, jsonCodec, type LogCodecService } from "./backends/file/codec.js"
+export type { FileCheckpointerOptions } from "./backends/file/FileCheckpointer.js"
 
 /** A process-local checkpointer that keeps everything in memory (tests, ephemeral agents). */
 export const memoryCheckpointer = (): PromiseCheckpointer => toPromiseCheckpointer(MemoryCheckpointer.layer)
+
+/**
+ * The default checkpointer: one durable append-only log per session under `options.dir`
+ * (default `~/.lite-agent/sessions`, or `$LITE_AGENT_HOME/sessions`). Invalid options and
+ * an unusable directory surface as `ConfigurationError` on the first call.
+ */
+export const fileCheckpointer = (
+  options: FileCheckpointer.FileCheckpointerOptions & { readonly codec?: LogCodecService } = {}
+): PromiseCheckpointerWithIntegrity => toPromiseCheckpointerWithIntegrity(FileCheckpointer.layer(options))

@@ -79,7 +79,7 @@ const FileMode = Schema.Int.pipe(Schema.between(0, 0o7777), Schema.annotations({
  */
 export class UserMessage extends Schema.TaggedClass<UserMessage>()("UserMessage", {
   content: UserContent,
-  origin: Schema.optional(Schema.Literal("user"))
+  origin: Schema.optionalWith(Schema.Literal("user"), { exact: true })
 }) {}
 
 /** Words the runtime injects in the user's turn. Never a checkpoint. */
@@ -99,9 +99,9 @@ export type TokenUsage = typeof TokenUsage.Type
 
 export class AssistantMessage extends Schema.TaggedClass<AssistantMessage>()("AssistantMessage", {
   content: Schema.Array(AssistantBlock),
-  model: Schema.optional(Schema.String),
-  stopReason: Schema.optional(Schema.String),
-  usage: Schema.optional(TokenUsage)
+  model: Schema.optionalWith(Schema.String, { exact: true }),
+  stopReason: Schema.optionalWith(Schema.String, { exact: true }),
+  usage: Schema.optionalWith(TokenUsage, { exact: true })
 }) {}
 
 export class ToolResult extends Schema.TaggedClass<ToolResult>()("ToolResult", {
@@ -128,7 +128,7 @@ export const SnapshotMissing = Schema.TaggedStruct("missing", {})
 /** No usable snapshot (too large, unreadable, not a regular file); restore cannot put it back. */
 export const SnapshotUnavailable = Schema.TaggedStruct("unavailable", {
   reason: Schema.String,
-  size: Schema.optional(Count)
+  size: Schema.optionalWith(Count, { exact: true })
 })
 export const FileSnapshotState = Schema.Union(SnapshotContent, SnapshotMissing, SnapshotUnavailable)
 export type FileSnapshotState = typeof FileSnapshotState.Type
@@ -155,7 +155,7 @@ export class FileChange extends Schema.TaggedClass<FileChange>()("FileChange", {
   toolUseId: Schema.NonEmptyString,
   path: Schema.NonEmptyString,
   operation: Schema.Literal("write", "edit", "delete", "chmod"),
-  after: Schema.optional(FileAfterState)
+  after: Schema.optionalWith(FileAfterState, { exact: true })
 }) {}
 
 // ---------------------------------------------------------------------------
@@ -168,10 +168,10 @@ export class FileChange extends Schema.TaggedClass<FileChange>()("FileChange", {
  */
 export class Compaction extends Schema.TaggedClass<Compaction>()("Compaction", {
   summary: Schema.String,
-  keptFromSeq: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  keptFromSeq: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { exact: true }),
   tokensBefore: Count,
   tokensAfter: Count,
-  instructions: Schema.optional(Schema.String)
+  instructions: Schema.optionalWith(Schema.String, { exact: true })
 }) {}
 
 /** A background task ended. The model hears about it on its next turn; not a checkpoint. */
@@ -179,7 +179,7 @@ export class BackgroundCompleted extends Schema.TaggedClass<BackgroundCompleted>
   taskId: Schema.NonEmptyString,
   command: Schema.String,
   exitCode: Schema.NullOr(Schema.Int),
-  signal: Schema.optional(Schema.String),
+  signal: Schema.optionalWith(Schema.String, { exact: true }),
   output: Schema.String,
   outputTruncated: Schema.Boolean
 }) {}
@@ -187,10 +187,10 @@ export class BackgroundCompleted extends Schema.TaggedClass<BackgroundCompleted>
 /** Facts about the session itself. Later values for a key replace earlier ones. */
 export class SessionMetadata extends Schema.TaggedClass<SessionMetadata>()("SessionMetadata", {
   formatVersion: Schema.Int.pipe(Schema.positive()),
-  title: Schema.optional(Schema.String),
-  workdir: Schema.optional(Schema.String),
-  model: Schema.optional(Schema.String),
-  labels: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+  title: Schema.optionalWith(Schema.String, { exact: true }),
+  workdir: Schema.optionalWith(Schema.String, { exact: true }),
+  model: Schema.optionalWith(Schema.String, { exact: true }),
+  labels: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { exact: true })
 }) {}
 
 export const SessionEvent = Schema.Union(

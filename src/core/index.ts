@@ -28,6 +28,8 @@ export {
   type SessionInfo
 } from "./Checkpointer.js"
 export * as MemoryCheckpointer from "../backends/memory.js"
+export * from "../backends/file/index.js"
+export { CheckpointerIntegrity, type IntegrityReport } from "./integrity.js"
 export {
   checkpointerConformance,
   type ConformanceOptions,

@@ -6,6 +6,7 @@ import { Chunk, Context, Effect, Layer, ManagedRuntime, type Runtime, Stream } f
 import { Checkpointer, type ReadOptions, type SessionInfo } from "../core/Checkpointer.js"
 import type { SessionEventInput } from "../core/encoding.js"
 import { CheckpointerClosedError } from "../core/errors.js"
+import { CheckpointerIntegrity, type IntegrityReport } from "../core/integrity.js"
 import type { StoredEvent } from "../core/events.js"
 import { runForPromise } from "./run.js"
 
@@ -26,15 +27,20 @@ export interface PromiseCheckpointer {
   readonly layer: Layer.Layer<Checkpointer, unknown>
 }
 
-export const toPromiseCheckpointer = <E>(layer: Layer.Layer<Checkpointer, E>): PromiseCheckpointer => {
+export interface PromiseCheckpointerWithIntegrity extends PromiseCheckpointer {
+  /** Verify every stored session without changing anything. */
+  checkIntegrity(): Promise<IntegrityReport>
+}
+
+const makeFacade = <R, E>(layer: Layer.Layer<Checkpointer | R, E>) => {
   const runtime = ManagedRuntime.make(layer)
   let closed = false
+  const runEffect = <A>(effect: Effect.Effect<A, unknown, Checkpointer | R>) =>
+    closed ? Promise.reject(new CheckpointerClosedError()) : runForPromise(runtime, effect)
   const run = <A>(use: (checkpointer: Context.Tag.Service<Checkpointer>) => Effect.Effect<A, unknown>) =>
-    closed
-      ? Promise.reject(new CheckpointerClosedError())
-      : runForPromise(runtime, Effect.flatMap(Checkpointer, use))
+    runEffect(Effect.flatMap(Checkpointer, use))
 
-  return {
+  const checkpointer: PromiseCheckpointer = {
     append: (sessionId, events, expectedHead) => run((c) => c.append(sessionId, events, expectedHead)),
     read: (sessionId, options) =>
       run((c) => Effect.map(Stream.runCollect(c.read(sessionId, options)), Chunk.toArray)),
@@ -42,7 +48,7 @@ export const toPromiseCheckpointer = <E>(layer: Layer.Layer<Checkpointer, E>): P
       async *[Symbol.asyncIterator]() {
         if (closed) throw new CheckpointerClosedError()
         const base = await runtime.runtime()
-        const service = Context.get(base.context, Checkpointer)
+        const service = Context.get(base.context as Context.Context<Checkpointer>, Checkpointer)
         const chunks = Stream.toAsyncIterableRuntime(Stream.chunks(service.read(sessionId, options)), base)
         for await (const chunk of chunks) yield* chunk
       }
@@ -59,11 +65,25 @@ export const toPromiseCheckpointer = <E>(layer: Layer.Layer<Checkpointer, E>): P
     layer: Layer.effect(
       Checkpointer,
       Effect.flatMap(
-        Effect.suspend((): Effect.Effect<Runtime.Runtime<Checkpointer>, unknown> =>
+        Effect.suspend((): Effect.Effect<Runtime.Runtime<Checkpointer | R>, unknown> =>
           closed ? Effect.fail(new CheckpointerClosedError()) : runtime.runtimeEffect
         ),
-        (base) => Effect.succeed(Context.get(base.context, Checkpointer))
+        (base) => Effect.succeed(Context.get(base.context as Context.Context<Checkpointer>, Checkpointer))
       )
     )
+  }
+  return { checkpointer, runEffect }
+}
+
+export const toPromiseCheckpointer = <E>(layer: Layer.Layer<Checkpointer, E>): PromiseCheckpointer =>
+  makeFacade(layer).checkpointer
+
+export const toPromiseCheckpointerWithIntegrity = <E>(
+  layer: Layer.Layer<Checkpointer | CheckpointerIntegrity, E>
+): PromiseCheckpointerWithIntegrity => {
+  const { checkpointer, runEffect } = makeFacade<CheckpointerIntegrity, E>(layer)
+  return {
+    ...checkpointer,
+    checkIntegrity: () => runEffect(Effect.flatMap(CheckpointerIntegrity, (integrity) => integrity.checkIntegrity))
   }
 }

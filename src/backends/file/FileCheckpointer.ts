@@ -1,0 +1,462 @@
+/**
+ * The default backend: one append-only log file per session in a directory.
+ *
+ * Layout under `dir` (every session in a directory of its own, so no session's files can
+ * be mistaken for another's):
+ *
+ * ```
+ * <dir>/<sessionId>/log                   header line + one line per event (see format.ts)
+ * <dir>/<sessionId>/torn-<ms>-<offset>    bytes cut off a torn tail, kept for inspection
+ * <dir>/<sessionId>/log.tmp-<random>      a truncate or a first append in progress
+ * <dir>/.trash/                           deleted sessions on their way out
+ * ```
+ *
+ * Mutations hold the session lock (in-process semaphore + cross-process socket lock, see
+ * lock.ts) for their whole duration, codec included; each one re-reads the real tail of
+ * the file after taking it.
+ */
+import { homedir } from "node:os"
+import { join } from "node:path"
+import { FileSystem } from "@effect/platform"
+import type { PlatformError } from "@effect/platform/Error"
+import { NodeFileSystem } from "@effect/platform-node"
+import { Chunk, Context, Effect, Layer, Option, Random, Stream } from "effect"
+import * as Checkpointer from "../../core/Checkpointer.js"
+import {
+  CheckpointIntegrityError,
+  CodecError,
+  ConfigurationError,
+  type CheckpointerError,
+  SchemaVersionError,
+  StorageError
+} from "../../core/errors.js"
+import type { StoredEventEncoded } from "../../core/events.js"
+import { sessionIdProblem } from "../../core/sessionId.js"
+import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
+import { jsonCodec, LogCodec, type LogCodecService } from "./codec.js"
+import { findCommittedEnd, ForwardScanner, headerLine, type LogHeader, parseHeader, recordLine } from "./format.js"
+import { lockAddress, withProcessLock } from "./lock.js"
+
+export interface FileCheckpointerOptions {
+  /**
+   * Where session logs live. Default: `$LITE_AGENT_HOME/sessions`, or
+   * `~/.lite-agent/sessions` — outside any project tree.
+   */
+  readonly dir?: string
+  /**
+   * `"normal"` (default): an acknowledged append survives a crash of the process.
+   * `"full"`: it also survives an OS crash or power loss — data is flushed to disk
+   * (fsync) before the append returns.
+   */
+  readonly synchronous?: "normal" | "full"
+  /** How long a mutation waits for another process's session lock before `CheckpointBusyError`. Default 10000. */
+  readonly lockTimeoutMs?: number
+}
+
+export const defaultDirectory = (): string =>
+  join(process.env["LITE_AGENT_HOME"] ?? join(homedir(), ".lite-agent"), "sessions")
+
+const READ_CHUNK_BYTES = 1024 * 1024
+const LOG_FILE = "log"
+
+const storageError = (operation: string) => (error: PlatformError) =>
+  new StorageError({ operation, detail: error.message, cause: error })
+
+const isNotFound = (error: PlatformError) => error._tag === "SystemError" && error.reason === "NotFound"
+
+interface ResolvedOptions {
+  readonly dir: string
+  readonly synchronous: "normal" | "full"
+  readonly lockTimeoutMs: number
+}
+
+const resolveOptions = (options: FileCheckpointerOptions): Effect.Effect<ResolvedOptions, ConfigurationError> => {
+  const synchronous = options.synchronous ?? "normal"
+  if (synchronous !== "normal" && synchronous !== "full") {
+    return Effect.fail(
+      new ConfigurationError({ option: "synchronous", detail: `must be "normal" or "full", got ${String(synchronous)}` })
+    )
+  }
+  const lockTimeoutMs = options.lockTimeoutMs ?? 10_000
+  if (typeof lockTimeoutMs !== "number" || !Number.isFinite(lockTimeoutMs) || lockTimeoutMs < 0) {
+    return Effect.fail(
+      new ConfigurationError({ option: "lockTimeoutMs", detail: `must be a number >= 0, got ${String(lockTimeoutMs)}` })
+    )
+  }
+  const dir = options.dir ?? defaultDirectory()
+  if (typeof dir !== "string" || dir.length === 0) {
+    return Effect.fail(new ConfigurationError({ option: "dir", detail: "must be a non-empty path" }))
+  }
+  return Effect.succeed({ dir, synchronous, lockTimeoutMs })
+}
+
+/** The service plus its integrity check, built on the injected file system and codec. */
+export const make = (options: FileCheckpointerOptions = {}) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const codec = yield* LogCodec
+    const { dir, lockTimeoutMs, synchronous } = yield* resolveOptions(options)
+    const durable = synchronous === "full"
+
+    // The directory must exist (it is created), be a directory, and be readable and writable.
+    const unusable = (detail: string) => new ConfigurationError({ option: "dir", detail: `${dir}: ${detail}` })
+    yield* fs.makeDirectory(dir, { recursive: true }).pipe(Effect.mapError((e) => unusable(e.message)))
+    const info = yield* fs.stat(dir).pipe(Effect.mapError((e) => unusable(e.message)))
+    if (info.type !== "Directory") return yield* unusable("is not a directory")
+    yield* fs.access(dir, { readable: true, writable: true }).pipe(
+      Effect.mapError(() => unusable("is not readable and writable"))
+    )
+    const realDir = yield* fs.realPath(dir).pipe(Effect.mapError((e) => unusable(e.message)))
+    const trashDir = join(realDir, ".trash")
+    // Leftovers of deletes interrupted by a crash; harmless if another process races us.
+    yield* fs.remove(trashDir, { recursive: true }).pipe(Effect.ignore)
+
+    const sessionDir = (sessionId: string) => join(realDir, sessionId)
+    const logPath = (sessionId: string) => join(realDir, sessionId, LOG_FILE)
+
+    const semaphores = new Map<string, Effect.Semaphore>()
+    const semaphoreFor = (sessionId: string) =>
+      Effect.sync(() => {
+        let semaphore = semaphores.get(sessionId)
+        if (semaphore === undefined) {
+          semaphore = Effect.unsafeMakeSemaphore(1)
+          semaphores.set(sessionId, semaphore)
+        }
+        return semaphore
+      })
+
+    const withSessionLock = <A, E>(sessionId: string, effect: Effect.Effect<A, E>) =>
+      Effect.flatMap(semaphoreFor(sessionId), (semaphore) =>
+        semaphore.withPermits(1)(withProcessLock(lockAddress(realDir, sessionId), sessionId, lockTimeoutMs, effect)))
+
+    // ---------------------------------------------------------------------------------
+    // Reading
+    // ---------------------------------------------------------------------------------
+
+    const readAt = (file: FileSystem.File, position: number, length: number) =>
+      Effect.gen(function*() {
+        const buffer = Buffer.allocUnsafe(length)
+        yield* file.seek(position, "start")
+        let filled = 0
+        while (filled < length) {
+          const read = Number(yield* file.read(buffer.subarray(filled)))
+          if (read === 0) break
+          filled += read
+        }
+        return filled === length ? buffer : buffer.subarray(0, filled)
+      }).pipe(Effect.mapError(storageError("read")))
+
+    const checkCodec = (sessionId: string, header: LogHeader): Effect.Effect<void, CodecError> =>
+      header.codec !== codec.name
+        ? Effect.fail(
+          new CodecError({
+            codec: codec.name,
+            operation: "decode",
+            detail: `session "${sessionId}" was written with the "${header.codec}" codec; open it with that codec`
+          })
+        )
+        : header.keyId !== codec.keyId
+        ? Effect.fail(
+          new CodecError({
+            codec: codec.name,
+            operation: "decode",
+            detail: `session "${sessionId}" was written with a different key (key id ${header.keyId ?? "none"})`
+          })
+        )
+        : Effect.void
+
+    /** Header, committed head and end of an open log (no locking, no changes). */
+    const inspect = (sessionId: string, file: FileSystem.File) =>
+      Effect.gen(function*() {
+        const size = Number((yield* file.stat.pipe(Effect.mapError(storageError("stat")))).size)
+        const start = yield* readAt(file, 0, Math.min(size, 64 * 1024))
+        const parsed = parseHeader(sessionId, start)
+        if (parsed instanceof CheckpointIntegrityError || parsed instanceof SchemaVersionError) return yield* parsed
+        yield* checkCodec(sessionId, parsed.header)
+        const committed = yield* findCommittedEnd((position, length) => readAt(file, position, length), parsed.end, size)
+        return { size, headerEnd: parsed.end, head: committed.head, committedEnd: committed.end }
+      })
+
+    /** The log opened for reading, or `None` when the session does not exist. */
+    const openExisting = (sessionId: string, flag: "r" | "r+") =>
+      fs.open(logPath(sessionId), { flag }).pipe(
+        Effect.map(Option.some),
+        Effect.catchIf(isNotFound, () => Effect.succeed(Option.none())),
+        Effect.mapError(storageError("open"))
+      )
+
+    const toRecords = (
+      sessionId: string,
+      scanned: ReadonlyArray<{ readonly seq: number; readonly payload: string }>
+    ): Effect.Effect<Chunk.Chunk<unknown>, CheckpointerError> =>
+      Effect.flatMap(
+        codec.decode(scanned.map((record) => ({ sessionId, seq: record.seq, payload: record.payload }))),
+        (texts) =>
+          Effect.try({
+            try: () =>
+              Chunk.unsafeFromArray(texts.map((text, index) => {
+                const body = JSON.parse(text) as { readonly ts: unknown; readonly event: unknown }
+                return { seq: scanned[index]!.seq, ts: body.ts, event: body.event }
+              })),
+            catch: (cause) =>
+              new CheckpointIntegrityError({
+                sessionId,
+                seq: scanned[0]?.seq,
+                detail: `a record passed its checksum but is not JSON: ${String(cause)}`
+              })
+          })
+      )
+
+    const read = (sessionId: string, sinceSeq: number): Stream.Stream<unknown, CheckpointerError> =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        const opened = yield* openExisting(sessionId, "r")
+        if (Option.isNone(opened)) return Stream.empty
+        const file = opened.value
+        // Read the log as it is now; later appends belong to a later read.
+        const { headerEnd, committedEnd } = yield* inspect(sessionId, file)
+        const scanner = new ForwardScanner(sessionId, headerEnd, sinceSeq)
+        return Stream.paginateChunkEffect(headerEnd, (position) =>
+          Effect.gen(function*() {
+            if (position >= committedEnd) return [Chunk.empty(), Option.none()] as const
+            const length = Math.min(READ_CHUNK_BYTES, committedEnd - position)
+            const bytes = yield* readAt(file, position, length)
+            const scanned = scanner.push(bytes)
+            if (scanned instanceof CheckpointIntegrityError) return yield* scanned
+            const records = yield* toRecords(sessionId, scanned)
+            const next = position + bytes.length
+            return [records, next < committedEnd && bytes.length > 0 ? Option.some(next) : Option.none()] as const
+          }))
+      }))
+
+    const head = (sessionId: string) =>
+      Effect.scoped(Effect.gen(function*() {
+        const opened = yield* openExisting(sessionId, "r")
+        return Option.isNone(opened) ? 0 : (yield* inspect(sessionId, opened.value)).head
+      }))
+
+    // ---------------------------------------------------------------------------------
+    // Writing
+    // ---------------------------------------------------------------------------------
+
+    const syncPath = (path: string) =>
+      Effect.scoped(Effect.flatMap(fs.open(path, { flag: "r" }), (handle) => handle.sync)).pipe(
+        Effect.mapError(storageError("fsync"))
+      )
+
+    const randomSuffix = Effect.map(Random.nextInt, (n) => `${process.pid}-${Math.abs(n).toString(36)}`)
+
+    /** Write `contents` to a new file beside `target` and rename it into place. */
+    const replaceAtomically = (directory: string, target: string, contents: ReadonlyArray<Uint8Array>) =>
+      Effect.gen(function*() {
+        const temp = join(directory, `${LOG_FILE}.tmp-${yield* randomSuffix}`)
+        const written = Effect.scoped(Effect.gen(function*() {
+          const handle = yield* fs.open(temp, { flag: "wx", mode: 0o600 })
+          for (const part of contents) yield* handle.writeAll(part)
+          // Always flushed: the rename must never expose a file whose data is not on disk.
+          yield* handle.sync
+        })).pipe(Effect.mapError(storageError("write")))
+        yield* written.pipe(Effect.zipRight(fs.rename(temp, target).pipe(Effect.mapError(storageError("rename")))),
+          Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore)))
+        yield* syncPath(directory)
+      })
+
+    /** Keep bytes cut off a torn tail beside the log rather than throwing them away. */
+    const keepTornBytes = (sessionId: string, file: FileSystem.File, from: number, to: number) =>
+      Effect.gen(function*() {
+        const bytes = yield* readAt(file, from, to - from)
+        const path = join(sessionDir(sessionId), `torn-${Date.now()}-${from}`)
+        yield* fs.writeFile(path, bytes, { flag: "w" }).pipe(Effect.mapError(storageError("keep torn tail")))
+        if (durable) yield* syncPath(path)
+      })
+
+    const encodeLines = (sessionId: string, records: ReadonlyArray<StoredEventEncoded>) =>
+      Effect.flatMap(
+        codec.encode(records.map((record) => ({
+          sessionId,
+          seq: record.seq,
+          payload: JSON.stringify({ ts: record.ts, event: record.event })
+        }))),
+        (texts) => {
+          if (texts.length !== records.length || texts.some((text) => typeof text !== "string" || text.includes("\n"))) {
+            return Effect.fail(
+              new CodecError({
+                codec: codec.name,
+                operation: "encode",
+                detail: "the codec must return one single-line string per record"
+              })
+            )
+          }
+          const batchEnd = records.at(-1)!.seq
+          return Effect.succeed(
+            Buffer.from(texts.map((text, index) => recordLine(records[index]!.seq, batchEnd, text)).join(""), "utf8")
+          )
+        }
+      )
+
+    /**
+     * What to keep when truncating to `toSeq`: the bytes before its batch, plus the batch's
+     * records up to `toSeq` re-lined with `toSeq` as their batch end (so they stay committed).
+     */
+    const truncatedContents = (
+      sessionId: string,
+      file: FileSystem.File,
+      headerEnd: number,
+      committedEnd: number,
+      toSeq: number
+    ) =>
+      Effect.gen(function*() {
+        if (toSeq === 0) return [yield* readAt(file, 0, headerEnd)]
+        const scanner = new ForwardScanner(sessionId, headerEnd, 0)
+        let position = headerEnd
+        while (position < committedEnd) {
+          const bytes = yield* readAt(file, position, Math.min(READ_CHUNK_BYTES, committedEnd - position))
+          if (bytes.length === 0) break
+          position += bytes.length
+          const scanned = scanner.push(bytes)
+          if (scanned instanceof CheckpointIntegrityError) return yield* scanned
+          const target = scanned.find((record) => record.seq === toSeq)
+          if (target === undefined) continue
+          if (target.batchEnd === toSeq) return [yield* readAt(file, 0, target.end)]
+          const batch = scanned.filter((record) => record.batchEnd === target.batchEnd && record.seq <= toSeq)
+          const kept = yield* readAt(file, 0, batch[0]!.start)
+          const relined = batch.map((record) => recordLine(record.seq, toSeq, record.payload)).join("")
+          return [kept, Buffer.from(relined, "utf8")]
+        }
+        return yield* new CheckpointIntegrityError({ sessionId, seq: toSeq, detail: "record not found while truncating" })
+      })
+
+    const withSession: Checkpointer.CheckpointerDriver["withSession"] = (sessionId, use) =>
+      withSessionLock(
+        sessionId,
+        Effect.scoped(Effect.gen(function*() {
+          const opened = yield* openExisting(sessionId, "r+")
+          if (Option.isNone(opened)) {
+            const directory = sessionDir(sessionId)
+            return yield* use({
+              head: 0,
+              append: (records) =>
+                Effect.gen(function*() {
+                  const lines = yield* encodeLines(sessionId, records)
+                  const created = yield* fs.makeDirectory(directory, { recursive: true }).pipe(
+                    Effect.as(true),
+                    Effect.mapError(storageError("create session directory"))
+                  )
+                  if (created && durable) yield* syncPath(realDir)
+                  const header = Buffer.from(headerLine(codec.name, codec.keyId), "utf8")
+                  yield* replaceAtomically(directory, logPath(sessionId), [header, lines])
+                }),
+              truncate: () => Effect.void
+            })
+          }
+          const file = opened.value
+          const tail = yield* inspect(sessionId, file)
+          /** Cut a torn tail back to the last committed batch, keeping the cut bytes. */
+          const repair = tail.committedEnd < tail.size
+            ? keepTornBytes(sessionId, file, tail.committedEnd, tail.size).pipe(
+              Effect.zipRight(file.truncate(tail.committedEnd).pipe(Effect.mapError(storageError("repair torn tail"))))
+            )
+            : Effect.void
+          return yield* use({
+            head: tail.head,
+            append: (records) =>
+              Effect.gen(function*() {
+                // Encode first: a failing codec leaves the file exactly as it was.
+                const lines = yield* encodeLines(sessionId, records)
+                yield* repair
+                const written = file.seek(tail.committedEnd, "start").pipe(
+                  Effect.zipRight(file.writeAll(lines)),
+                  Effect.zipRight(durable ? file.sync : Effect.void),
+                  Effect.mapError(storageError("append"))
+                )
+                // A failed write (disk full, I/O error) must not leave part of a batch behind.
+                yield* written.pipe(Effect.tapError(() => file.truncate(tail.committedEnd).pipe(Effect.ignore)))
+              }),
+            truncate: (toSeq) =>
+              Effect.gen(function*() {
+                const contents = yield* truncatedContents(sessionId, file, tail.headerEnd, tail.committedEnd, toSeq)
+                yield* repair
+                yield* replaceAtomically(sessionDir(sessionId), logPath(sessionId), contents)
+              })
+          })
+        }))
+      )
+
+    const list = Effect.gen(function*() {
+      const entries = yield* fs.readDirectory(realDir).pipe(Effect.mapError(storageError("list")))
+      const sessions = yield* Effect.forEach(
+        entries.filter((entry) => sessionIdProblem(entry) === undefined),
+        (id) =>
+          fs.stat(logPath(id)).pipe(
+            Effect.map((stat) => Option.some({ id, mtime: Option.getOrElse(stat.mtime, () => new Date(0)) })),
+            Effect.catchIf(isNotFound, () => Effect.succeed(Option.none())),
+            Effect.mapError(storageError("list"))
+          ),
+        { concurrency: 16 }
+      )
+      return sessions.flatMap(Option.toArray)
+    })
+
+    const remove = (sessionId: string) =>
+      withSessionLock(
+        sessionId,
+        Effect.gen(function*() {
+          const doomed = join(trashDir, `${sessionId}.${yield* randomSuffix}`)
+          yield* fs.makeDirectory(trashDir, { recursive: true }).pipe(Effect.mapError(storageError("delete")))
+          // One rename takes the whole session out of sight; removing the files can then fail harmlessly.
+          const moved = yield* fs.rename(sessionDir(sessionId), doomed).pipe(
+            Effect.as(true),
+            Effect.catchIf(isNotFound, () => Effect.succeed(false)),
+            Effect.mapError(storageError("delete"))
+          )
+          if (!moved) return
+          if (durable) yield* syncPath(realDir)
+          yield* fs.remove(doomed, { recursive: true }).pipe(Effect.ignore)
+        })
+      )
+
+    const service = yield* Checkpointer.make({ withSession, read, head, list, delete: remove })
+
+    const checkIntegrity: Effect.Effect<IntegrityReport, CheckpointerError> = Effect.gen(function*() {
+      const sessions = yield* service.list()
+      const problems: Array<string> = []
+      const notes: Array<string> = []
+      for (const { id } of sessions) {
+        const outcome = yield* Effect.either(Stream.runDrain(service.read(id)))
+        if (outcome._tag === "Left") problems.push(outcome.left.message)
+        const torn = yield* Effect.either(Effect.scoped(Effect.gen(function*() {
+          const opened = yield* openExisting(id, "r")
+          if (Option.isNone(opened)) return 0
+          const tail = yield* inspect(id, opened.value)
+          return tail.size - tail.committedEnd
+        })))
+        if (torn._tag === "Right" && torn.right > 0) {
+          notes.push(`session "${id}": ${torn.right} bytes of torn tail (an interrupted append), cut on the next write`)
+        }
+      }
+      const ok = problems.length === 0
+      const summary = ok ? `${sessions.length} sessions checked, no damage` : `${problems.length} damaged`
+      return { ok, detail: [summary, ...problems, ...notes].join("\n") }
+    })
+
+    return { service, integrity: { checkIntegrity } }
+  })
+
+/** Requires a `FileSystem` and a `LogCodec`: the seam for custom file systems and codecs. */
+export const layerWithoutDependencies = (
+  options: FileCheckpointerOptions = {}
+): Layer.Layer<
+  Checkpointer.Checkpointer | CheckpointerIntegrity,
+  ConfigurationError | StorageError,
+  FileSystem.FileSystem | LogCodec
+> =>
+  Layer.scopedContext(Effect.map(make(options), ({ integrity, service }) =>
+    Context.make(Checkpointer.Checkpointer, service).pipe(Context.add(CheckpointerIntegrity, integrity))))
+
+/** The file backend on Node's file system, with `options.codec` (default: plain JSON lines). */
+export const layer = (
+  options: FileCheckpointerOptions & { readonly codec?: LogCodecService } = {}
+): Layer.Layer<Checkpointer.Checkpointer | CheckpointerIntegrity, ConfigurationError | StorageError> =>
+  layerWithoutDependencies(options).pipe(
+    Layer.provide(Layer.succeed(LogCodec, options.codec ?? jsonCodec)),
+    Layer.provide(NodeFileSystem.layer)
+  )

@@ -1,0 +1,243 @@
+/**
+ * The on-disk format of a session log, as pure functions over bytes.
+ *
+ * ```
+ * {"format":"lite-agent/session-log","version":1,"codec":"json"}\n      header
+ * <crc32 hex8>\t<seq>\t<batchEnd>\t<payload>\n                            one line per event
+ * ```
+ *
+ * The CRC-32 covers everything after its tab. `batchEnd` is the last seq of the append
+ * the record belongs to: a batch counts only when its `seq === batchEnd` line is present,
+ * so an append cut short by a crash is never half-visible. The payload is the codec's
+ * text for `{"ts":…,"event":…}`.
+ */
+import { crc32 } from "node:zlib"
+import { Effect } from "effect"
+import { CheckpointIntegrityError, SchemaVersionError } from "../../core/errors.js"
+
+export const LOG_FORMAT = "lite-agent/session-log"
+export const LOG_VERSION = 1
+
+const NEWLINE = 0x0a
+const TAB = 0x09
+
+export interface LogHeader {
+  readonly format: string
+  readonly version: number
+  readonly codec: string
+  readonly keyId?: string
+}
+
+export const headerLine = (codec: string, keyId: string | undefined): string =>
+  JSON.stringify({ format: LOG_FORMAT, version: LOG_VERSION, codec, ...(keyId === undefined ? {} : { keyId }) }) +
+  "\n"
+
+/**
+ * Parse the header at the start of `bytes`. Returns the header and the offset just after
+ * its newline.
+ */
+export const parseHeader = (
+  sessionId: string,
+  bytes: Buffer
+): { readonly header: LogHeader; readonly end: number } | CheckpointIntegrityError | SchemaVersionError => {
+  const newline = bytes.indexOf(NEWLINE)
+  const damaged = (detail: string) => new CheckpointIntegrityError({ sessionId, offset: 0, detail })
+  if (newline < 0) return damaged("the log header is incomplete")
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(bytes.toString("utf8", 0, newline))
+  } catch {
+    return damaged("the log header is not valid JSON: this is not a lite-agent session log")
+  }
+  if (typeof parsed !== "object" || parsed === null) return damaged("the log header is not an object")
+  const header = parsed as Partial<LogHeader>
+  if (header.format !== LOG_FORMAT) return damaged(`unknown log format ${JSON.stringify(header.format)}`)
+  if (typeof header.version !== "number" || typeof header.codec !== "string") {
+    return damaged("the log header lacks its version or codec")
+  }
+  if (header.version > LOG_VERSION) {
+    return new SchemaVersionError({ found: header.version, supported: LOG_VERSION, detail: `session "${sessionId}"` })
+  }
+  return { header: header as LogHeader, end: newline + 1 }
+}
+
+const hex8 = (value: number) => value.toString(16).padStart(8, "0")
+
+/** One record line, newline included. */
+export const recordLine = (seq: number, batchEnd: number, payload: string): string => {
+  const body = `${seq}\t${batchEnd}\t${payload}`
+  return `${hex8(crc32(body))}\t${body}\n`
+}
+
+export interface LineInfo {
+  readonly seq: number
+  readonly batchEnd: number
+  readonly payloadStart: number
+  /** Index of the line's newline. */
+  readonly payloadEnd: number
+}
+
+const readNumber = (bytes: Buffer, from: number, to: number): { value: number; next: number } | undefined => {
+  let value = 0
+  let index = from
+  while (index < to && bytes[index]! >= 0x30 && bytes[index]! <= 0x39 && index - from < 16) {
+    value = value * 10 + (bytes[index]! - 0x30)
+    index++
+  }
+  if (index === from || index >= to || bytes[index] !== TAB) return undefined
+  return { value, next: index + 1 }
+}
+
+const parseHex8 = (bytes: Buffer, from: number): number | undefined => {
+  let value = 0
+  for (let index = from; index < from + 8; index++) {
+    const c = bytes[index]!
+    const digit = c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1
+    if (digit < 0) return undefined
+    value = value * 16 + digit
+  }
+  return value
+}
+
+/** Parse the line `bytes[start, newline)`; `undefined` when it is damaged in any way. */
+export const parseLine = (bytes: Buffer, start: number, newline: number): LineInfo | undefined => {
+  if (newline - start < 9 + 6 || bytes[start + 8] !== TAB) return undefined
+  const checksum = parseHex8(bytes, start)
+  if (checksum === undefined || crc32(bytes.subarray(start + 9, newline)) !== checksum) return undefined
+  const seq = readNumber(bytes, start + 9, newline)
+  if (seq === undefined) return undefined
+  const batchEnd = readNumber(bytes, seq.next, newline)
+  if (batchEnd === undefined || seq.value < 1 || batchEnd.value < seq.value) return undefined
+  return { seq: seq.value, batchEnd: batchEnd.value, payloadStart: batchEnd.next, payloadEnd: newline }
+}
+
+/** A committed record found by a forward scan. */
+export interface ScannedRecord {
+  readonly seq: number
+  readonly batchEnd: number
+  readonly payload: string
+  /** Offset of the record's first byte. */
+  readonly start: number
+  /** Offset just after this record's newline. */
+  readonly end: number
+}
+
+/**
+ * Reads a log forward, chunk by chunk, and returns only whole committed batches.
+ *
+ * A damaged line with nothing valid after it is a torn tail (a crash, or an append still in
+ * progress) and ends the log quietly. A damaged line followed by a valid one is corruption
+ * in the middle of the log: a `CheckpointIntegrityError` naming its offset and the seq it
+ * should have had — nothing after it is skipped silently.
+ */
+export class ForwardScanner {
+  private carry: Buffer = Buffer.alloc(0)
+  /** Absolute offset of `carry[0]`. */
+  private carryOffset: number
+  private pending: Array<ScannedRecord> = []
+  private lastCommittedSeq = 0
+  private damagedAt: number | undefined
+
+  constructor(
+    private readonly sessionId: string,
+    startOffset: number,
+    /** Records at or before this seq are checked but not returned. */
+    private readonly sinceSeq: number
+  ) {
+    this.carryOffset = startOffset
+  }
+
+  /** Offset just after the last committed batch seen so far. */
+  committedEnd: number | undefined
+
+  get head(): number {
+    return this.lastCommittedSeq
+  }
+
+  push(chunk: Buffer): Array<ScannedRecord> | CheckpointIntegrityError {
+    const bytes = this.carry.length === 0 ? chunk : Buffer.concat([this.carry, chunk])
+    const out: Array<ScannedRecord> = []
+    let start = 0
+    while (true) {
+      const newline = bytes.indexOf(NEWLINE, start)
+      if (newline < 0) break
+      const offset = this.carryOffset + start
+      const line = parseLine(bytes, start, newline)
+      if (line === undefined) {
+        this.damagedAt ??= offset
+      } else {
+        if (this.damagedAt !== undefined) return this.corruption(this.damagedAt)
+        const expected = (this.pending.at(-1)?.seq ?? this.lastCommittedSeq) + 1
+        if (line.seq !== expected || (this.pending.length > 0 && line.batchEnd !== this.pendingBatchEnd)) {
+          return this.corruption(offset, `found seq ${line.seq} (batch ending ${line.batchEnd})`)
+        }
+        this.pendingBatchEnd = line.batchEnd
+        this.pending.push({
+          seq: line.seq,
+          batchEnd: line.batchEnd,
+          payload: line.seq > this.sinceSeq ? bytes.toString("utf8", line.payloadStart, line.payloadEnd) : "",
+          start: offset,
+          end: this.carryOffset + newline + 1
+        })
+        if (line.seq === line.batchEnd) {
+          for (const record of this.pending) if (record.seq > this.sinceSeq) out.push(record)
+          this.lastCommittedSeq = line.seq
+          this.committedEnd = this.carryOffset + newline + 1
+          this.pending = []
+        }
+      }
+      start = newline + 1
+    }
+    this.carry = bytes.subarray(start)
+    this.carryOffset += start
+    return out
+  }
+
+  private pendingBatchEnd = 0
+
+  private corruption(offset: number, found?: string): CheckpointIntegrityError {
+    return new CheckpointIntegrityError({
+      sessionId: this.sessionId,
+      seq: this.lastCommittedSeq + 1,
+      offset,
+      detail: found === undefined
+        ? `damaged record in the middle of the log (valid records follow it)`
+        : `records out of order: expected seq ${(this.pending.at(-1)?.seq ?? this.lastCommittedSeq) + 1}, ${found}`
+    })
+  }
+}
+
+/**
+ * Find the end of the last committed batch by scanning backwards from `size`: the offset
+ * just after the last valid line whose `seq === batchEnd`, and that seq (the head).
+ * `read(position, length)` reads bytes of the file.
+ */
+export const findCommittedEnd = <E>(
+  read: (position: number, length: number) => Effect.Effect<Buffer, E>,
+  headerEnd: number,
+  size: number
+): Effect.Effect<{ readonly head: number; readonly end: number }, E> =>
+  Effect.gen(function*() {
+  let windowStart = size
+  let window = Buffer.alloc(0)
+  let blockSize = 16 * 1024
+  // Lines are examined from the end; `cursor` is the index in `window` of the newline that
+  // ends the next line to examine (or -1 when none is left in the window).
+  while (windowStart > headerEnd) {
+    const nextStart = Math.max(headerEnd, windowStart - blockSize)
+    window = Buffer.concat([yield* read(nextStart, windowStart - nextStart), window])
+    windowStart = nextStart
+    blockSize *= 2
+    let newline = window.lastIndexOf(NEWLINE)
+    while (newline >= 0) {
+      const previous = newline === 0 ? -1 : window.lastIndexOf(NEWLINE, newline - 1)
+      if (previous < 0 && windowStart > headerEnd) break // the line starts before the window: read more
+      const line = parseLine(window, previous + 1, newline)
+      if (line !== undefined && line.seq === line.batchEnd) {
+        return { head: line.seq, end: windowStart + newline + 1 }
+      }
+      newline = previous
+    }
+  }
+  return { head: 0, end: headerEnd }
+  })
