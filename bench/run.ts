@@ -4,6 +4,7 @@
  */
 import { Effect, Stream } from "effect"
 import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core/index.js"
+import { runFileBench } from "./file.js"
 
 const EVENTS = 100_000
 
@@ -41,6 +42,10 @@ const stored = events.map((event, i) => ({ seq: i + 1, ts: 0, event }))
 const foldMs = await time(() => Session.fold(stored))
 rows.push(["Session.fold of decoded events", foldMs, `${(rawMs / foldMs).toFixed(2)}× baseline`])
 
-console.log(`\n${EVENTS.toLocaleString()} events\n`)
+console.log(`\n## Core (${EVENTS.toLocaleString()} events)\n`)
 console.log("| measurement | ms | throughput vs baseline |\n|---|---:|---:|")
 for (const [name, ms, ratio] of rows) console.log(`| ${name} | ${ms.toFixed(0)} | ${ratio} |`)
+
+console.log("\n## File backend\n")
+console.log("| measurement | lite-agent | raw baseline | ratio |\n|---|---:|---:|---:|")
+for (const row of await runFileBench()) console.log(`| ${row.join(" | ")} |`)

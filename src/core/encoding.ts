@@ -48,8 +48,22 @@ export const decodeStoredEvent = (
       })
     )
   }
-  return Either.mapLeft(decodeStored(raw), (error) =>
-    new EventDecodeError({ sessionId, seq: expectedSeq, detail: describe(error) }))
+  // seq and ts are plain integers: checked by hand, since this sits on the replay hot path;
+  // the event itself always goes through its schema.
+  const record = raw as { readonly seq?: unknown; readonly ts?: unknown; readonly event?: unknown } | null
+  if (
+    typeof record !== "object" || record === null ||
+    typeof record.seq !== "number" || !Number.isSafeInteger(record.seq) || record.seq < 1 ||
+    typeof record.ts !== "number" || !Number.isSafeInteger(record.ts) || record.ts < 0
+  ) {
+    return Either.mapLeft(decodeStored(raw), (error) =>
+      new EventDecodeError({ sessionId, seq: expectedSeq, detail: describe(error) }))
+  }
+  const { seq, ts } = record
+  return Either.match(decodeEvent(record.event), {
+    onLeft: (error) => Either.left(new EventDecodeError({ sessionId, seq: expectedSeq, detail: describe(error) })),
+    onRight: (event) => Either.right({ seq, ts, event })
+  })
 }
 
 /** What callers may hand to `append`: event instances or their encoded JSON form. */

@@ -116,18 +116,18 @@ const withFileEntry = (state: SessionState, path: string, entry: FileHistoryEntr
 
 /** Fold one stored event into the state. Pure; never throws. */
 export const step = (state: SessionState, stored: StoredEvent): SessionState => {
-  const base = { ...state, head: stored.seq, lastTs: stored.ts }
+  const base = { head: stored.seq, lastTs: stored.ts }
   const event = stored.event
   switch (event._tag) {
     case "UserMessage": {
       const anchors = isUserCheckpoint(event, HashMap.size(state.pendingToolCalls))
         ? state.anchors.append(Data.struct({ seq: stored.seq, ts: stored.ts, prompt: contentText(event.content) }))
         : state.anchors
-      return new SessionState({ ...base, messages: withMessage(state, stored, event), anchors })
+      return new SessionState({ ...state, ...base, messages: withMessage(state, stored, event), anchors })
     }
     case "RuntimeMessage":
     case "BackgroundCompleted":
-      return new SessionState({ ...base, messages: withMessage(state, stored, event) })
+      return new SessionState({ ...state, ...base, messages: withMessage(state, stored, event) })
     case "AssistantMessage": {
       let pendingToolCalls = state.pendingToolCalls
       event.content.forEach((block, blockIndex) => {
@@ -143,16 +143,18 @@ export const step = (state: SessionState, stored: StoredEvent): SessionState => 
         inputTokens: state.usage.inputTokens + event.usage.inputTokens,
         outputTokens: state.usage.outputTokens + event.usage.outputTokens
       })
-      return new SessionState({ ...base, messages: withMessage(state, stored, event), pendingToolCalls, usage })
+      return new SessionState({ ...state, ...base, messages: withMessage(state, stored, event), pendingToolCalls, usage })
     }
     case "ToolResult":
       return new SessionState({
+        ...state,
         ...base,
         messages: withMessage(state, stored, event),
         pendingToolCalls: HashMap.remove(state.pendingToolCalls, event.toolUseId)
       })
     case "FileSnapshot":
       return new SessionState({
+        ...state,
         ...base,
         files: withFileEntry(state, event.path, {
           kind: "snapshot",
@@ -163,6 +165,7 @@ export const step = (state: SessionState, stored: StoredEvent): SessionState => 
       })
     case "FileChange":
       return new SessionState({
+        ...state,
         ...base,
         files: withFileEntry(state, event.path, {
           kind: "change",
@@ -173,7 +176,7 @@ export const step = (state: SessionState, stored: StoredEvent): SessionState => 
         })
       })
     case "Compaction":
-      return new SessionState({ ...base, compaction: Data.struct({ seq: stored.seq, event }) })
+      return new SessionState({ ...state, ...base, compaction: Data.struct({ seq: stored.seq, event }) })
     case "SessionMetadata": {
       const previous = state.metadata
       let labels = previous.labels
@@ -185,7 +188,7 @@ export const step = (state: SessionState, stored: StoredEvent): SessionState => 
         model: event.model ?? previous.model,
         labels
       })
-      return new SessionState({ ...base, metadata })
+      return new SessionState({ ...state, ...base, metadata })
     }
   }
 }

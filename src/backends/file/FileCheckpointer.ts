@@ -17,9 +17,6 @@
  */
 import { homedir } from "node:os"
 import { join } from "node:path"
-import { FileSystem } from "@effect/platform"
-import type { PlatformError } from "@effect/platform/Error"
-import { NodeFileSystem } from "@effect/platform-node"
 import { Chunk, Context, Effect, Layer, Option, Random, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
@@ -36,6 +33,7 @@ import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrit
 import { jsonCodec, LogCodec, type LogCodecService } from "./codec.js"
 import { findCommittedEnd, ForwardScanner, headerLine, type LogHeader, parseHeader, recordLine } from "./format.js"
 import { lockAddress, withProcessLock } from "./lock.js"
+import { layerNode, type LogHandle, LogFiles } from "./LogFiles.js"
 
 export interface FileCheckpointerOptions {
   /**
@@ -59,10 +57,8 @@ export const defaultDirectory = (): string =>
 const READ_CHUNK_BYTES = 1024 * 1024
 const LOG_FILE = "log"
 
-const storageError = (operation: string) => (error: PlatformError) =>
-  new StorageError({ operation, detail: error.message, cause: error })
-
-const isNotFound = (error: PlatformError) => error._tag === "SystemError" && error.reason === "NotFound"
+/** The header is one short JSON line at the start of the log. */
+const HEADER_READ_BYTES = 4096
 
 interface ResolvedOptions {
   readonly dir: string
@@ -90,26 +86,21 @@ const resolveOptions = (options: FileCheckpointerOptions): Effect.Effect<Resolve
   return Effect.succeed({ dir, synchronous, lockTimeoutMs })
 }
 
-/** The service plus its integrity check, built on the injected file system and codec. */
+/** The service plus its integrity check, built on the injected file primitives and codec. */
 export const make = (options: FileCheckpointerOptions = {}) =>
   Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
+    const files = yield* LogFiles
     const codec = yield* LogCodec
     const { dir, lockTimeoutMs, synchronous } = yield* resolveOptions(options)
     const durable = synchronous === "full"
 
     // The directory must exist (it is created), be a directory, and be readable and writable.
-    const unusable = (detail: string) => new ConfigurationError({ option: "dir", detail: `${dir}: ${detail}` })
-    yield* fs.makeDirectory(dir, { recursive: true }).pipe(Effect.mapError((e) => unusable(e.message)))
-    const info = yield* fs.stat(dir).pipe(Effect.mapError((e) => unusable(e.message)))
-    if (info.type !== "Directory") return yield* unusable("is not a directory")
-    yield* fs.access(dir, { readable: true, writable: true }).pipe(
-      Effect.mapError(() => unusable("is not readable and writable"))
+    const realDir = yield* files.prepareDirectory(dir).pipe(
+      Effect.mapError((e) => new ConfigurationError({ option: "dir", detail: `${dir}: ${e.detail}` }))
     )
-    const realDir = yield* fs.realPath(dir).pipe(Effect.mapError((e) => unusable(e.message)))
     const trashDir = join(realDir, ".trash")
     // Leftovers of deletes interrupted by a crash; harmless if another process races us.
-    yield* fs.remove(trashDir, { recursive: true }).pipe(Effect.ignore)
+    yield* files.remove(trashDir).pipe(Effect.ignore)
 
     const sessionDir = (sessionId: string) => join(realDir, sessionId)
     const logPath = (sessionId: string) => join(realDir, sessionId, LOG_FILE)
@@ -133,19 +124,6 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     // Reading
     // ---------------------------------------------------------------------------------
 
-    const readAt = (file: FileSystem.File, position: number, length: number) =>
-      Effect.gen(function*() {
-        const buffer = Buffer.allocUnsafe(length)
-        yield* file.seek(position, "start")
-        let filled = 0
-        while (filled < length) {
-          const read = Number(yield* file.read(buffer.subarray(filled)))
-          if (read === 0) break
-          filled += read
-        }
-        return filled === length ? buffer : buffer.subarray(0, filled)
-      }).pipe(Effect.mapError(storageError("read")))
-
     const checkCodec = (sessionId: string, header: LogHeader): Effect.Effect<void, CodecError> =>
       header.codec !== codec.name
         ? Effect.fail(
@@ -166,24 +144,16 @@ export const make = (options: FileCheckpointerOptions = {}) =>
         : Effect.void
 
     /** Header, committed head and end of an open log (no locking, no changes). */
-    const inspect = (sessionId: string, file: FileSystem.File) =>
+    const inspect = (sessionId: string, file: LogHandle) =>
       Effect.gen(function*() {
-        const size = Number((yield* file.stat.pipe(Effect.mapError(storageError("stat")))).size)
-        const start = yield* readAt(file, 0, Math.min(size, 64 * 1024))
+        const size = yield* file.size
+        const start = yield* file.readAt(0, Math.min(size, HEADER_READ_BYTES))
         const parsed = parseHeader(sessionId, start)
         if (parsed instanceof CheckpointIntegrityError || parsed instanceof SchemaVersionError) return yield* parsed
         yield* checkCodec(sessionId, parsed.header)
-        const committed = yield* findCommittedEnd((position, length) => readAt(file, position, length), parsed.end, size)
+        const committed = yield* findCommittedEnd(file.readAt, parsed.end, size)
         return { size, headerEnd: parsed.end, head: committed.head, committedEnd: committed.end }
       })
-
-    /** The log opened for reading, or `None` when the session does not exist. */
-    const openExisting = (sessionId: string, flag: "r" | "r+") =>
-      fs.open(logPath(sessionId), { flag }).pipe(
-        Effect.map(Option.some),
-        Effect.catchIf(isNotFound, () => Effect.succeed(Option.none())),
-        Effect.mapError(storageError("open"))
-      )
 
     const toRecords = (
       sessionId: string,
@@ -209,17 +179,15 @@ export const make = (options: FileCheckpointerOptions = {}) =>
 
     const read = (sessionId: string, sinceSeq: number): Stream.Stream<unknown, CheckpointerError> =>
       Stream.unwrapScoped(Effect.gen(function*() {
-        const opened = yield* openExisting(sessionId, "r")
-        if (Option.isNone(opened)) return Stream.empty
-        const file = opened.value
+        const file = yield* files.open(logPath(sessionId), "read")
+        if (file === undefined) return Stream.empty
         // Read the log as it is now; later appends belong to a later read.
-        const { headerEnd, committedEnd } = yield* inspect(sessionId, file)
+        const { committedEnd, headerEnd } = yield* inspect(sessionId, file)
         const scanner = new ForwardScanner(sessionId, headerEnd, sinceSeq)
         return Stream.paginateChunkEffect(headerEnd, (position) =>
           Effect.gen(function*() {
             if (position >= committedEnd) return [Chunk.empty(), Option.none()] as const
-            const length = Math.min(READ_CHUNK_BYTES, committedEnd - position)
-            const bytes = yield* readAt(file, position, length)
+            const bytes = yield* file.readAt(position, Math.min(READ_CHUNK_BYTES, committedEnd - position))
             const scanned = scanner.push(bytes)
             if (scanned instanceof CheckpointIntegrityError) return yield* scanned
             const records = yield* toRecords(sessionId, scanned)
@@ -230,43 +198,43 @@ export const make = (options: FileCheckpointerOptions = {}) =>
 
     const head = (sessionId: string) =>
       Effect.scoped(Effect.gen(function*() {
-        const opened = yield* openExisting(sessionId, "r")
-        return Option.isNone(opened) ? 0 : (yield* inspect(sessionId, opened.value)).head
+        const file = yield* files.open(logPath(sessionId), "read")
+        return file === undefined ? 0 : (yield* inspect(sessionId, file)).head
       }))
 
     // ---------------------------------------------------------------------------------
     // Writing
     // ---------------------------------------------------------------------------------
 
-    const syncPath = (path: string) =>
-      Effect.scoped(Effect.flatMap(fs.open(path, { flag: "r" }), (handle) => handle.sync)).pipe(
-        Effect.mapError(storageError("fsync"))
-      )
-
     const randomSuffix = Effect.map(Random.nextInt, (n) => `${process.pid}-${Math.abs(n).toString(36)}`)
 
-    /** Write `contents` to a new file beside `target` and rename it into place. */
+    /** Write `contents` to a new file beside `target`, flush it, rename it into place, flush the directory. */
     const replaceAtomically = (directory: string, target: string, contents: ReadonlyArray<Uint8Array>) =>
       Effect.gen(function*() {
         const temp = join(directory, `${LOG_FILE}.tmp-${yield* randomSuffix}`)
         const written = Effect.scoped(Effect.gen(function*() {
-          const handle = yield* fs.open(temp, { flag: "wx", mode: 0o600 })
-          for (const part of contents) yield* handle.writeAll(part)
+          const handle = yield* files.create(temp)
+          let position = 0
+          for (const part of contents) {
+            yield* handle.writeAt(position, part)
+            position += part.length
+          }
           // Always flushed: the rename must never expose a file whose data is not on disk.
-          yield* handle.sync
-        })).pipe(Effect.mapError(storageError("write")))
-        yield* written.pipe(Effect.zipRight(fs.rename(temp, target).pipe(Effect.mapError(storageError("rename")))),
-          Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore)))
-        yield* syncPath(directory)
+          yield* handle.flush
+        }))
+        yield* written.pipe(
+          Effect.zipRight(files.rename(temp, target)),
+          Effect.tapError(() => files.remove(temp).pipe(Effect.ignore))
+        )
+        yield* files.flushDirectory(directory)
       })
 
     /** Keep bytes cut off a torn tail beside the log rather than throwing them away. */
-    const keepTornBytes = (sessionId: string, file: FileSystem.File, from: number, to: number) =>
+    const keepTornBytes = (sessionId: string, file: LogHandle, from: number, to: number) =>
       Effect.gen(function*() {
-        const bytes = yield* readAt(file, from, to - from)
-        const path = join(sessionDir(sessionId), `torn-${Date.now()}-${from}`)
-        yield* fs.writeFile(path, bytes, { flag: "w" }).pipe(Effect.mapError(storageError("keep torn tail")))
-        if (durable) yield* syncPath(path)
+        const bytes = yield* file.readAt(from, to - from)
+        yield* files.writeFile(join(sessionDir(sessionId), `torn-${Date.now()}-${from}`), bytes)
+        if (durable) yield* files.flushDirectory(sessionDir(sessionId))
       })
 
     const encodeLines = (sessionId: string, records: ReadonlyArray<StoredEventEncoded>) =>
@@ -299,26 +267,26 @@ export const make = (options: FileCheckpointerOptions = {}) =>
      */
     const truncatedContents = (
       sessionId: string,
-      file: FileSystem.File,
+      file: LogHandle,
       headerEnd: number,
       committedEnd: number,
       toSeq: number
     ) =>
       Effect.gen(function*() {
-        if (toSeq === 0) return [yield* readAt(file, 0, headerEnd)]
+        if (toSeq === 0) return [yield* file.readAt(0, headerEnd)]
         const scanner = new ForwardScanner(sessionId, headerEnd, 0)
         let position = headerEnd
         while (position < committedEnd) {
-          const bytes = yield* readAt(file, position, Math.min(READ_CHUNK_BYTES, committedEnd - position))
+          const bytes = yield* file.readAt(position, Math.min(READ_CHUNK_BYTES, committedEnd - position))
           if (bytes.length === 0) break
           position += bytes.length
           const scanned = scanner.push(bytes)
           if (scanned instanceof CheckpointIntegrityError) return yield* scanned
           const target = scanned.find((record) => record.seq === toSeq)
           if (target === undefined) continue
-          if (target.batchEnd === toSeq) return [yield* readAt(file, 0, target.end)]
+          if (target.batchEnd === toSeq) return [yield* file.readAt(0, target.end)]
           const batch = scanned.filter((record) => record.batchEnd === target.batchEnd && record.seq <= toSeq)
-          const kept = yield* readAt(file, 0, batch[0]!.start)
+          const kept = yield* file.readAt(0, batch[0]!.start)
           const relined = batch.map((record) => recordLine(record.seq, toSeq, record.payload)).join("")
           return [kept, Buffer.from(relined, "utf8")]
         }
@@ -329,31 +297,28 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       withSessionLock(
         sessionId,
         Effect.scoped(Effect.gen(function*() {
-          const opened = yield* openExisting(sessionId, "r+")
-          if (Option.isNone(opened)) {
+          const file = yield* files.open(logPath(sessionId), "update")
+          if (file === undefined) {
             const directory = sessionDir(sessionId)
             return yield* use({
               head: 0,
               append: (records) =>
                 Effect.gen(function*() {
+                  // Encode first: a failing codec leaves no trace.
                   const lines = yield* encodeLines(sessionId, records)
-                  const created = yield* fs.makeDirectory(directory, { recursive: true }).pipe(
-                    Effect.as(true),
-                    Effect.mapError(storageError("create session directory"))
-                  )
-                  if (created && durable) yield* syncPath(realDir)
+                  yield* files.makeDirectory(directory)
+                  if (durable) yield* files.flushDirectory(realDir)
                   const header = Buffer.from(headerLine(codec.name, codec.keyId), "utf8")
                   yield* replaceAtomically(directory, logPath(sessionId), [header, lines])
                 }),
               truncate: () => Effect.void
             })
           }
-          const file = opened.value
           const tail = yield* inspect(sessionId, file)
           /** Cut a torn tail back to the last committed batch, keeping the cut bytes. */
           const repair = tail.committedEnd < tail.size
             ? keepTornBytes(sessionId, file, tail.committedEnd, tail.size).pipe(
-              Effect.zipRight(file.truncate(tail.committedEnd).pipe(Effect.mapError(storageError("repair torn tail"))))
+              Effect.zipRight(file.truncate(tail.committedEnd))
             )
             : Effect.void
           return yield* use({
@@ -363,10 +328,8 @@ export const make = (options: FileCheckpointerOptions = {}) =>
                 // Encode first: a failing codec leaves the file exactly as it was.
                 const lines = yield* encodeLines(sessionId, records)
                 yield* repair
-                const written = file.seek(tail.committedEnd, "start").pipe(
-                  Effect.zipRight(file.writeAll(lines)),
-                  Effect.zipRight(durable ? file.sync : Effect.void),
-                  Effect.mapError(storageError("append"))
+                const written = file.writeAt(tail.committedEnd, lines).pipe(
+                  Effect.zipRight(durable ? file.flush : Effect.void)
                 )
                 // A failed write (disk full, I/O error) must not leave part of a batch behind.
                 yield* written.pipe(Effect.tapError(() => file.truncate(tail.committedEnd).pipe(Effect.ignore)))
@@ -382,35 +345,27 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       )
 
     const list = Effect.gen(function*() {
-      const entries = yield* fs.readDirectory(realDir).pipe(Effect.mapError(storageError("list")))
-      const sessions = yield* Effect.forEach(
-        entries.filter((entry) => sessionIdProblem(entry) === undefined),
-        (id) =>
-          fs.stat(logPath(id)).pipe(
-            Effect.map((stat) => Option.some({ id, mtime: Option.getOrElse(stat.mtime, () => new Date(0)) })),
-            Effect.catchIf(isNotFound, () => Effect.succeed(Option.none())),
-            Effect.mapError(storageError("list"))
-          ),
-        { concurrency: 16 }
-      )
-      return sessions.flatMap(Option.toArray)
+      const entries = yield* files.list(realDir)
+      const sessions: Array<Checkpointer.SessionInfo> = []
+      for (const id of entries) {
+        if (sessionIdProblem(id) !== undefined) continue
+        const mtime = yield* files.modifiedAt(logPath(id))
+        if (mtime !== undefined) sessions.push({ id, mtime })
+      }
+      return sessions
     })
 
     const remove = (sessionId: string) =>
       withSessionLock(
         sessionId,
         Effect.gen(function*() {
+          if ((yield* files.modifiedAt(sessionDir(sessionId))) === undefined) return
           const doomed = join(trashDir, `${sessionId}.${yield* randomSuffix}`)
-          yield* fs.makeDirectory(trashDir, { recursive: true }).pipe(Effect.mapError(storageError("delete")))
+          yield* files.makeDirectory(trashDir)
           // One rename takes the whole session out of sight; removing the files can then fail harmlessly.
-          const moved = yield* fs.rename(sessionDir(sessionId), doomed).pipe(
-            Effect.as(true),
-            Effect.catchIf(isNotFound, () => Effect.succeed(false)),
-            Effect.mapError(storageError("delete"))
-          )
-          if (!moved) return
-          if (durable) yield* syncPath(realDir)
-          yield* fs.remove(doomed, { recursive: true }).pipe(Effect.ignore)
+          yield* files.rename(sessionDir(sessionId), doomed)
+          if (durable) yield* files.flushDirectory(realDir)
+          yield* files.remove(doomed).pipe(Effect.ignore)
         })
       )
 
@@ -424,9 +379,9 @@ export const make = (options: FileCheckpointerOptions = {}) =>
         const outcome = yield* Effect.either(Stream.runDrain(service.read(id)))
         if (outcome._tag === "Left") problems.push(outcome.left.message)
         const torn = yield* Effect.either(Effect.scoped(Effect.gen(function*() {
-          const opened = yield* openExisting(id, "r")
-          if (Option.isNone(opened)) return 0
-          const tail = yield* inspect(id, opened.value)
+          const file = yield* files.open(logPath(id), "read")
+          if (file === undefined) return 0
+          const tail = yield* inspect(id, file)
           return tail.size - tail.committedEnd
         })))
         if (torn._tag === "Right" && torn.right > 0) {
@@ -441,13 +396,13 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     return { service, integrity: { checkIntegrity } }
   })
 
-/** Requires a `FileSystem` and a `LogCodec`: the seam for custom file systems and codecs. */
+/** Requires `LogFiles` and a `LogCodec`: the seam for injected file systems and codecs. */
 export const layerWithoutDependencies = (
   options: FileCheckpointerOptions = {}
 ): Layer.Layer<
   Checkpointer.Checkpointer | CheckpointerIntegrity,
   ConfigurationError | StorageError,
-  FileSystem.FileSystem | LogCodec
+  LogFiles | LogCodec
 > =>
   Layer.scopedContext(Effect.map(make(options), ({ integrity, service }) =>
     Context.make(Checkpointer.Checkpointer, service).pipe(Context.add(CheckpointerIntegrity, integrity))))
@@ -458,5 +413,5 @@ export const layer = (
 ): Layer.Layer<Checkpointer.Checkpointer | CheckpointerIntegrity, ConfigurationError | StorageError> =>
   layerWithoutDependencies(options).pipe(
     Layer.provide(Layer.succeed(LogCodec, options.codec ?? jsonCodec)),
-    Layer.provide(NodeFileSystem.layer)
+    Layer.provide(layerNode)
   )

@@ -1,0 +1,119 @@
+/**
+ * File backend benchmarks. Every figure is a ratio against a raw baseline measured in the
+ * same run: plain `node:fs` doing the same work under the same lock discipline.
+ */
+import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, readSync, fstatSync, writeSync } from "node:fs"
+import { realpathSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Effect, Stream } from "effect"
+import { lockAddress, withProcessLock } from "../src/backends/file/lock.js"
+import { recordLine } from "../src/backends/file/format.js"
+import { AssistantMessage, encodeStoredEvent, Session, UserMessage } from "../src/core/index.js"
+import { fileCheckpointer } from "../src/index.js"
+
+const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6
+
+const eventFor = (i: number) =>
+  i % 2 === 0
+    ? new UserMessage({ content: `prompt ${i}: please refactor the module and keep the tests green`, origin: "user" })
+    : new AssistantMessage({ content: [{ type: "text", text: `answer ${i}: done, the tests pass and the diff is small` }] })
+
+/** The raw baseline: lock, read the tail to learn the head, append one line, optionally fdatasync. */
+const rawAppends = async (dir: string, count: number, durable: boolean) => {
+  const path = join(dir, "raw.log")
+  closeSync(openSync(path, "a"))
+  const address = lockAddress(realpathSync(dir), "raw")
+  const tail = Buffer.alloc(4096)
+  const start = process.hrtime.bigint()
+  for (let i = 0; i < count; i++) {
+    await Effect.runPromise(withProcessLock(address, "raw", 10_000, Effect.sync(() => {
+      const fd = openSync(path, "r+")
+      const size = fstatSync(fd).size
+      const read = readSync(fd, tail, 0, Math.min(size, tail.length), Math.max(0, size - tail.length))
+      const head = read === 0 ? 0 : Number(tail.toString("utf8", 0, read).split("\n").at(-2)?.split("\t")[1] ?? 0)
+      const line = recordLine(head + 1, head + 1, JSON.stringify(encodeStoredEvent({ seq: head + 1, ts: Date.now(), event: eventFor(i) })))
+      writeSync(fd, line, size)
+      if (durable) fdatasyncSync(fd)
+      closeSync(fd)
+    })))
+  }
+  return count / (ms(start) / 1000)
+}
+
+const libraryAppends = async (dir: string, count: number, synchronous: "normal" | "full") => {
+  const c = fileCheckpointer({ dir, synchronous })
+  const start = process.hrtime.bigint()
+  for (let i = 0; i < count; i++) await c.append("bench", [eventFor(i)])
+  const rate = count / (ms(start) / 1000)
+  await c.close()
+  return rate
+}
+
+const memoryMb = () => process.memoryUsage().heapUsed / 1024 / 1024
+
+export const runFileBench = async () => {
+  const rows: Array<Array<string>> = []
+  const ratio = (value: number, baseline: number) => `${(value / baseline).toFixed(2)}×`
+
+  for (const synchronous of ["normal", "full"] as const) {
+    const count = synchronous === "full" ? 300 : 2000
+    // Warm up both paths once, then measure.
+    await rawAppends(mkdtempSync(join(tmpdir(), "bench-raw-")), 50, synchronous === "full")
+    await libraryAppends(mkdtempSync(join(tmpdir(), "bench-lib-")), 50, synchronous)
+    const raw = await rawAppends(mkdtempSync(join(tmpdir(), "bench-raw-")), count, synchronous === "full")
+    const lib = await libraryAppends(mkdtempSync(join(tmpdir(), "bench-lib-")), count, synchronous)
+    rows.push([`single-event append, synchronous ${synchronous} (${count}×)`, `${lib.toFixed(0)}/s`, `${raw.toFixed(0)}/s`, ratio(lib, raw)])
+  }
+
+  // Replay: a 100,000-event session read, decoded and folded, against JSON.parse of the same lines.
+  const events = 100_000
+  const dir = mkdtempSync(join(tmpdir(), "bench-replay-"))
+  const c = fileCheckpointer({ dir })
+  for (let i = 0; i < events; i += 5_000) {
+    await c.append("replay", Array.from({ length: 5_000 }, (_, k) => eventFor(i + k)))
+  }
+  const parseStart = process.hrtime.bigint()
+  const text = readFileSync(join(dir, "replay", "log"), "utf8")
+  let parsed = 0
+  for (const line of text.split("\n").slice(1)) {
+    if (line.length === 0) continue
+    JSON.parse(line.slice(line.indexOf("{")))
+    parsed++
+  }
+  const rawReplay = parsed / (ms(parseStart) / 1000)
+  const replayStart = process.hrtime.bigint()
+  let state = Session.emptySessionState
+  for await (const stored of c.readIterable("replay")) state = Session.step(state, stored)
+  const replay = state.head / (ms(replayStart) / 1000)
+  rows.push([`read + decode + fold, ${events.toLocaleString()} events`, `${replay.toFixed(0)}/s`, `${rawReplay.toFixed(0)}/s (JSON.parse)`, ratio(replay, rawReplay)])
+
+  // Replay memory: a streamed read of sessions of growing length keeps a flat heap.
+  const heap: Array<string> = []
+  for (const length of [10_000, 100_000]) {
+    const id = `memory-${length}`
+    if (length === 100_000) {
+      // reuse the replay session
+    } else {
+      for (let i = 0; i < length; i += 5_000) await c.append(id, Array.from({ length: 5_000 }, (_, k) => eventFor(i + k)))
+    }
+    globalThis.gc?.()
+    const before = memoryMb()
+    let peak = before
+    let seen = 0
+    await Effect.runPromise(Stream.runForEach(
+      Stream.fromAsyncIterable(c.readIterable(length === 100_000 ? "replay" : id), (e) => e),
+      () => Effect.sync(() => {
+        // Live heap (after a collection), sampled along the way: garbage is not growth.
+        if (++seen % 5000 === 0) {
+          globalThis.gc?.()
+          peak = Math.max(peak, memoryMb())
+        }
+      })
+    ))
+    heap.push(`${length.toLocaleString()} events: +${(peak - before).toFixed(1)} MB`)
+  }
+  rows.push(["streamed read, largest live heap growth", heap.join("; "), "", ""])
+  await c.close()
+  return rows
+}

@@ -1,0 +1,154 @@
+/**
+ * The file-system primitives the file backend stands on, as a service so tests can inject
+ * failures (a full disk, a permission error) at any step.
+ *
+ * The node implementation uses synchronous calls for the small operations done under the
+ * session lock — opening, `fstat`, reading a tail, writing a few lines — because they are
+ * served from the page cache in microseconds and every asynchronous hop would add a
+ * thread-pool round trip to each append. Flushing to disk (`fdatasync`/`fsync`) and large
+ * reads take milliseconds, so they are asynchronous and never stall the event loop.
+ */
+import * as fs from "node:fs"
+import { Context, Effect, Layer, type Scope } from "effect"
+import { StorageError } from "../../core/errors.js"
+
+export interface LogHandle {
+  readonly size: Effect.Effect<number, StorageError>
+  /** Up to `length` bytes at `position` (fewer at end of file). */
+  readonly readAt: (position: number, length: number) => Effect.Effect<Buffer, StorageError>
+  /** All of `bytes` at `position`. */
+  readonly writeAt: (position: number, bytes: Uint8Array) => Effect.Effect<void, StorageError>
+  readonly truncate: (length: number) => Effect.Effect<void, StorageError>
+  /** Flush the file's data (and the metadata needed to read it) to disk. */
+  readonly flush: Effect.Effect<void, StorageError>
+}
+
+export interface LogFilesService {
+  /** Open an existing file; `undefined` when it does not exist. Closed with the scope. */
+  readonly open: (
+    path: string,
+    mode: "read" | "update"
+  ) => Effect.Effect<LogHandle | undefined, StorageError, Scope.Scope>
+  /** Create a new file (failing if it exists). Closed with the scope. */
+  readonly create: (path: string) => Effect.Effect<LogHandle, StorageError, Scope.Scope>
+  readonly writeFile: (path: string, bytes: Uint8Array) => Effect.Effect<void, StorageError>
+  readonly rename: (from: string, to: string) => Effect.Effect<void, StorageError>
+  /** Remove a file or a directory tree; a missing path is fine. */
+  readonly remove: (path: string) => Effect.Effect<void, StorageError>
+  readonly makeDirectory: (path: string) => Effect.Effect<void, StorageError>
+  /** Flush a directory's entries (after a create, rename or remove) to disk. */
+  readonly flushDirectory: (path: string) => Effect.Effect<void, StorageError>
+  readonly list: (path: string) => Effect.Effect<ReadonlyArray<string>, StorageError>
+  /** Modification time of a file, or `undefined` when it does not exist. */
+  readonly modifiedAt: (path: string) => Effect.Effect<Date | undefined, StorageError>
+  /** Create `path` if needed and check it is a readable, writable directory; its real path. */
+  readonly prepareDirectory: (path: string) => Effect.Effect<string, StorageError>
+}
+
+export class LogFiles extends Context.Tag("@lite-agent/core/LogFiles")<LogFiles, LogFilesService>() {}
+
+const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+const codeOf = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
+
+const attempt = <A>(operation: string, run: () => A) =>
+  Effect.try({ try: run, catch: (cause) => new StorageError({ operation, detail: describe(cause), cause }) })
+
+/** Reads larger than this go through the thread pool. */
+const ASYNC_READ_BYTES = 256 * 1024
+
+const handleFor = (fd: number): LogHandle => ({
+  size: attempt("stat", () => fs.fstatSync(fd).size),
+  readAt: (position, length) => {
+    const read = (buffer: Buffer, filled: number): number => {
+      while (filled < length) {
+        const n = fs.readSync(fd, buffer, filled, length - filled, position + filled)
+        if (n === 0) break
+        filled += n
+      }
+      return filled
+    }
+    if (length <= ASYNC_READ_BYTES) {
+      return attempt("read", () => {
+        const buffer = Buffer.allocUnsafe(length)
+        return buffer.subarray(0, read(buffer, 0))
+      })
+    }
+    return Effect.async<Buffer, StorageError>((resume) => {
+      const buffer = Buffer.allocUnsafe(length)
+      fs.read(fd, buffer, 0, length, position, (error, n) => {
+        if (error) resume(Effect.fail(new StorageError({ operation: "read", detail: describe(error), cause: error })))
+        else resume(attempt("read", () => buffer.subarray(0, read(buffer, n))))
+      })
+    })
+  },
+  writeAt: (position, bytes) =>
+    attempt("write", () => {
+      let written = 0
+      while (written < bytes.length) {
+        written += fs.writeSync(fd, bytes, written, bytes.length - written, position + written)
+      }
+    }),
+  truncate: (length) => attempt("truncate", () => fs.ftruncateSync(fd, length)),
+  flush: Effect.async<void, StorageError>((resume) => {
+    fs.fdatasync(fd, (error) =>
+      resume(error ? Effect.fail(new StorageError({ operation: "fsync", detail: describe(error), cause: error })) : Effect.void))
+  })
+})
+
+const closeQuietly = (fd: number) => Effect.sync(() => fs.closeSync(fd)).pipe(Effect.ignore)
+
+export const node: LogFilesService = {
+  open: (path, mode) =>
+    Effect.acquireRelease(
+      Effect.try({
+        try: () => {
+          try {
+            return fs.openSync(path, mode === "read" ? "r" : "r+")
+          } catch (error) {
+            if (codeOf(error) === "ENOENT") return undefined
+            throw error
+          }
+        },
+        catch: (cause) => new StorageError({ operation: "open", detail: describe(cause), cause })
+      }),
+      (fd) => (fd === undefined ? Effect.void : closeQuietly(fd))
+    ).pipe(Effect.map((fd) => (fd === undefined ? undefined : handleFor(fd)))),
+  create: (path) =>
+    Effect.acquireRelease(attempt("create", () => fs.openSync(path, "wx", 0o600)), closeQuietly).pipe(
+      Effect.map(handleFor)
+    ),
+  writeFile: (path, bytes) => attempt("write", () => fs.writeFileSync(path, bytes, { mode: 0o600 })),
+  rename: (from, to) => attempt("rename", () => fs.renameSync(from, to)),
+  remove: (path) => attempt("remove", () => fs.rmSync(path, { recursive: true, force: true })),
+  makeDirectory: (path) => attempt("mkdir", () => void fs.mkdirSync(path, { recursive: true, mode: 0o700 })),
+  flushDirectory: (path) =>
+    Effect.async<void, StorageError>((resume) => {
+      fs.open(path, "r", (openError, fd) => {
+        if (openError) return resume(Effect.fail(new StorageError({ operation: "fsync directory", detail: describe(openError) })))
+        fs.fsync(fd, (syncError) => {
+          fs.close(fd, () => undefined)
+          resume(syncError ? Effect.fail(new StorageError({ operation: "fsync directory", detail: describe(syncError) })) : Effect.void)
+        })
+      })
+    }),
+  list: (path) => attempt("list", () => fs.readdirSync(path)),
+  modifiedAt: (path) =>
+    attempt("stat", () => {
+      try {
+        return fs.statSync(path).mtime
+      } catch (error) {
+        if (codeOf(error) === "ENOENT" || codeOf(error) === "ENOTDIR") return undefined
+        throw error
+      }
+    }),
+  prepareDirectory: (path) =>
+    attempt("open directory", () => {
+      fs.mkdirSync(path, { recursive: true })
+      if (!fs.statSync(path).isDirectory()) throw new Error("is not a directory")
+      fs.accessSync(path, fs.constants.R_OK | fs.constants.W_OK | fs.constants.X_OK)
+      return fs.realpathSync(path)
+    })
+}
+
+export const layerNode: Layer.Layer<LogFiles> = Layer.succeed(LogFiles, node)

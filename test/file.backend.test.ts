@@ -1,0 +1,410 @@
+/**
+ * The file backend beyond the shared contract: torn tails, damage in the middle of a log,
+ * codecs, encoder failures, injected I/O failures and bad options — on real files.
+ */
+import { randomBytes } from "node:crypto"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Chunk, Effect, Layer, Stream } from "effect"
+import { afterEach, describe, expect, it } from "vitest"
+import { defaultDirectory } from "../src/backends/file/FileCheckpointer.js"
+import { headerLine, LOG_VERSION, recordLine } from "../src/backends/file/format.js"
+import * as LogFilesModule from "../src/backends/file/LogFiles.js"
+import type { LogHandle } from "../src/backends/file/LogFiles.js"
+import {
+  Checkpointer,
+  CodecError,
+  FileCheckpointer,
+  type LogCodecService,
+  LogCodec
+} from "../src/core/index.js"
+import {
+  aes256gcmCodec,
+  CheckpointIntegrityError,
+  ConfigurationError,
+  EventDecodeError,
+  fileCheckpointer,
+  gzipCodec,
+  type PromiseCheckpointerWithIntegrity,
+  SchemaVersionError,
+  StorageError,
+  UserMessage
+} from "../src/index.js"
+
+const freshDir = () => mkdtempSync(join(tmpdir(), "lite-agent-file-"))
+const logOf = (dir: string, id: string) => join(dir, id, "log")
+const message = (text: string) => new UserMessage({ content: text, origin: "user" })
+const contents = async (c: PromiseCheckpointerWithIntegrity, id: string) =>
+  (await c.read(id)).map((s) => [s.seq, (s.event as UserMessage).content])
+
+const open: Array<PromiseCheckpointerWithIntegrity> = []
+const checkpointer = (options: Parameters<typeof fileCheckpointer>[0]) => {
+  const c = fileCheckpointer(options)
+  open.push(c)
+  return c
+}
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((c) => c.close()))
+})
+
+/** Byte ranges of the record lines of a log (header excluded). */
+const lineRanges = (bytes: Buffer): Array<[number, number]> => {
+  const ranges: Array<[number, number]> = []
+  let start = bytes.indexOf(0x0a) + 1
+  while (start < bytes.length) {
+    const end = bytes.indexOf(0x0a, start)
+    if (end < 0) break
+    ranges.push([start, end + 1])
+    start = end + 1
+  }
+  return ranges
+}
+
+describe("torn tails", () => {
+  it("a last record cut at any byte offset (with or without trailing NULs) is cut back, kept aside, and not glued to", async () => {
+    const dir = freshDir()
+    const seed = checkpointer({ dir })
+    await seed.append("s", [message("one"), message("two")])
+    await seed.append("s", [message("three — the last record")])
+    const original = readFileSync(logOf(dir, "s"))
+    const [lastStart, lastEnd] = lineRanges(original).at(-1)!
+    let cases = 0
+    for (let cut = lastStart + 1; cut < lastEnd; cut++) {
+      for (const nulRun of [0, 512]) {
+        const torn = Buffer.concat([original.subarray(0, cut), Buffer.alloc(nulRun)])
+        writeFileSync(logOf(dir, "s"), torn)
+        const c = fileCheckpointer({ dir })
+        // Readers never see the fragment; the head is the last whole append.
+        expect(await c.head("s")).toBe(2)
+        expect(await contents(c, "s")).toEqual([[1, "one"], [2, "two"]])
+        // The next append cuts the fragment away (keeping it) and lands on a clean line.
+        expect(await c.append("s", [message(`replacement ${cut}`)], 2)).toBe(3)
+        expect(await contents(c, "s")).toEqual([[1, "one"], [2, "two"], [3, `replacement ${cut}`]])
+        const report = await c.checkIntegrity()
+        expect(report.ok).toBe(true)
+        await c.close()
+        cases++
+      }
+    }
+    expect(cases).toBe(2 * (lastEnd - lastStart - 1))
+    const kept = readdirSync(join(dir, "s")).filter((name) => name.startsWith("torn-"))
+    expect(kept.length).toBe(cases)
+    // What was cut is kept byte for byte.
+    const one = kept.find((name) => name.endsWith(`-${lastStart}`))!
+    expect(readFileSync(join(dir, "s", one)).length).toBeGreaterThan(0)
+  })
+
+  it("a last record failing its checksum is cut back like a torn one", async () => {
+    const dir = freshDir()
+    const c = checkpointer({ dir })
+    await c.append("s", [message("kept")])
+    await c.append("s", [message("flipped")])
+    const bytes = readFileSync(logOf(dir, "s"))
+    const [start, end] = lineRanges(bytes).at(-1)!
+    bytes[start + Math.floor((end - start) / 2)] = bytes[start + Math.floor((end - start) / 2)]! ^ 0x01
+    writeFileSync(logOf(dir, "s"), bytes)
+    expect(await c.head("s")).toBe(1)
+    expect(await c.append("s", [message("next")], 1)).toBe(2)
+    expect(await contents(c, "s")).toEqual([[1, "kept"], [2, "next"]])
+  })
+
+  it("an append cut short between its records is invisible as a whole, then cut away", async () => {
+    const dir = freshDir()
+    const c = checkpointer({ dir })
+    await c.append("s", [message("a")])
+    await c.append("s", [message("b1"), message("b2"), message("b3")])
+    const bytes = readFileSync(logOf(dir, "s"))
+    const ranges = lineRanges(bytes)
+    // Keep two complete lines of the three-record batch: the batch never committed.
+    writeFileSync(logOf(dir, "s"), bytes.subarray(0, ranges[2]![1]))
+    expect(await c.head("s")).toBe(1)
+    expect(await contents(c, "s")).toEqual([[1, "a"]])
+    expect(await c.append("s", [message("c")], 1)).toBe(2)
+    expect(await contents(c, "s")).toEqual([[1, "a"], [2, "c"]])
+  })
+})
+
+describe("damage in the middle of a log", () => {
+  it("is a typed integrity error naming the seq and offset; nothing after it is dropped silently", async () => {
+    const dir = freshDir()
+    const c = checkpointer({ dir })
+    for (const text of ["m1", "m2", "m3", "m4", "m5"]) await c.append("s", [message(text)])
+    const bytes = readFileSync(logOf(dir, "s"))
+    const [start] = lineRanges(bytes)[1]!
+    bytes[start + 20] = bytes[start + 20]! ^ 0x20
+    writeFileSync(logOf(dir, "s"), bytes)
+    const error = await c.read("s").catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(CheckpointIntegrityError)
+    expect(error).toMatchObject({ sessionId: "s", seq: 2, offset: start })
+    // The tail is intact, so the head is still known; the damaged record is not skipped.
+    expect(await c.head("s")).toBe(5)
+    const report = await c.checkIntegrity()
+    expect(report.ok).toBe(false)
+    expect(report.detail).toContain(`byte offset ${start}`)
+    // checkIntegrity changed nothing.
+    expect(readFileSync(logOf(dir, "s"))).toEqual(bytes)
+  })
+
+  it("an event kind this version does not know is EventDecodeError naming the session and seq", async () => {
+    const dir = freshDir()
+    const c = checkpointer({ dir })
+    await c.append("s", [message("known")])
+    const future = recordLine(2, 2, JSON.stringify({ ts: 1, event: { _tag: "HologramMessage", beam: true } }))
+    writeFileSync(logOf(dir, "s"), Buffer.concat([readFileSync(logOf(dir, "s")), Buffer.from(future)]))
+    const error = await c.read("s").catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(EventDecodeError)
+    expect(error).toMatchObject({ sessionId: "s", seq: 2 })
+    expect(String((error as Error).message)).toContain("HologramMessage")
+  })
+
+  it("a log written by a newer format version is refused with SchemaVersionError and left alone", async () => {
+    const dir = freshDir()
+    const c = checkpointer({ dir })
+    await c.append("s", [message("x")])
+    const bytes = readFileSync(logOf(dir, "s"))
+    const newer = Buffer.from(
+      bytes.toString("utf8").replace(`"version":${LOG_VERSION}`, `"version":${LOG_VERSION + 1}`),
+      "utf8"
+    )
+    writeFileSync(logOf(dir, "s"), newer)
+    await expect(c.read("s")).rejects.toBeInstanceOf(SchemaVersionError)
+    const error = await c.append("s", [message("y")]).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(SchemaVersionError)
+    expect(error).toMatchObject({ found: LOG_VERSION + 1, supported: LOG_VERSION })
+    expect(readFileSync(logOf(dir, "s"))).toEqual(newer)
+  })
+})
+
+describe("codecs", () => {
+  it("gzip and AES-256-GCM logs hold no plaintext and read back exactly", async () => {
+    for (const codec of [gzipCodec(), aes256gcmCodec(randomBytes(32))]) {
+      const dir = freshDir()
+      const c = checkpointer({ dir, codec })
+      await c.append("s", [message("secret plan: ship on friday")])
+      expect(readFileSync(logOf(dir, "s"), "utf8")).not.toContain("secret plan")
+      expect(await contents(c, "s")).toEqual([[1, "secret plan: ship on friday"]])
+    }
+  })
+
+  it("a log is refused, not misread, when opened with another codec or another key", async () => {
+    const dir = freshDir()
+    const key = randomBytes(32)
+    const writer = checkpointer({ dir, codec: aes256gcmCodec(key) })
+    await writer.append("s", [message("hidden")])
+    const before = readFileSync(logOf(dir, "s"))
+    for (const other of [undefined, gzipCodec(), aes256gcmCodec(randomBytes(32))]) {
+      const reader = checkpointer({ dir, ...(other === undefined ? {} : { codec: other }) })
+      const error = await reader.read("s").catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(CodecError)
+      expect(String((error as Error).message)).toMatch(/aes-256-gcm|different key/)
+      await expect(reader.append("s", [message("plaintext?")])).rejects.toBeInstanceOf(CodecError)
+    }
+    expect(readFileSync(logOf(dir, "s"))).toEqual(before)
+  })
+
+  it("a tampered or moved AES record fails authentication even with a valid checksum", async () => {
+    const dir = freshDir()
+    const key = randomBytes(32)
+    const c = checkpointer({ dir, codec: aes256gcmCodec(key) })
+    await c.append("s", [message("first")])
+    await c.append("s", [message("second")])
+    const text = readFileSync(logOf(dir, "s"), "utf8")
+    const [header, line1, line2] = text.split("\n")
+    const payload = (line: string) => line.split("\t")[3]!
+    // Swap the two ciphertexts, re-checksummed: each record now sits at the wrong seq.
+    writeFileSync(logOf(dir, "s"), [header, recordLine(1, 1, payload(line2!)), recordLine(2, 2, payload(line1!))].join("\n").replace(/\n\n/g, "\n"))
+    const swapped = await c.read("s").catch((e: unknown) => e)
+    expect(swapped).toBeInstanceOf(CodecError)
+    expect(String((swapped as Error).message)).toMatch(/authentication failed/)
+    // Flip one ciphertext byte, re-checksummed.
+    const sealed = Buffer.from(payload(line1!), "base64")
+    sealed[sealed.length - 20] = sealed[sealed.length - 20]! ^ 0xff
+    writeFileSync(logOf(dir, "s"), `${header}\n${recordLine(1, 1, sealed.toString("base64"))}`)
+    await expect(c.read("s")).rejects.toBeInstanceOf(CodecError)
+  })
+
+  it("an AES key of the wrong size is a ConfigurationError", () => {
+    expect(() => aes256gcmCodec(randomBytes(16))).toThrow(ConfigurationError)
+  })
+
+  it("an encoder failure fails the append with a typed error: nothing written, no tail repair, no plaintext fallback", async () => {
+    const dir = freshDir()
+    const good = checkpointer({ dir })
+    await good.append("s", [message("before")])
+    // Leave a torn tail behind, as a crashed writer would.
+    const torn = Buffer.concat([readFileSync(logOf(dir, "s")), Buffer.from("deadbeef\t2\t2\t{\"ts\":1,")])
+    writeFileSync(logOf(dir, "s"), torn)
+    const failing: LogCodecService = {
+      name: "json",
+      encode: () =>
+        Effect.sleep("5 millis").pipe(
+          Effect.zipRight(Effect.fail(new CodecError({ codec: "json", operation: "encode", detail: "HSM unavailable" })))
+        ),
+      decode: (records) => Effect.succeed(records.map((r) => r.payload))
+    }
+    const c = checkpointer({ dir, codec: failing })
+    const error = await c.append("s", [message("never written")]).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(CodecError)
+    expect(error).toMatchObject({ operation: "encode" })
+    expect(readFileSync(logOf(dir, "s"))).toEqual(torn)
+    expect(readdirSync(join(dir, "s")).filter((n) => n.startsWith("torn-"))).toEqual([])
+    // The same for a session that does not exist yet: nothing is created.
+    await expect(c.append("new", [message("x")])).rejects.toBeInstanceOf(CodecError)
+    expect(existsSync(join(dir, "new", "log"))).toBe(false)
+    expect((await c.list()).map((s) => s.id)).toEqual(["s"])
+  })
+
+  it("codecs are Layers for Effect users", async () => {
+    const dir = freshDir()
+    const program = Effect.gen(function*() {
+      const c = yield* Checkpointer
+      yield* c.append("s", [message("via layer")])
+      return Chunk.toArray(yield* Stream.runCollect(c.read("s")))
+    })
+    const layer = FileCheckpointer.layerWithoutDependencies({ dir }).pipe(
+      Layer.provide(LogCodec.layerGzip),
+      Layer.provide(LogFilesModule.layerNode)
+    )
+    const stored = await Effect.runPromise(program.pipe(Effect.provide(layer)))
+    expect((stored[0]!.event as UserMessage).content).toBe("via layer")
+    expect(JSON.parse(readFileSync(logOf(dir, "s"), "utf8").split("\n")[0]!)).toMatchObject({ codec: "gzip" })
+  })
+})
+
+/** The node file primitives, except that writes fail as `fault` says. */
+const faultyFiles = (fault: { writesLeft: number; partial: boolean; reason: string }) => {
+  const node = LogFilesModule.node
+  const faulty = (handle: LogHandle): LogHandle => ({
+    ...handle,
+    writeAt: (position, bytes) =>
+      Effect.suspend(() => {
+        if (fault.writesLeft-- > 0) return handle.writeAt(position, bytes)
+        // Like a full disk: part of the data lands, then the write fails.
+        return (fault.partial ? handle.writeAt(position, bytes.subarray(0, Math.floor(bytes.length / 2))) : Effect.void)
+          .pipe(Effect.zipRight(Effect.fail(new StorageError({ operation: "write", detail: fault.reason }))))
+      })
+  })
+  return Layer.succeed(LogFilesModule.LogFiles, {
+    ...node,
+    open: (path, mode) => Effect.map(node.open(path, mode), (handle) => (handle === undefined ? undefined : faulty(handle))),
+    create: (path) => Effect.map(node.create(path), faulty)
+  })
+}
+
+describe("I/O failures", () => {
+  const run = <A>(dir: string, fault: { writesLeft: number; partial: boolean; reason: string }, program: Effect.Effect<A, unknown, Checkpointer>) =>
+    Effect.runPromise(
+      Effect.either(program).pipe(
+        Effect.provide(
+          FileCheckpointer.layerWithoutDependencies({ dir }).pipe(
+            Layer.provide(LogCodec.layerJson),
+            Layer.provide(faultyFiles(fault))
+          )
+        )
+      )
+    )
+
+  it("a disk-full error mid-append is a StorageError and the log stays exactly as it was", async () => {
+    const dir = freshDir()
+    const seed = checkpointer({ dir })
+    await seed.append("s", [message("one"), message("two")])
+    const before = readFileSync(logOf(dir, "s"))
+    const result = await run(
+      dir,
+      { writesLeft: 0, partial: true, reason: "ENOSPC: no space left on device" },
+      Effect.flatMap(Checkpointer, (c) => c.append("s", [message("three"), message("four")], 2))
+    )
+    expect(result._tag).toBe("Left")
+    expect(result._tag === "Left" && result.left).toBeInstanceOf(StorageError)
+    expect(String(result._tag === "Left" && (result.left as Error).message)).toContain("ENOSPC")
+    expect(readFileSync(logOf(dir, "s"))).toEqual(before)
+    expect(await contents(seed, "s")).toEqual([[1, "one"], [2, "two"]])
+    expect(await seed.append("s", [message("three")], 2)).toBe(3)
+  })
+
+  it("a permission error creating a new session leaves no session behind", async () => {
+    const dir = freshDir()
+    const result = await run(
+      dir,
+      { writesLeft: 0, partial: false, reason: "EACCES: permission denied" },
+      Effect.flatMap(Checkpointer, (c) => c.append("fresh", [message("x")]))
+    )
+    expect(result._tag === "Left" && result.left).toBeInstanceOf(StorageError)
+    expect(existsSync(logOf(dir, "fresh"))).toBe(false)
+    expect(readdirSync(join(dir, "fresh"))).toEqual([]) // the temp file was removed
+    const c = checkpointer({ dir })
+    expect(await c.list()).toEqual([])
+  })
+
+  it("a failure while truncating leaves the log as it was", async () => {
+    const dir = freshDir()
+    const seed = checkpointer({ dir })
+    await seed.append("s", [message("one"), message("two"), message("three")])
+    const before = readFileSync(logOf(dir, "s"))
+    const result = await run(
+      dir,
+      { writesLeft: 0, partial: true, reason: "ENOSPC: no space left on device" },
+      Effect.flatMap(Checkpointer, (c) => c.truncate("s", 1, 3))
+    )
+    expect(result._tag === "Left" && result.left).toBeInstanceOf(StorageError)
+    expect(readFileSync(logOf(dir, "s"))).toEqual(before)
+    expect(readdirSync(join(dir, "s"))).toEqual(["log"])
+  })
+})
+
+describe("options and the directory", () => {
+  it("bad options and unusable directories are ConfigurationErrors", async () => {
+    const dir = freshDir()
+    const aFile = join(dir, "not-a-dir")
+    writeFileSync(aFile, "x")
+    const cases: Array<Parameters<typeof fileCheckpointer>[0]> = [
+      { dir, synchronous: "fast" as "full" },
+      { dir, lockTimeoutMs: -1 },
+      { dir: aFile },
+      { dir: join(aFile, "below-a-file") },
+      { dir: "" }
+    ]
+    for (const options of cases) {
+      const c = checkpointer(options)
+      const error = await c.head("s").catch((e: unknown) => e)
+      expect(error, JSON.stringify(options)).toBeInstanceOf(ConfigurationError)
+    }
+  })
+
+  it("the default directory is outside the project: $LITE_AGENT_HOME/sessions or ~/.lite-agent/sessions", async () => {
+    const home = freshDir()
+    const previous = process.env["LITE_AGENT_HOME"]
+    process.env["LITE_AGENT_HOME"] = home
+    try {
+      expect(defaultDirectory()).toBe(join(home, "sessions"))
+      const c = checkpointer(undefined)
+      await c.append("default-dir", [message("x")])
+      expect(existsSync(join(home, "sessions", "default-dir", "log"))).toBe(true)
+    } finally {
+      if (previous === undefined) delete process.env["LITE_AGENT_HOME"]
+      else process.env["LITE_AGENT_HOME"] = previous
+    }
+    delete process.env["LITE_AGENT_HOME"]
+    expect(defaultDirectory()).toMatch(/\.lite-agent[/\\]sessions$/)
+  })
+
+  it("delete removes the session's directory with its side files", async () => {
+    const dir = freshDir()
+    const c = checkpointer({ dir })
+    await c.append("s", [message("x")])
+    writeFileSync(logOf(dir, "s"), Buffer.concat([readFileSync(logOf(dir, "s")), Buffer.from("torn")]))
+    await c.append("s", [message("y")]) // keeps the torn bytes aside
+    expect(readdirSync(join(dir, "s")).some((n) => n.startsWith("torn-"))).toBe(true)
+    await c.delete("s")
+    expect(existsSync(join(dir, "s"))).toBe(false)
+    expect(readdirSync(dir).filter((n) => !n.startsWith("."))).toEqual([])
+  })
+
+  it("the log header names the codec and format version", async () => {
+    const dir = freshDir()
+    const c = checkpointer({ dir })
+    await c.append("s", [message("x")])
+    expect(readFileSync(logOf(dir, "s"), "utf8").split("\n")[0] + "\n").toBe(headerLine("json", undefined))
+  })
+})
