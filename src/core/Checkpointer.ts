@@ -85,6 +85,12 @@ export interface CheckpointerDriver {
   readonly delete: (sessionId: string) => Effect.Effect<void, CheckpointerError>
 }
 
+/**
+ * Events per emitted chunk, whatever size the backend reads in: some stream operators
+ * (`Stream.runFold` among them) recurse once per element of a chunk.
+ */
+const READ_CHUNK_EVENTS = 256
+
 const checkSeqArgument = (
   sessionId: string,
   argument: string,
@@ -170,7 +176,7 @@ export const make = (driver: CheckpointerDriver) =>
                 decodedChunk.push(decoded.right)
               }
               return Effect.succeed(Chunk.unsafeFromArray(decodedChunk))
-            })
+            }).pipe(Stream.rechunk(READ_CHUNK_EVENTS))
           }))
         )
       )

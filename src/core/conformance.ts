@@ -550,21 +550,27 @@ export const checkpointerConformance = <E>(
           }
         }))
 
-      test("a long session streams in order", (c, p) =>
+      test("a long session streams in order and folds without exhausting the stack", (c, p) =>
         Effect.gen(function*() {
           const id = p + "long"
-          const total = 3000
-          for (let start = 0; start < total; start += 500) {
-            yield* c.append(id, Array.from({ length: 500 }, (_, i) => new UserMessage({ content: `m${start + i + 1}` })))
+          const total = 20_000
+          for (let start = 0; start < total; start += 10_000) {
+            yield* c.append(id, Array.from({ length: 10_000 }, (_, i) => new UserMessage({ content: `m${start + i + 1}` })))
           }
-          let expected = 2001
-          yield* Stream.runForEach(c.read(id, { sinceSeq: 2000 }), (s) =>
+          let expected = 15_001
+          yield* Stream.runForEach(c.read(id, { sinceSeq: 15_000 }), (s) =>
             Effect.sync(() => {
               assert.equal(s.seq, expected)
               assert.equal((s.event as UserMessage).content, `m${expected}`)
               expected++
             }))
           assert.equal(expected, total + 1)
+          // Folding the whole stream is the common way to replay a session.
+          const folded = yield* Stream.runFold(c.read(id), 0, (count, s) => {
+            assert.equal(s.seq, count + 1)
+            return count + 1
+          })
+          assert.equal(folded, total)
         }))
 
       runner.it(

@@ -15,7 +15,7 @@ import { StorageError } from "../../core/errors.js"
 export interface LogHandle {
   readonly size: Effect.Effect<number, StorageError>
   /** Up to `length` bytes at `position` (fewer at end of file). */
-  readonly readAt: (position: number, length: number) => Effect.Effect<Buffer, StorageError>
+  readonly readAt: (position: number, length: number) => Effect.Effect<Uint8Array, StorageError>
   /** All of `bytes` at `position`. */
   readonly writeAt: (position: number, bytes: Uint8Array) => Effect.Effect<void, StorageError>
   readonly truncate: (length: number) => Effect.Effect<void, StorageError>
@@ -74,7 +74,7 @@ const handleFor = (fd: number): LogHandle => ({
         return buffer.subarray(0, read(buffer, 0))
       })
     }
-    return Effect.async<Buffer, StorageError>((resume) => {
+    return Effect.async<Uint8Array, StorageError>((resume) => {
       const buffer = Buffer.allocUnsafe(length)
       fs.read(fd, buffer, 0, length, position, (error, n) => {
         if (error) resume(Effect.fail(new StorageError({ operation: "read", detail: describe(error), cause: error })))

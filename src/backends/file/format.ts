@@ -19,6 +19,10 @@ export const LOG_FORMAT = "lite-agent/session-log"
 export const LOG_VERSION = 1
 
 const NEWLINE = 0x0a
+
+/** View bytes as a Buffer without copying. */
+const asBuffer = (bytes: Uint8Array): Buffer =>
+  Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 const TAB = 0x09
 
 export interface LogHeader {
@@ -38,8 +42,9 @@ export const headerLine = (codec: string, keyId: string | undefined): string =>
  */
 export const parseHeader = (
   sessionId: string,
-  bytes: Buffer
+  input: Uint8Array
 ): { readonly header: LogHeader; readonly end: number } | CheckpointIntegrityError | SchemaVersionError => {
+  const bytes = asBuffer(input)
   const newline = bytes.indexOf(NEWLINE)
   const damaged = (detail: string) => new CheckpointIntegrityError({ sessionId, offset: 0, detail })
   if (newline < 0) return damaged("the log header is incomplete")
@@ -100,7 +105,8 @@ const parseHex8 = (bytes: Buffer, from: number): number | undefined => {
 }
 
 /** Parse the line `bytes[start, newline)`; `undefined` when it is damaged in any way. */
-export const parseLine = (bytes: Buffer, start: number, newline: number): LineInfo | undefined => {
+export const parseLine = (input: Uint8Array, start: number, newline: number): LineInfo | undefined => {
+  const bytes = asBuffer(input)
   if (newline - start < 9 + 6 || bytes[start + 8] !== TAB) return undefined
   const checksum = parseHex8(bytes, start)
   if (checksum === undefined || crc32(bytes.subarray(start + 9, newline)) !== checksum) return undefined
@@ -154,8 +160,8 @@ export class ForwardScanner {
     return this.lastCommittedSeq
   }
 
-  push(chunk: Buffer): Array<ScannedRecord> | CheckpointIntegrityError {
-    const bytes = this.carry.length === 0 ? chunk : Buffer.concat([this.carry, chunk])
+  push(chunk: Uint8Array): Array<ScannedRecord> | CheckpointIntegrityError {
+    const bytes = this.carry.length === 0 ? asBuffer(chunk) : Buffer.concat([this.carry, chunk])
     const out: Array<ScannedRecord> = []
     let start = 0
     while (true) {
@@ -213,7 +219,7 @@ export class ForwardScanner {
  * `read(position, length)` reads bytes of the file.
  */
 export const findCommittedEnd = <E>(
-  read: (position: number, length: number) => Effect.Effect<Buffer, E>,
+  read: (position: number, length: number) => Effect.Effect<Uint8Array, E>,
   headerEnd: number,
   size: number
 ): Effect.Effect<{ readonly head: number; readonly end: number }, E> =>

@@ -1,0 +1,572 @@
+/**
+ * The file backend under real concurrency and real crashes: separate Node processes
+ * (test/workers/*.ts) append to one session directory, race on expected heads, get killed
+ * with SIGKILL mid-append, and die while holding the session lock. Everything is checked
+ * afterwards from a fresh `fileCheckpointer` on the same directory.
+ *
+ * Starting a Node process that loads Effect costs seconds on a small machine, so the
+ * writer processes of the concurrency tests are shared (started once, driven over IPC) and
+ * the crash and lock tests start their next process while the current one works.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+import { setTimeout as sleep } from "node:timers/promises"
+import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { MAX_POLL_MS } from "../src/backends/file/lock.js"
+import { CheckpointBusyError, fileCheckpointer, type StoredEvent, UserMessage } from "../src/index.js"
+import type { AppenderConfig } from "./workers/appender.js"
+import type { WriterCommand } from "./workers/writer.js"
+
+const root = resolve(import.meta.dirname, "..")
+const workers = resolve(import.meta.dirname, "workers")
+
+// ---------------------------------------------------------------------------------------
+// Temp directories and child processes
+// ---------------------------------------------------------------------------------------
+
+const tempDirs: Array<string> = []
+const makeTempDir = (label: string) => {
+  const dir = mkdtempSync(join(tmpdir(), `lite-agent-processes-${label}-`))
+  tempDirs.push(dir)
+  return dir
+}
+
+interface Worker {
+  readonly child: ChildProcess
+  /** Complete stdout lines so far. */
+  readonly lines: Array<string>
+  stderr(): string
+  /** The first stdout line (already seen or still to come) matching `predicate`; rejects if the process ends first. */
+  waitForLine(predicate: (line: string) => boolean): Promise<string>
+  /** The next IPC message (in order); rejects if the process ends first. */
+  nextMessage(): Promise<unknown>
+  /** Resolves once the process has ended and its output is drained. */
+  readonly closed: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
+}
+
+const live = new Set<ChildProcess>()
+
+const isRunning = (child: ChildProcess) => child.exitCode === null && child.signalCode === null
+
+const startWorker = (script: string, args: ReadonlyArray<string>, options: { readonly ipc?: boolean } = {}): Worker => {
+  const child = spawn(process.execPath, ["--import", "tsx", join(workers, script), ...args], {
+    cwd: root,
+    stdio: options.ipc === true ? ["ignore", "pipe", "pipe", "ipc"] : ["pipe", "pipe", "pipe"]
+  })
+  live.add(child)
+  const lines: Array<string> = []
+  let partial = ""
+  let stderr = ""
+  const lineWaiters: Array<{ predicate: (line: string) => boolean; resolve: (line: string) => void }> = []
+  const messages: Array<unknown> = []
+  const messageWaiters: Array<(message: unknown) => void> = []
+  child.stdout!.setEncoding("utf8")
+  child.stdout!.on("data", (data: string) => {
+    const parts = (partial + data).split("\n")
+    partial = parts.pop() ?? ""
+    for (const line of parts) {
+      lines.push(line)
+      for (let i = lineWaiters.length - 1; i >= 0; i--) {
+        const waiter = lineWaiters[i]!
+        if (waiter.predicate(line)) {
+          lineWaiters.splice(i, 1)
+          waiter.resolve(line)
+        }
+      }
+    }
+  })
+  child.stderr!.setEncoding("utf8")
+  child.stderr!.on("data", (data: string) => {
+    stderr += data
+  })
+  child.on("message", (message: unknown) => {
+    const waiter = messageWaiters.shift()
+    if (waiter === undefined) messages.push(message)
+    else waiter(message)
+  })
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveClosed) => {
+    child.on("close", (code, signal) => {
+      live.delete(child)
+      resolveClosed({ code, signal })
+    })
+  })
+  const endedEarly = (what: string) =>
+    closed.then(({ code, signal }) => {
+      throw new Error(`${script} ended (code ${code}, signal ${signal}) before ${what}; stderr:\n${stderr}`)
+    })
+  return {
+    child,
+    lines,
+    stderr: () => stderr,
+    waitForLine: (predicate) => {
+      const seen = lines.find(predicate)
+      if (seen !== undefined) return Promise.resolve(seen)
+      return Promise.race([
+        new Promise<string>((resolveLine) => lineWaiters.push({ predicate, resolve: resolveLine })),
+        endedEarly("the expected line")
+      ])
+    },
+    nextMessage: () => {
+      if (messages.length > 0) return Promise.resolve(messages.shift())
+      return Promise.race([new Promise<unknown>((resolveMessage) => messageWaiters.push(resolveMessage)), endedEarly("a reply")])
+    },
+    closed
+  }
+}
+
+const expectCleanExit = async (worker: Worker) => {
+  const { code, signal } = await worker.closed
+  expect({ code, signal, stderr: worker.stderr() }).toEqual({ code: 0, signal: null, stderr: "" })
+}
+
+/** An appender.ts process, started now, that begins its work on `go()`. */
+const startAppender = (config: AppenderConfig) => {
+  const worker = startWorker("appender.ts", [JSON.stringify(config)])
+  const go = async () => {
+    await worker.waitForLine((line) => line === "ready")
+    worker.child.stdin!.end("go\n")
+  }
+  return { worker, go }
+}
+
+/** The content string of a stored UserMessage (every event these tests write is one). */
+const contentOf = (stored: StoredEvent): string => {
+  const event = stored.event
+  if (event._tag !== "UserMessage" || typeof event.content !== "string") {
+    throw new Error(`seq ${stored.seq}: unexpected event ${JSON.stringify(event)}`)
+  }
+  return event.content
+}
+
+/** Everything in the session, read by a checkpointer opened just for this. */
+const readFresh = async (dir: string, session: string) => {
+  const checkpointer = fileCheckpointer({ dir })
+  try {
+    const head = await checkpointer.head(session)
+    const events = await checkpointer.read(session)
+    return { head, events, contents: events.map(contentOf) }
+  } finally {
+    await checkpointer.close()
+  }
+}
+
+const expectContiguous = (events: ReadonlyArray<StoredEvent>, head: number) => {
+  expect(events.length).toBe(head)
+  events.forEach((stored, index) => {
+    if (stored.seq !== index + 1) throw new Error(`position ${index} holds seq ${stored.seq}, expected ${index + 1}`)
+  })
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared writer processes (test/workers/writer.ts), driven over IPC
+// ---------------------------------------------------------------------------------------
+
+const WRITERS = [0, 1, 2, 3] as const
+
+interface WriterPool {
+  readonly dir: string
+  readonly writers: ReadonlyArray<Worker>
+}
+
+let pool: WriterPool | undefined
+
+/** Four writer processes on one directory, ready for commands; restarted if any of them died. */
+const writerPool = async (): Promise<WriterPool> => {
+  if (pool !== undefined && pool.writers.every((worker) => isRunning(worker.child) && worker.child.connected)) return pool
+  for (const worker of pool?.writers ?? []) worker.child.kill("SIGKILL")
+  pool = undefined
+  const dir = makeTempDir("writers")
+  const writers = WRITERS.map((writer) => startWorker("writer.ts", [dir, String(writer)], { ipc: true }))
+  for (const worker of writers) expect(await worker.nextMessage()).toMatchObject({ type: "ready" })
+  pool = { dir, writers }
+  return pool
+}
+
+const command = (worker: Worker, message: WriterCommand) => worker.child.send(message)
+
+afterEach(({ task }) => {
+  // Workers of a test are done when it passes; a failed test must not leave any running
+  // (shared writers included: the next test starts fresh ones).
+  const failed = task.result?.state === "fail"
+  for (const child of live) {
+    if (failed || !(pool?.writers.some((worker) => worker.child === child) ?? false)) child.kill("SIGKILL")
+  }
+  if (failed) pool = undefined
+})
+
+afterAll(async () => {
+  if (pool !== undefined) {
+    for (const worker of pool.writers) if (worker.child.connected) command(worker, { type: "exit" })
+    await Promise.all(pool.writers.map((worker) => worker.closed))
+  }
+  for (const child of live) child.kill("SIGKILL")
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true })
+})
+
+// ---------------------------------------------------------------------------------------
+// 1. Many writers
+// ---------------------------------------------------------------------------------------
+
+describe("file backend: concurrent writer processes", () => {
+  it("4 processes × 200 appends with expected head and conflict retry: 800 events, each writer's exactly once, in order", async () => {
+    const { dir, writers } = await writerPool()
+    const session = "contended"
+    const count = 200
+    // All four start together.
+    for (const worker of writers) command(worker, { type: "retry", session, count })
+    const results = (await Promise.all(writers.map((worker) => worker.nextMessage()))) as Array<{
+      type: "retry-result"
+      heads: Array<number>
+      expected: Array<number>
+      conflicts: number
+    }>
+
+    const { contents, events, head } = await readFresh(dir, session)
+    expect(head).toBe(800)
+    expectContiguous(events, 800)
+    expect(new Set(contents).size).toBe(800)
+
+    for (const writer of WRITERS) {
+      // The writer's events, in log order, are exactly w<writer>:0 … w<writer>:199.
+      const mine = contents.filter((content) => content.startsWith(`w${writer}:`))
+      expect(mine).toEqual(Array.from({ length: count }, (_, index) => `w${writer}:${index}`))
+      // Every acknowledged append landed at the seq it returned, right after the head it expected.
+      const result = results[writer]!
+      expect(result.type).toBe("retry-result")
+      expect(result.heads.length).toBe(count)
+      result.heads.forEach((returned, index) => {
+        expect(returned).toBe(result.expected[index]! + 1)
+        expect(contents[returned - 1]).toBe(`w${writer}:${index}`)
+      })
+    }
+
+    // The writers really ran at the same time: their events interleave and they conflicted.
+    const writerOf = (content: string) => content.slice(0, content.indexOf(":"))
+    const switches = contents.filter((content, index) => index > 0 && writerOf(content) !== writerOf(contents[index - 1]!))
+    const conflicts = results.reduce((sum, result) => sum + result.conflicts, 0)
+    console.log(`retry test: ${conflicts} conflicts retried, ${switches.length} writer switches in the log`)
+    expect(switches.length).toBeGreaterThan(3)
+    expect(conflicts).toBeGreaterThan(0)
+  }, 120_000)
+
+  it("4 processes × 50 appends of 3-event batches without expected head: 600 events, every batch contiguous", async () => {
+    const { dir, writers } = await writerPool()
+    const session = "batches"
+    const count = 50
+    const size = 3
+    for (const worker of writers) command(worker, { type: "batch", session, count, size })
+    const results = (await Promise.all(writers.map((worker) => worker.nextMessage()))) as Array<{
+      type: "batch-result"
+      heads: Array<number>
+    }>
+
+    const { contents, events, head } = await readFresh(dir, session)
+    expect(head).toBe(600)
+    expectContiguous(events, 600)
+    expect(new Set(contents).size).toBe(600)
+
+    // The log is a sequence of whole batches: the three parts of one batch back to back.
+    for (let start = 0; start < contents.length; start += size) {
+      const match = /^(w\d+:b\d+):0\/3$/.exec(contents[start]!)
+      if (match === null) throw new Error(`seq ${start + 1} does not start a batch: ${contents[start]}`)
+      expect(contents.slice(start, start + size)).toEqual([0, 1, 2].map((part) => `${match[1]}:${part}/3`))
+    }
+    for (const writer of WRITERS) {
+      const firsts = contents.filter((content) => content.startsWith(`w${writer}:`) && content.endsWith(":0/3"))
+      expect(firsts).toEqual(Array.from({ length: count }, (_, index) => `w${writer}:b${index}:0/3`))
+      // Each append returned the seq of its batch's last event.
+      const result = results[writer]!
+      expect(result.type).toBe("batch-result")
+      expect(result.heads.length).toBe(count)
+      result.heads.forEach((returned, index) => expect(contents[returned - 1]).toBe(`w${writer}:b${index}:2/3`))
+    }
+    const writerOf = (content: string) => content.slice(0, content.indexOf(":"))
+    const switches = contents.filter((content, index) => index > 0 && writerOf(content) !== writerOf(contents[index - 1]!))
+    console.log(`batch test: ${switches.length} writer switches in the log`)
+  }, 120_000)
+})
+
+// ---------------------------------------------------------------------------------------
+// 2. Racing on one expected head
+// ---------------------------------------------------------------------------------------
+
+type RoundResult =
+  | { type: "round-result"; round: number; writer: number; ok: true; head: number }
+  | {
+    type: "round-result"
+    round: number
+    writer: number
+    ok: false
+    tag: string
+    sessionId?: string
+    expected?: number
+    actual?: number
+    detail?: string
+  }
+
+describe("file backend: processes racing on one expected head", () => {
+  it("20 rounds of 4 processes appending with the same expected head: exactly one winner each round", async () => {
+    const { dir, writers } = await writerPool()
+    const session = "race"
+    const rounds = 20
+    const parent = fileCheckpointer({ dir })
+    try {
+      for (let round = 0; round < rounds; round++) {
+        const expectedHead = await parent.head(session)
+        expect(expectedHead).toBe(round)
+        // Send in a random order, so no writer is always first off the mark.
+        const order = [...writers].sort(() => Math.random() - 0.5)
+        for (const worker of order) command(worker, { type: "round", session, round, expectedHead })
+        const results = (await Promise.all(writers.map((worker) => worker.nextMessage()))) as Array<RoundResult>
+
+        const successes = results.filter((result) => result.ok)
+        expect(successes.length, `round ${round}: ${JSON.stringify(results)}`).toBe(1)
+        const winner = successes[0]!
+        expect(winner).toEqual({ type: "round-result", round, writer: winner.writer, ok: true, head: expectedHead + 1 })
+        for (const result of results.filter((r) => !r.ok)) {
+          expect(result).toEqual({
+            type: "round-result",
+            round,
+            writer: result.writer,
+            ok: false,
+            tag: "CheckpointConflictError",
+            sessionId: session,
+            expected: expectedHead,
+            actual: expectedHead + 1
+          })
+        }
+        // The stored event is the winner's, and nothing else was written.
+        const stored = await parent.read(session, { sinceSeq: expectedHead })
+        expect(stored.map((s) => [s.seq, contentOf(s)])).toEqual([[expectedHead + 1, `r${round}:w${winner.writer}`]])
+      }
+    } finally {
+      await parent.close()
+    }
+
+    const { contents, events, head } = await readFresh(dir, session)
+    expect(head).toBe(rounds)
+    expectContiguous(events, rounds)
+    contents.forEach((content, round) => expect(content).toMatch(new RegExp(`^r${round}:w[0-3]$`)))
+    const wins = WRITERS.map((writer) => contents.filter((content) => content.endsWith(`:w${writer}`)).length)
+    console.log(`expected-head rounds: wins per writer ${JSON.stringify(wins)}`)
+  }, 120_000)
+})
+
+// ---------------------------------------------------------------------------------------
+// 3. SIGKILL during appends
+// ---------------------------------------------------------------------------------------
+
+/**
+ * Check a crash-test log: only whole batches (`<id>:<part>/<size>`, parts 0..size-1 back
+ * to back, each id once), and every acknowledged head ends a batch. Returns the batch count.
+ */
+const checkWholeBatches = (contents: ReadonlyArray<string>, acknowledged: ReadonlyArray<number>) => {
+  const batchEnds = new Set<number>()
+  const ids = new Set<string>()
+  let index = 0
+  while (index < contents.length) {
+    const match = /^([a-z0-9]+):0\/(\d+)$/.exec(contents[index]!)
+    if (match === null) throw new Error(`seq ${index + 1} does not start a batch: ${contents[index]}`)
+    const id = match[1]!
+    const size = Number(match[2])
+    if (ids.has(id)) throw new Error(`batch ${id} appears twice (again at seq ${index + 1})`)
+    ids.add(id)
+    for (let part = 0; part < size; part++) {
+      const content = contents[index + part]
+      if (content !== `${id}:${part}/${size}`) {
+        throw new Error(`partial batch ${id}: seq ${index + part + 1} holds ${content}, expected ${id}:${part}/${size}`)
+      }
+    }
+    index += size
+    batchEnds.add(index)
+  }
+  for (const ack of acknowledged) {
+    if (!batchEnds.has(ack)) throw new Error(`acknowledged head ${ack} is not the end of a stored batch`)
+  }
+  return ids.size
+}
+
+describe("file backend: writer processes killed with SIGKILL", () => {
+  it("5 SIGKILLs at random points during 2,000 appends: acknowledged appends survive, no partial batch, appending continues", async () => {
+    const dir = makeTempDir("crash")
+    const session = "crashy"
+    const target = 2_000
+    const cycles = 5
+    const acknowledged: Array<number> = []
+    let kills = 0
+    let unacknowledged = 0
+    let tornTails = 0
+
+    // One cycle flushes every append (fsync); the others are about process crashes only.
+    const synchronousOf = (cycle: number) => (cycle === 2 ? "full" : "normal")
+    const startCycle = (cycle: number) =>
+      startAppender({ mode: "crash", dir, session, cycle, target, synchronous: synchronousOf(cycle) })
+
+    let upcoming = startCycle(0)
+    for (let cycle = 0; cycle <= cycles; cycle++) {
+      const kill = cycle < cycles // the last writer, left alone, finishes the 2,000
+      const { go, worker } = upcoming
+      await go()
+      if (kill) upcoming = startCycle(cycle + 1) // loads while this one appends
+      const startHead = Number((await worker.waitForLine((line) => line.startsWith("start "))).slice("start ".length))
+      let delayMs: number | undefined
+      if (kill) {
+        // Let it append for a while, then kill it wherever it is.
+        await Promise.race([worker.waitForLine((line) => line.startsWith("ack ")), worker.closed])
+        delayMs = 20 + Math.floor(Math.random() * 400)
+        await Promise.race([sleep(delayMs), worker.closed])
+        if (isRunning(worker.child)) {
+          worker.child.kill("SIGKILL")
+          kills++
+        }
+      }
+      const { code, signal } = await worker.closed
+      if (signal === null) {
+        expect({ code, stderr: worker.stderr() }, `cycle ${cycle}`).toEqual({ code: 0, stderr: "" })
+      }
+      const acks = worker.lines.filter((line) => line.startsWith("ack ")).map((line) => Number(line.slice(4)))
+      acknowledged.push(...acks)
+      const lastAck = acks.at(-1) ?? startHead
+
+      // A fresh checkpointer sees every acknowledged append and only whole batches.
+      const checkpointer = fileCheckpointer({ dir })
+      try {
+        const head = await checkpointer.head(session)
+        const events = await checkpointer.read(session)
+        expect(head).toBeGreaterThanOrEqual(lastAck)
+        // At most the one append in flight (up to 5 events) can be stored but unacknowledged.
+        expect(head - lastAck).toBeLessThanOrEqual(5)
+        if (head > lastAck) unacknowledged++
+        expectContiguous(events, head)
+        checkWholeBatches(events.map(contentOf), acknowledged)
+        const integrity = await checkpointer.checkIntegrity()
+        expect(integrity.ok, integrity.detail).toBe(true)
+        const torn = /torn tail/.test(integrity.detail)
+        if (torn) tornTails++
+        console.log(
+          `crash cycle ${cycle} (${synchronousOf(cycle)}, ` +
+            (signal === "SIGKILL" ? `SIGKILL ~${delayMs} ms after its first ack` : `ran to the end`) +
+            `): started at ${startHead}, ${acks.length} appends acknowledged, last ack ${lastAck}, head ${head}` +
+            (torn ? ", torn tail left" : "")
+        )
+        if (head < target) {
+          // Appending continues normally on top of whatever the crash left.
+          const next = await checkpointer.append(session, [new UserMessage({ content: `probe${cycle}:0/1` })], head)
+          expect(next).toBe(head + 1)
+          acknowledged.push(next)
+          const after = await checkpointer.read(session, { sinceSeq: head })
+          expect(after.map((s) => [s.seq, contentOf(s)])).toEqual([[head + 1, `probe${cycle}:0/1`]])
+        }
+      } finally {
+        await checkpointer.close()
+      }
+    }
+
+    const { contents, events, head } = await readFresh(dir, session)
+    expect(head).toBe(target)
+    expectContiguous(events, target)
+    const batches = checkWholeBatches(contents, acknowledged)
+    const tornFiles = readdirSync(join(dir, session)).filter((name) => name.startsWith("torn-"))
+    console.log(
+      `crash test: ${kills} SIGKILLs, ${batches} batches in ${target} events; ${unacknowledged} kills came after a ` +
+        `write and before its acknowledgement, ${tornTails} left a torn tail (${tornFiles.length} torn-* files kept)`
+    )
+    expect(kills).toBeGreaterThanOrEqual(1)
+  }, 120_000)
+})
+
+// ---------------------------------------------------------------------------------------
+// 4. SIGKILL the lock holder
+// ---------------------------------------------------------------------------------------
+
+describe("file backend: the process holding the session lock is killed", () => {
+  it("a held lock refuses appends (CheckpointBusyError); after SIGKILL of the holder a waiting append gets it promptly", async () => {
+    const dir = makeTempDir("lock")
+    const trials = 3
+    const sessionOf = (trial: number) => `locked-${trial}`
+    // Start every process up front; each waits for its turn.
+    const holders = Array.from({ length: trials }, (_, trial) => startWorker("lock-holder.ts", [dir, sessionOf(trial)]))
+    const busy = startAppender({ mode: "once", dir, session: sessionOf(0), lockTimeoutMs: 300, content: "other process" })
+    const later = startAppender({ mode: "once", dir, session: sessionOf(0), content: "later" })
+    const takeovers: Array<number> = []
+
+    for (let trial = 0; trial < trials; trial++) {
+      const session = sessionOf(trial)
+      const holder = holders[trial]!
+      await holder.waitForLine((line) => line === "locked")
+
+      // The lock is real: an append from this process gives up after its 300 ms…
+      const impatient = fileCheckpointer({ dir, lockTimeoutMs: 300 })
+      try {
+        const refused = await impatient.append(session, [new UserMessage({ content: "impatient" })]).then(
+          (head) => new Error(`append succeeded (head ${head}) while another process held the lock`),
+          (error: unknown) => error
+        )
+        expect(refused).toBeInstanceOf(CheckpointBusyError)
+        expect(refused).toMatchObject({ _tag: "CheckpointBusyError", sessionId: session })
+        expect((refused as CheckpointBusyError).waitedMs).toBeGreaterThanOrEqual(300)
+      } finally {
+        await impatient.close()
+      }
+      if (trial === 0) {
+        // …and so does one from another process.
+        await busy.go()
+        const line = await busy.worker.waitForLine((l) => l.startsWith("ok ") || l.startsWith("error "))
+        await expectCleanExit(busy.worker)
+        expect(line).toMatch(/^error CheckpointBusyError /)
+      }
+
+      // A patient append waits for the lock while the holder lives…
+      const patient = fileCheckpointer({ dir })
+      try {
+        await patient.list() // open the checkpointer before the clock starts
+        let settledAt: number | undefined
+        const appended = patient.append(session, [new UserMessage({ content: `after takeover ${trial}` })]).finally(() => {
+          settledAt = performance.now()
+        })
+        appended.catch(() => {}) // awaited below
+        await sleep(200)
+        expect(settledAt).toBeUndefined()
+
+        // …and gets it once the holder is killed.
+        let exitedAt: number | undefined
+        holder.child.once("exit", () => {
+          exitedAt = performance.now()
+        })
+        const killedAt = performance.now()
+        expect(holder.child.kill("SIGKILL")).toBe(true)
+        expect(await appended).toBe(1)
+        const { signal } = await holder.closed
+        expect(signal).toBe("SIGKILL")
+        const fromKill = settledAt! - killedAt
+        takeovers.push(fromKill)
+        console.log(
+          `lock takeover ${trial}: the waiting append succeeded ${fromKill.toFixed(1)} ms after SIGKILL was sent ` +
+            `(${exitedAt === undefined ? "?" : (settledAt! - exitedAt).toFixed(1)} ms after the parent saw the exit; ` +
+            `MAX_POLL_MS = ${MAX_POLL_MS})`
+        )
+        // Generous: the documented bound is one poll interval after the kernel reaps the holder.
+        expect(fromKill).toBeLessThan(2_000)
+      } finally {
+        await patient.close()
+      }
+
+      const { contents, events, head } = await readFresh(dir, session)
+      expect(head).toBe(1)
+      expectContiguous(events, 1)
+      expect(contents).toEqual([`after takeover ${trial}`])
+    }
+
+    // With no holder left, another process appends straight away.
+    await later.go()
+    expect(await later.worker.waitForLine((l) => l.startsWith("ok ") || l.startsWith("error "))).toBe("ok 2")
+    await expectCleanExit(later.worker)
+    expect((await readFresh(dir, sessionOf(0))).contents).toEqual(["after takeover 0", "later"])
+    console.log(
+      `lock takeover after SIGKILL over ${takeovers.length} trials: ` +
+        `min ${Math.min(...takeovers).toFixed(1)} ms, max ${Math.max(...takeovers).toFixed(1)} ms`
+    )
+  }, 120_000)
+})
