@@ -372,6 +372,30 @@ describe("options and the directory", () => {
     }
   })
 
+  it("a directory the process may not read or write is a ConfigurationError naming it", async () => {
+    // Root ignores permission bits, so the refusal comes from injected file primitives.
+    const denied = Layer.succeed(LogFilesModule.LogFiles, {
+      ...LogFilesModule.node,
+      prepareDirectory: (path: string) =>
+        Effect.fail(new StorageError({ operation: "open directory", detail: `EACCES: permission denied, access '${path}'` }))
+    })
+    const result = await Effect.runPromise(
+      Effect.either(Effect.flatMap(Checkpointer, (c) => c.head("s"))).pipe(
+        Effect.provide(
+          FileCheckpointer.layerWithoutDependencies({ dir: "/srv/sessions" }).pipe(
+            Layer.provide(LogCodec.layerJson),
+            Layer.provide(denied)
+          )
+        ),
+        Effect.catchAll((error) => Effect.succeed({ _tag: "BuildFailed" as const, error }))
+      )
+    )
+    expect(result._tag).toBe("BuildFailed")
+    const error = result._tag === "BuildFailed" ? result.error : undefined
+    expect(error).toBeInstanceOf(ConfigurationError)
+    expect(String((error as Error).message)).toContain("/srv/sessions: EACCES")
+  })
+
   it("the default directory is outside the project: $LITE_AGENT_HOME/sessions or ~/.lite-agent/sessions", async () => {
     const home = freshDir()
     const previous = process.env["LITE_AGENT_HOME"]
