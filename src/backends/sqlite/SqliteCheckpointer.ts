@@ -1,0 +1,393 @@
+/**
+ * The SQLite backend (WAL): one machine, many processes, optimistic concurrency.
+ *
+ * - Every mutation is one `BEGIN IMMEDIATE` transaction that reads the session's head and
+ *   writes `head+1…n`, so SQLite serialises writers and seqs never interleave; an expected
+ *   head is checked inside it.
+ * - better-sqlite3 is synchronous, so its own busy timeout would freeze the event loop while
+ *   another process holds the write lock. The native timeout is kept at 1 ms and the wait is
+ *   an asynchronous retry with jittered back-off, up to `busyTimeoutMs`; still busy after that
+ *   is `CheckpointBusyError`. `SQLITE_BUSY_SNAPSHOT` cannot happen: no transaction here ever
+ *   upgrades from a read to a write.
+ * - Reads are forward scans in pages, outside any write transaction.
+ */
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
+import { Chunk, Context, Duration, Effect, Layer, Option, Random, Scope, Stream } from "effect"
+import * as Checkpointer from "../../core/Checkpointer.js"
+import {
+  CheckpointBusyError,
+  CheckpointConflictError,
+  type CheckpointerError,
+  CheckpointIntegrityError,
+  ConfigurationError,
+  SchemaVersionError,
+  StorageError
+} from "../../core/errors.js"
+import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
+
+export interface SqliteCheckpointerOptions {
+  /** Path of the database file; `":memory:"` for a temporary database private to this process. */
+  readonly file: string
+  /** `"normal"` (default) is safe under WAL; `"full"` also survives an OS crash, at some write latency. */
+  readonly synchronous?: "normal" | "full"
+  /** How long a writer waits for another process's write lock before `CheckpointBusyError`. Default 5000; must be >= 0. */
+  readonly busyTimeoutMs?: number
+  /** Run `PRAGMA quick_check` when opening and refuse a corrupt database. Default false. */
+  readonly integrityCheckOnOpen?: boolean
+}
+
+/** The schema version this code writes and reads (`PRAGMA user_version`). */
+export const SCHEMA_VERSION = 1
+/** SQLite before this has a WAL-reset bug that can corrupt a database under concurrent writers. */
+export const MINIMUM_SQLITE_VERSION = "3.51.3"
+
+const READ_PAGE_ROWS = 512
+const NATIVE_BUSY_TIMEOUT_MS = 1
+const MAX_BACKOFF_MS = 20
+
+const compareVersions = (a: string, b: string): number => {
+  const pa = a.split(".").map(Number)
+  const pb = b.split(".").map(Number)
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    const diff = (pa[i] ?? 0) - (pb[i] ?? 0)
+    if (diff !== 0) return diff
+  }
+  return 0
+}
+
+/** Why this SQLite library cannot be used, or `undefined` when it is recent enough. */
+export const sqliteVersionProblem = (version: string): string | undefined =>
+  /^\d+\.\d+\.\d+$/.test(version) && compareVersions(version, MINIMUM_SQLITE_VERSION) >= 0
+    ? undefined
+    : `SQLite ${version} is older than ${MINIMUM_SQLITE_VERSION}, which fixes a WAL-reset bug that can corrupt ` +
+      `databases shared by several processes; upgrade better-sqlite3`
+
+const resolveOptions = (options: SqliteCheckpointerOptions) => {
+  const fail = (option: string, detail: string) => Effect.fail(new ConfigurationError({ option, detail }))
+  if (typeof options !== "object" || options === null) return fail("file", "options with a `file` are required")
+  const { file } = options
+  if (typeof file !== "string" || file.length === 0) return fail("file", "must be a path or \":memory:\"")
+  const synchronous = options.synchronous ?? "normal"
+  if (synchronous !== "normal" && synchronous !== "full") {
+    return fail("synchronous", `must be "normal" or "full", got ${String(synchronous)}`)
+  }
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000
+  if (typeof busyTimeoutMs !== "number" || !Number.isFinite(busyTimeoutMs) || busyTimeoutMs < 0) {
+    return fail("busyTimeoutMs", `must be a number >= 0, got ${String(busyTimeoutMs)}`)
+  }
+  const integrityCheckOnOpen = options.integrityCheckOnOpen ?? false
+  if (typeof integrityCheckOnOpen !== "boolean") return fail("integrityCheckOnOpen", "must be a boolean")
+  return Effect.succeed({ file, synchronous, busyTimeoutMs, integrityCheckOnOpen })
+}
+
+const sqliteCode = (error: unknown): string | undefined => {
+  const cause = error instanceof SqlError ? error.cause : error
+  return typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : undefined
+}
+const isBusy = (error: unknown) => {
+  const code = sqliteCode(error)
+  return code === "SQLITE_BUSY" || code === "SQLITE_BUSY_SNAPSHOT" || code === "SQLITE_BUSY_RECOVERY" ||
+    code === "SQLITE_LOCKED"
+}
+const isCorrupt = (error: unknown) => {
+  const code = sqliteCode(error)
+  return code === "SQLITE_CORRUPT" || code === "SQLITE_NOTADB"
+}
+const describe = (error: unknown) => {
+  const cause = error instanceof SqlError ? error.cause : error
+  return cause instanceof Error ? cause.message : String(cause)
+}
+
+/** Map what SQLite throws to the library's errors. */
+const toCheckpointerError = (operation: string) => (error: unknown): CheckpointerError =>
+  isCorrupt(error)
+    ? new CheckpointIntegrityError({ detail: `${operation}: ${describe(error)}` })
+    : new StorageError({ operation, detail: describe(error), cause: error })
+
+const migrations = Migrator.fromRecord({
+  "0001_sessions_and_events": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.all([
+      sql`CREATE TABLE lite_agent_sessions (
+        id TEXT PRIMARY KEY NOT NULL,
+        head INTEGER NOT NULL,
+        mtime INTEGER NOT NULL,
+        generation INTEGER NOT NULL
+      ) STRICT`,
+      sql`CREATE TABLE lite_agent_events (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        ts INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+      ) STRICT, WITHOUT ROWID`
+    ], { discard: true }))
+})
+
+interface EventRow {
+  readonly seq: number
+  readonly ts: number
+  readonly event: string
+  readonly head: number
+  readonly generation: number
+}
+
+export const make = (options: SqliteCheckpointerOptions) =>
+  Effect.gen(function*() {
+    const config = yield* resolveOptions(options)
+    const client = yield* SqliteClient.make({ filename: config.file, disableWAL: true }).pipe(
+      Effect.catchAllDefect((defect) =>
+        Effect.fail(new ConfigurationError({ option: "file", detail: `cannot open ${config.file}: ${describe(defect)}` }))
+      )
+    )
+    const sql: SqlClient.SqlClient = client
+    const pragma = (statement: string) => sql.unsafe<Record<string, unknown>>(statement)
+    const onOpen = <A>(effect: Effect.Effect<A, SqlError>, what: string) =>
+      Effect.mapError(effect, toCheckpointerError(what))
+
+    // Refuse before touching anything: an old library, a newer schema, a corrupt file.
+    const [{ version }] = (yield* onOpen(sql<{ version: string }>`SELECT sqlite_version() AS version`, "open")) as [
+      { version: string }
+    ]
+    const versionProblem = sqliteVersionProblem(version)
+    if (versionProblem !== undefined) return yield* new ConfigurationError({ option: "file", detail: versionProblem })
+    yield* onOpen(pragma(`PRAGMA busy_timeout = ${NATIVE_BUSY_TIMEOUT_MS}`), "open")
+    const found = Number(Object.values((yield* onOpen(pragma("PRAGMA user_version"), "open"))[0] ?? {})[0] ?? 0)
+    if (found > SCHEMA_VERSION) {
+      return yield* new SchemaVersionError({ found, supported: SCHEMA_VERSION, detail: config.file })
+    }
+    const quickCheck: Effect.Effect<IntegrityReport, CheckpointerError> = pragma("PRAGMA quick_check").pipe(
+      Effect.map((rows) => {
+        const findings = rows.map((row) => String(Object.values(row)[0]))
+        const ok = findings.length === 1 && findings[0] === "ok"
+        return { ok, detail: ok ? "quick_check: ok" : findings.join("\n") }
+      }),
+      Effect.catchAll((error) =>
+        isCorrupt(error)
+          ? Effect.succeed({ ok: false, detail: describe(error) })
+          : Effect.fail(toCheckpointerError("quick_check")(error))
+      )
+    )
+    if (config.integrityCheckOnOpen) {
+      const report = yield* quickCheck
+      if (!report.ok) {
+        return yield* new CheckpointIntegrityError({ detail: `${config.file} failed PRAGMA quick_check: ${report.detail}` })
+      }
+    }
+    if (config.file !== ":memory:") yield* onOpen(pragma("PRAGMA journal_mode = WAL"), "open")
+    yield* onOpen(pragma(`PRAGMA synchronous = ${config.synchronous === "full" ? "FULL" : "NORMAL"}`), "open")
+
+    // ------------------------------------------------------------------------------------
+    // BEGIN IMMEDIATE transactions that wait for other writers without blocking the loop
+    // ------------------------------------------------------------------------------------
+
+    const immediateTransaction = SqlClient.makeWithTransaction({
+      transactionTag: SqlClient.TransactionConnection,
+      spanAttributes: [["db.system.name", "sqlite"]],
+      acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
+        Effect.map(Scope.extend(sql.reserve, scope), (connection) => [scope, connection] as const)),
+      begin: (connection) => connection.executeUnprepared("BEGIN IMMEDIATE", [], undefined),
+      savepoint: (connection, id) => connection.executeUnprepared(`SAVEPOINT lite_agent_${id}`, [], undefined),
+      commit: (connection) => connection.executeUnprepared("COMMIT", [], undefined),
+      rollback: (connection) => connection.executeUnprepared("ROLLBACK", [], undefined),
+      rollbackSavepoint: (connection, id) =>
+        connection.executeUnprepared(`ROLLBACK TO SAVEPOINT lite_agent_${id}`, [], undefined)
+    })
+
+    /**
+     * Run `body` in one BEGIN IMMEDIATE transaction. While another process holds the write
+     * lock, wait asynchronously (jittered back-off) and try again, up to `busyTimeoutMs`.
+     */
+    const writeTransaction = <A, E>(sessionId: string | undefined, body: Effect.Effect<A, E>) =>
+      Effect.gen(function*() {
+        const started = Date.now()
+        let pauseMs = 1
+        while (true) {
+          const outcome = yield* immediateTransaction(body).pipe(
+            // A failed COMMIT surfaces as a defect from @effect/sql; keep SQLite's failures typed.
+            Effect.catchAllDefect((defect) =>
+              defect instanceof SqlError ? Effect.fail(defect) : Effect.die(defect)
+            ),
+            Effect.either
+          )
+          if (outcome._tag === "Right") return outcome.right
+          const error = outcome.left
+          if (!(error instanceof SqlError)) return yield* Effect.fail(error as E)
+          if (!isBusy(error)) return yield* Effect.fail(toCheckpointerError("write")(error))
+          const waited = Date.now() - started
+          if (waited >= config.busyTimeoutMs) {
+            return yield* new CheckpointBusyError({
+              ...(sessionId === undefined ? {} : { sessionId }),
+              waitedMs: waited,
+              detail: "another connection holds the database write lock"
+            })
+          }
+          const jitter = yield* Random.nextRange(0.5, 1)
+          yield* Effect.sleep(Duration.millis(Math.min(pauseMs * jitter, config.busyTimeoutMs - waited)))
+          pauseMs = Math.min(pauseMs * 2, MAX_BACKOFF_MS)
+        }
+      })
+
+    /** Reads can meet a busy database too (a checkpoint resetting the WAL): retry them the same way. */
+    const readStatement = <A>(statement: Effect.Effect<A, SqlError>, operation: string) =>
+      Effect.gen(function*() {
+        const started = Date.now()
+        let pauseMs = 1
+        while (true) {
+          const outcome = yield* Effect.either(statement)
+          if (outcome._tag === "Right") return outcome.right
+          if (!isBusy(outcome.left) || Date.now() - started >= config.busyTimeoutMs) {
+            return yield* Effect.fail(toCheckpointerError(operation)(outcome.left))
+          }
+          yield* Effect.sleep(Duration.millis(pauseMs))
+          pauseMs = Math.min(pauseMs * 2, MAX_BACKOFF_MS)
+        }
+      })
+
+    // The schema, created by the migrations in one immediate transaction, then marked.
+    yield* writeTransaction(
+      undefined,
+      Effect.gen(function*() {
+        const current = Number(Object.values((yield* pragma("PRAGMA user_version"))[0] ?? {})[0] ?? 0)
+        if (current > SCHEMA_VERSION) {
+          return yield* new SchemaVersionError({ found: current, supported: SCHEMA_VERSION, detail: config.file })
+        }
+        yield* Migrator.make({})({ loader: migrations, table: "lite_agent_migrations" })
+        if (current < SCHEMA_VERSION) yield* pragma(`PRAGMA user_version = ${SCHEMA_VERSION}`)
+      }).pipe(
+        Effect.provideService(SqlClient.SqlClient, sql),
+        Effect.mapError((error) =>
+          error instanceof SchemaVersionError || error instanceof SqlError
+            ? error
+            : new StorageError({ operation: "migrate", detail: String(error), cause: error })
+        )
+      )
+    ).pipe(Effect.mapError((error) => (error instanceof SqlError ? toCheckpointerError("migrate")(error) : error)))
+
+    // ------------------------------------------------------------------------------------
+    // The driver
+    // ------------------------------------------------------------------------------------
+
+    const now = Effect.clockWith((clock) => clock.currentTimeMillis)
+    const headOf = (sessionId: string) =>
+      Effect.map(
+        sql<{ head: number }>`SELECT head FROM lite_agent_sessions WHERE id = ${sessionId}`,
+        (rows) => rows[0]?.head ?? 0
+      )
+
+    const driver: Checkpointer.CheckpointerDriver = {
+      withSession: (sessionId, use) =>
+        writeTransaction(
+          sessionId,
+          Effect.gen(function*() {
+            const head = yield* Effect.mapError(headOf(sessionId), toCheckpointerError("read head"))
+            const statements = <A>(effect: Effect.Effect<A, SqlError>, operation: string) =>
+              Effect.mapError(effect, toCheckpointerError(operation))
+            return yield* use({
+              head,
+              append: (records) =>
+                statements(
+                  Effect.gen(function*() {
+                    for (const record of records) {
+                      yield* sql`INSERT INTO lite_agent_events (session_id, seq, ts, event)
+                        VALUES (${sessionId}, ${record.seq}, ${record.ts}, ${JSON.stringify(record.event)})`
+                    }
+                    const newHead = records.at(-1)!.seq
+                    const mtime = yield* now
+                    if (head === 0) {
+                      yield* sql`INSERT INTO lite_agent_sessions (id, head, mtime, generation)
+                        VALUES (${sessionId}, ${newHead}, ${mtime}, abs(random() % 9007199254740991))
+                        ON CONFLICT (id) DO UPDATE SET head = excluded.head, mtime = excluded.mtime`
+                    } else {
+                      yield* sql`UPDATE lite_agent_sessions SET head = ${newHead}, mtime = ${mtime} WHERE id = ${sessionId}`
+                    }
+                  }),
+                  "append"
+                ),
+              truncate: (toSeq) =>
+                statements(
+                  Effect.gen(function*() {
+                    const mtime = yield* now
+                    yield* sql`DELETE FROM lite_agent_events WHERE session_id = ${sessionId} AND seq > ${toSeq}`
+                    // A new generation tells readers paging through the old log that it changed under them.
+                    yield* sql`UPDATE lite_agent_sessions
+                      SET head = ${toSeq}, mtime = ${mtime}, generation = abs(random() % 9007199254740991)
+                      WHERE id = ${sessionId}`
+                  }),
+                  "truncate"
+                )
+            })
+          })
+        ),
+      read: (sessionId, sinceSeq) =>
+        Stream.paginateChunkEffect(
+          { after: sinceSeq, generation: undefined as number | undefined, startHead: undefined as number | undefined },
+          (cursor) =>
+            Effect.gen(function*() {
+              const rows = yield* readStatement(
+                sql<EventRow>`SELECT e.seq AS seq, e.ts AS ts, e.event AS event, s.head AS head, s.generation AS generation
+                  FROM lite_agent_events e JOIN lite_agent_sessions s ON s.id = e.session_id
+                  WHERE e.session_id = ${sessionId} AND e.seq > ${cursor.after}
+                  ORDER BY e.seq LIMIT ${READ_PAGE_ROWS}`,
+                "read"
+              )
+              const first = rows[0]
+              if (first !== undefined && cursor.generation !== undefined && first.generation !== cursor.generation) {
+                const actual = yield* readStatement(headOf(sessionId), "read")
+                // The log was truncated (or deleted and re-created) while this read paged through it.
+                return yield* new CheckpointConflictError({ sessionId, expected: cursor.startHead ?? cursor.after, actual })
+              }
+              const records = Chunk.unsafeFromArray(rows.map((row) => {
+                let event: unknown
+                try {
+                  event = JSON.parse(row.event)
+                } catch {
+                  event = { _tag: "UnreadableJson" }
+                }
+                return { seq: row.seq, ts: row.ts, event }
+              }))
+              const last = rows.at(-1)
+              return [
+                records,
+                rows.length === READ_PAGE_ROWS && last !== undefined
+                  ? Option.some({
+                    after: last.seq,
+                    generation: cursor.generation ?? first?.generation,
+                    startHead: cursor.startHead ?? first?.head
+                  })
+                  : Option.none()
+              ] as const
+            })
+        ),
+      head: (sessionId) => readStatement(headOf(sessionId), "head"),
+      list: Effect.map(
+        readStatement(sql<{ id: string; mtime: number }>`SELECT id, mtime FROM lite_agent_sessions`, "list"),
+        (rows) => rows.map((row) => ({ id: row.id, mtime: new Date(row.mtime) }))
+      ),
+      delete: (sessionId) =>
+        writeTransaction(
+          sessionId,
+          Effect.mapError(
+            Effect.all([
+              sql`DELETE FROM lite_agent_events WHERE session_id = ${sessionId}`,
+              sql`DELETE FROM lite_agent_sessions WHERE id = ${sessionId}`
+            ], { discard: true }),
+            toCheckpointerError("delete")
+          )
+        )
+    }
+
+    const service = yield* Checkpointer.make(driver)
+    return { service, integrity: { checkIntegrity: quickCheck } }
+  })
+
+export const layer = (
+  options: SqliteCheckpointerOptions
+): Layer.Layer<Checkpointer.Checkpointer | CheckpointerIntegrity, CheckpointerError | ConfigurationError> =>
+  Layer.scopedContext(
+    Effect.map(make(options), ({ integrity, service }) =>
+      Context.make(Checkpointer.Checkpointer, service).pipe(Context.add(CheckpointerIntegrity, integrity)))
+  ).pipe(Layer.provide(Reactivity.layer))
