@@ -53,6 +53,9 @@ describe("the built package", () => {
       encoding: "utf8"
     })
     expect(JSON.parse(output)).toEqual({
+      sqliteHead: 1,
+      sqliteConflict: true,
+      sqliteSchemaVersion: 1,
       head: 1,
       expected: 0,
       actual: 1,
@@ -61,6 +64,25 @@ describe("the built package", () => {
       conformance: "function",
       memoryLayer: "object"
     })
+  })
+
+  it("loads the native SQLite module only through the checkpoint-sqlite subpath", () => {
+    const nativeModulesAfter = (specifier: string) =>
+      execFileSync(
+        process.execPath,
+        [
+          "--input-type=module",
+          "-e",
+          `import { createRequire } from "node:module"
+           await import(${JSON.stringify(specifier)})
+           const cache = createRequire(import.meta.url).cache
+           console.log(Object.keys(cache).filter((path) => path.includes("better-sqlite3")).length)`
+        ],
+        { cwd: consumerDir, encoding: "utf8" }
+      ).trim()
+    expect(nativeModulesAfter("@lite-agent/sdk")).toBe("0")
+    expect(nativeModulesAfter("@lite-agent/sdk/core")).toBe("0")
+    expect(Number(nativeModulesAfter("@lite-agent/sdk/checkpoint-sqlite"))).toBeGreaterThan(0)
   })
 
   it("does not resolve undocumented internals", () => {

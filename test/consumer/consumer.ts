@@ -2,6 +2,7 @@
 // types from the emitted .d.ts files. Compiled with tsc and run with node by package.test.ts.
 import { CheckpointConflictError, memoryCheckpointer, UserMessage } from "@lite-agent/sdk"
 import { Checkpointer, checkpointerConformance, MemoryCheckpointer, Session } from "@lite-agent/sdk/core"
+import { SqliteCheckpointer, sqliteCheckpointer } from "@lite-agent/sdk/checkpoint-sqlite"
 
 const checkpointer = memoryCheckpointer()
 const head = await checkpointer.append("s", [new UserMessage({ content: "hello", origin: "user" })])
@@ -15,7 +16,16 @@ if (!(conflict instanceof CheckpointConflictError)) throw new Error(`expected a 
 const events = await checkpointer.read("s")
 const state = Session.fold(events)
 await checkpointer.close()
+
+const sqlite = sqliteCheckpointer({ file: ":memory:" })
+const sqliteHead = await sqlite.append("s", [new UserMessage({ content: "in sqlite", origin: "user" })])
+const sqliteConflict = await sqlite.append("s", [], 0).catch((err: unknown) => err)
+await sqlite.close()
+
 console.log(JSON.stringify({
+  sqliteHead,
+  sqliteConflict: sqliteConflict instanceof CheckpointConflictError,
+  sqliteSchemaVersion: SqliteCheckpointer.SCHEMA_VERSION,
   head,
   expected: conflict.expected,
   actual: conflict.actual,

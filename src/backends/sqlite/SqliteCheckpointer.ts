@@ -192,7 +192,11 @@ export const make = (options: SqliteCheckpointerOptions) =>
       begin: (connection) => connection.executeUnprepared("BEGIN IMMEDIATE", [], undefined),
       savepoint: (connection, id) => connection.executeUnprepared(`SAVEPOINT lite_agent_${id}`, [], undefined),
       commit: (connection) => connection.executeUnprepared("COMMIT", [], undefined),
-      rollback: (connection) => connection.executeUnprepared("ROLLBACK", [], undefined),
+      // When BEGIN itself failed (busy), there is nothing to roll back: keep the BEGIN error.
+      rollback: (connection) =>
+        connection.executeUnprepared("ROLLBACK", [], undefined).pipe(
+          Effect.catchIf((error) => describe(error).includes("no transaction is active"), () => Effect.succeed([]))
+        ),
       rollbackSavepoint: (connection, id) =>
         connection.executeUnprepared(`ROLLBACK TO SAVEPOINT lite_agent_${id}`, [], undefined)
     })

@@ -1,0 +1,199 @@
+/**
+ * The SQLite backend beyond the shared contract: options, versions, the busy wait that
+ * never freezes the event loop, reads racing a truncate, and closing.
+ */
+import { mkdtempSync, readFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import Database from "better-sqlite3"
+import { afterEach, describe, expect, it } from "vitest"
+import { SqliteCheckpointer, sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
+import {
+  CheckpointBusyError,
+  CheckpointConflictError,
+  CheckpointerClosedError,
+  ConfigurationError,
+  type PromiseCheckpointerWithIntegrity,
+  SchemaVersionError,
+  UserMessage
+} from "../src/index.js"
+
+const freshFile = () => join(mkdtempSync(join(tmpdir(), "lite-agent-sqlite-")), "sessions.db")
+const message = (text: string) => new UserMessage({ content: text, origin: "user" })
+
+const open: Array<PromiseCheckpointerWithIntegrity> = []
+const checkpointer = (options: Parameters<typeof sqliteCheckpointer>[0]) => {
+  const c = sqliteCheckpointer(options)
+  open.push(c)
+  return c
+}
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((c) => c.close()))
+})
+
+describe("sqliteCheckpointer options", () => {
+  it("invalid options are ConfigurationErrors naming the option", async () => {
+    const cases: Array<[Parameters<typeof sqliteCheckpointer>[0], string]> = [
+      [{ file: freshFile(), busyTimeoutMs: -1 }, "busyTimeoutMs"],
+      [{ file: freshFile(), busyTimeoutMs: Number.NaN }, "busyTimeoutMs"],
+      [{ file: freshFile(), busyTimeoutMs: "5" as unknown as number }, "busyTimeoutMs"],
+      [{ file: freshFile(), synchronous: "off" as "full" }, "synchronous"],
+      [{ file: "" }, "file"],
+      [{ file: join(freshFile(), "no-such-dir", "x.db") }, "file"],
+      [{ file: freshFile(), integrityCheckOnOpen: "yes" as unknown as boolean }, "integrityCheckOnOpen"]
+    ]
+    for (const [options, option] of cases) {
+      const error = await checkpointer(options).head("s").catch((e: unknown) => e)
+      expect(error, JSON.stringify(options)).toBeInstanceOf(ConfigurationError)
+      expect(error).toMatchObject({ option })
+    }
+  })
+
+  it("busyTimeoutMs 0 is valid: a busy database fails at once with CheckpointBusyError", async () => {
+    const file = freshFile()
+    const c = checkpointer({ file, busyTimeoutMs: 0 })
+    await c.append("s", [message("x")])
+    const holder = new Database(file)
+    holder.exec("BEGIN IMMEDIATE")
+    try {
+      await expect(c.append("s", [message("y")])).rejects.toBeInstanceOf(CheckpointBusyError)
+    } finally {
+      holder.exec("ROLLBACK")
+      holder.close()
+    }
+  })
+
+  it("refuses SQLite libraries older than 3.51.3", () => {
+    expect(SqliteCheckpointer.sqliteVersionProblem("3.51.3")).toBeUndefined()
+    expect(SqliteCheckpointer.sqliteVersionProblem("3.53.2")).toBeUndefined()
+    expect(SqliteCheckpointer.sqliteVersionProblem("4.0.0")).toBeUndefined()
+    expect(SqliteCheckpointer.sqliteVersionProblem("3.51.2")).toMatch(/older than 3\.51\.3/)
+    expect(SqliteCheckpointer.sqliteVersionProblem("3.9.10")).toMatch(/WAL-reset/)
+    expect(SqliteCheckpointer.sqliteVersionProblem("garbage")).toBeDefined()
+  })
+})
+
+describe("schema and versioning", () => {
+  it("a new database is in WAL mode with the schema and its user_version marker", async () => {
+    const file = freshFile()
+    const c = checkpointer({ file })
+    await c.append("s", [message("x")])
+    const raw = new Database(file, { readonly: true })
+    try {
+      expect(raw.pragma("journal_mode", { simple: true })).toBe("wal")
+      expect(raw.pragma("user_version", { simple: true })).toBe(SqliteCheckpointer.SCHEMA_VERSION)
+      const tables = raw.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all()
+      expect(tables).toEqual(expect.arrayContaining(["lite_agent_events", "lite_agent_sessions"]))
+      expect(raw.prepare("SELECT session_id, seq FROM lite_agent_events").all()).toEqual([{ session_id: "s", seq: 1 }])
+    } finally {
+      raw.close()
+    }
+  })
+
+  it("a database written by a newer schema version is refused at once and not touched", async () => {
+    const file = freshFile()
+    const raw = new Database(file)
+    raw.pragma("journal_mode = DELETE")
+    raw.exec("CREATE TABLE future (x)")
+    raw.pragma("user_version = 7")
+    raw.close()
+    const before = readFileSync(file)
+    const error = await checkpointer({ file }).head("s").catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(SchemaVersionError)
+    expect(error).toMatchObject({ found: 7, supported: SqliteCheckpointer.SCHEMA_VERSION })
+    expect(readFileSync(file)).toEqual(before)
+  })
+})
+
+describe("waiting for the write lock", () => {
+  it("waits without freezing the event loop, and reports a busy lock distinctly from a conflict", async () => {
+    const file = freshFile()
+    const c = checkpointer({ file, busyTimeoutMs: 300 })
+    await c.append("s", [message("first")])
+    const holder = new Database(file)
+    holder.exec("BEGIN IMMEDIATE")
+    try {
+      const events: Array<string> = []
+      const timer = new Promise<void>((resolve) =>
+        setTimeout(() => {
+          events.push("timer")
+          resolve()
+        }, 20)
+      )
+      const append = c.append("s", [message("blocked")], 1).catch((error: unknown) => {
+        events.push("rejected")
+        return error
+      })
+      const [error] = await Promise.all([append, timer])
+      // A native busy wait would have held the loop until the append gave up.
+      expect(events).toEqual(["timer", "rejected"])
+      expect(error).toBeInstanceOf(CheckpointBusyError)
+      expect(error).not.toBeInstanceOf(CheckpointConflictError)
+      expect((error as CheckpointBusyError).waitedMs).toBeGreaterThanOrEqual(300)
+    } finally {
+      holder.exec("ROLLBACK")
+      holder.close()
+    }
+    expect(await c.head("s")).toBe(1)
+  })
+
+  it("gets the lock once the other writer commits, then checks the expected head", async () => {
+    const file = freshFile()
+    const c = checkpointer({ file, busyTimeoutMs: 5000 })
+    await c.append("s", [message("first")])
+    const other = checkpointer({ file })
+    const holder = new Database(file)
+    holder.exec("BEGIN IMMEDIATE")
+    const waiting = c.append("s", [message("mine")], 1).catch((e: unknown) => e)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    holder.exec("ROLLBACK")
+    holder.close()
+    expect(await waiting).toBe(2)
+    // And a stale head after waiting is a conflict, not a busy error.
+    await other.append("s", [message("theirs")])
+    const stale = await c.append("s", [message("late")], 2).catch((e: unknown) => e)
+    expect(stale).toBeInstanceOf(CheckpointConflictError)
+    expect(stale).toMatchObject({ expected: 2, actual: 3 })
+  })
+})
+
+describe("reads", () => {
+  it("a long read never mixes the log before and after a concurrent truncate", async () => {
+    const file = freshFile()
+    const reader = checkpointer({ file })
+    const writer = checkpointer({ file })
+    await writer.append("s", Array.from({ length: 2000 }, (_, i) => message(`old ${i + 1}`)))
+    const seen: Array<string> = []
+    const outcome = await (async () => {
+      for await (const stored of reader.readIterable("s")) {
+        seen.push(String((stored.event as UserMessage).content))
+        if (seen.length === 1) {
+          // The first page is in hand; rewrite history under the reader.
+          await writer.truncate("s", 100, 2000)
+          await writer.append("s", Array.from({ length: 1900 }, (_, i) => message(`new ${i + 101}`)))
+        }
+      }
+      return "completed"
+    })().catch((e: unknown) => e)
+    expect(outcome).toBeInstanceOf(CheckpointConflictError)
+    expect(seen.every((text, i) => text === `old ${i + 1}`)).toBe(true)
+    // A fresh read sees the new log whole.
+    const fresh = await reader.read("s")
+    expect(fresh.map((s) => String((s.event as UserMessage).content)).slice(99, 101)).toEqual(["old 100", "new 101"])
+  })
+})
+
+describe("closing", () => {
+  it("close is idempotent and any later use is CheckpointerClosedError", async () => {
+    const file = freshFile()
+    const c = sqliteCheckpointer({ file })
+    await c.append("s", [message("x")])
+    await c.close()
+    await c.close()
+    await expect(c.head("s")).rejects.toBeInstanceOf(CheckpointerClosedError)
+    await expect(c.checkIntegrity()).rejects.toBeInstanceOf(CheckpointerClosedError)
+    const reopened = checkpointer({ file })
+    expect(await reopened.head("s")).toBe(1)
+    expect(await reopened.checkIntegrity()).toEqual({ ok: true, detail: "quick_check: ok" })
+  })
+})
