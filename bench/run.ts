@@ -5,6 +5,7 @@
 import { Effect, Stream } from "effect"
 import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core/index.js"
 import { runFileBench } from "./file.js"
+import { runSqliteBench } from "./sqlite.js"
 
 const EVENTS = 100_000
 
@@ -49,3 +50,7 @@ for (const [name, ms, ratio] of rows) console.log(`| ${name} | ${ms.toFixed(0)} 
 console.log("\n## File backend\n")
 console.log("| measurement | lite-agent | raw baseline | ratio |\n|---|---:|---:|---:|")
 for (const row of await runFileBench()) console.log(`| ${row.join(" | ")} |`)
+
+console.log("\n## SQLite backend\n")
+console.log("| measurement | lite-agent | raw better-sqlite3 | ratio |\n|---|---:|---:|---:|")
+for (const row of await runSqliteBench()) console.log(`| ${row.join(" | ")} |`)

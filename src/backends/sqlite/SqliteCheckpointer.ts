@@ -47,7 +47,8 @@ export const MINIMUM_SQLITE_VERSION = "3.51.3"
 
 const READ_PAGE_ROWS = 512
 const NATIVE_BUSY_TIMEOUT_MS = 1
-const MAX_BACKOFF_MS = 20
+/** Other writers hold the lock for well under a millisecond: poll often, but never spin. */
+const MAX_BACKOFF_MS = 4
 
 const compareVersions = (a: string, b: string): number => {
   const pa = a.split(".").map(Number)
@@ -282,32 +283,54 @@ export const make = (options: SqliteCheckpointerOptions) =>
         (rows) => rows[0]?.head ?? 0
       )
 
+    /**
+     * Statements on the transaction's own connection, skipping the statement compiler:
+     * appends are the hot path, and these few statements never change shape.
+     */
+    const onConnection = Effect.flatMap(
+      Effect.serviceOption(SqlClient.TransactionConnection),
+      Option.match({
+        onNone: () => Effect.dieMessage("lite-agent: a write ran outside its transaction"),
+        onSome: ([connection]) =>
+          Effect.succeed((statement: string, params: ReadonlyArray<unknown>) =>
+            connection.execute(statement, params, undefined))
+      })
+    )
+
     const driver: Checkpointer.CheckpointerDriver = {
       withSession: (sessionId, use) =>
         writeTransaction(
           sessionId,
           Effect.gen(function*() {
-            const head = yield* Effect.mapError(headOf(sessionId), toCheckpointerError("read head"))
+            const execute = yield* onConnection
             const statements = <A>(effect: Effect.Effect<A, SqlError>, operation: string) =>
               Effect.mapError(effect, toCheckpointerError(operation))
+            const rows = yield* statements(
+              execute("SELECT head FROM lite_agent_sessions WHERE id = ?", [sessionId]),
+              "read head"
+            )
+            const head = Number((rows[0] as { head?: number } | undefined)?.head ?? 0)
             return yield* use({
               head,
               append: (records) =>
                 statements(
                   Effect.gen(function*() {
                     for (const record of records) {
-                      yield* sql`INSERT INTO lite_agent_events (session_id, seq, ts, event)
-                        VALUES (${sessionId}, ${record.seq}, ${record.ts}, ${JSON.stringify(record.event)})`
+                      yield* execute(
+                        "INSERT INTO lite_agent_events (session_id, seq, ts, event) VALUES (?, ?, ?, ?)",
+                        [sessionId, record.seq, record.ts, JSON.stringify(record.event)]
+                      )
                     }
                     const newHead = records.at(-1)!.seq
                     const mtime = yield* now
-                    if (head === 0) {
-                      yield* sql`INSERT INTO lite_agent_sessions (id, head, mtime, generation)
-                        VALUES (${sessionId}, ${newHead}, ${mtime}, abs(random() % 9007199254740991))
-                        ON CONFLICT (id) DO UPDATE SET head = excluded.head, mtime = excluded.mtime`
-                    } else {
-                      yield* sql`UPDATE lite_agent_sessions SET head = ${newHead}, mtime = ${mtime} WHERE id = ${sessionId}`
-                    }
+                    yield* head === 0
+                      ? execute(
+                        `INSERT INTO lite_agent_sessions (id, head, mtime, generation)
+                         VALUES (?, ?, ?, abs(random() % 9007199254740991))
+                         ON CONFLICT (id) DO UPDATE SET head = excluded.head, mtime = excluded.mtime`,
+                        [sessionId, newHead, mtime]
+                      )
+                      : execute("UPDATE lite_agent_sessions SET head = ?, mtime = ? WHERE id = ?", [newHead, mtime, sessionId])
                   }),
                   "append"
                 ),
@@ -315,11 +338,13 @@ export const make = (options: SqliteCheckpointerOptions) =>
                 statements(
                   Effect.gen(function*() {
                     const mtime = yield* now
-                    yield* sql`DELETE FROM lite_agent_events WHERE session_id = ${sessionId} AND seq > ${toSeq}`
+                    yield* execute("DELETE FROM lite_agent_events WHERE session_id = ? AND seq > ?", [sessionId, toSeq])
                     // A new generation tells readers paging through the old log that it changed under them.
-                    yield* sql`UPDATE lite_agent_sessions
-                      SET head = ${toSeq}, mtime = ${mtime}, generation = abs(random() % 9007199254740991)
-                      WHERE id = ${sessionId}`
+                    yield* execute(
+                      `UPDATE lite_agent_sessions SET head = ?, mtime = ?, generation = abs(random() % 9007199254740991)
+                       WHERE id = ?`,
+                      [toSeq, mtime, sessionId]
+                    )
                   }),
                   "truncate"
                 )
