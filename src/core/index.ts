@@ -30,6 +30,20 @@ export {
 export * as MemoryCheckpointer from "../backends/memory.js"
 export * from "../backends/file/index.js"
 export { CheckpointerIntegrity, type IntegrityReport } from "./integrity.js"
+export * from "./restore.js"
+export * as Workspace from "../tools/Workspace.js"
+export type { PathState, WorkspaceService } from "../tools/Workspace.js"
+export * as FileTools from "../tools/FileTools.js"
+export type { FileChangeResult, FileToolError, FileToolsService, ToolCallContext } from "../tools/FileTools.js"
+export * as TimeTravel from "../tools/TimeTravel.js"
+export type {
+  PlannedFile,
+  RestoreError,
+  RestoreOptions,
+  RestoreProgress,
+  RestoreResult,
+  TimeTravelService
+} from "../tools/TimeTravel.js"
 export {
   checkpointerConformance,
   type ConformanceOptions,

@@ -277,3 +277,14 @@ export const fileHistory = (state: SessionState, path: string): ReadonlyArray<Fi
     onNone: () => [],
     onSome: (history) => history.toArray()
   })
+
+/**
+ * Must a tool snapshot `path` before changing it? Yes unless a snapshot of it was already
+ * taken after the latest checkpoint (the first change after each checkpoint is the one
+ * restore needs to undo).
+ */
+export const needsSnapshot = (state: SessionState, path: string): boolean => {
+  const lastCheckpoint = state.anchors.at(state.anchors.length - 1)?.seq ?? 0
+  const history = Option.getOrUndefined(HashMap.get(state.files, path))
+  return history?.find((entry) => entry.kind === "snapshot" && entry.seq > lastCheckpoint) === undefined
+}

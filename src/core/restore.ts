@@ -1,0 +1,159 @@
+/**
+ * The restore planner: pure, from the folded state. It says, for every path changed after
+ * a checkpoint, what the path goes back to, what the agent left there (to detect outside
+ * edits), and every reason the restore must be refused. Checking the disk is the caller's
+ * job (preflight); this module never does I/O.
+ */
+import { createHash } from "node:crypto"
+import { HashMap } from "effect"
+import type { FileAfterState, JsonValue, SessionEvent } from "./events.js"
+import type { Refusal } from "./errors.js"
+import { fold, type FileHistoryEntry, type SessionState } from "./session.js"
+
+/** Tools whose effects restore undoes (through snapshots); anything else is reported, not undone. */
+export const FILE_TOOLS: ReadonlySet<string> = new Set(["read_file", "write_file", "edit_file", "delete_file", "list_files", "chmod_file"])
+
+export type FileAction =
+  | { readonly kind: "write"; readonly data: Uint8Array; readonly mode: number }
+  | { readonly kind: "delete" }
+
+export interface FilePlan {
+  readonly path: string
+  /** What the path goes back to. */
+  readonly action: FileAction
+  /** What the agent left there (the last change record), or undefined when no hash was recorded. */
+  readonly expected: FileAfterState | undefined
+}
+
+export interface CommandAfterCheckpoint {
+  readonly seq: number
+  readonly tool: string
+  readonly input: JsonValue
+}
+
+export interface RestorePlan {
+  readonly sessionId: string
+  readonly seq: number
+  /** The log is cut back to this seq: just before the checkpoint's prompt. */
+  readonly truncateTo: number
+  /** The head the plan was made from; the truncate expects it. */
+  readonly head: number
+  readonly files: ReadonlyArray<FilePlan>
+  /** Reasons found without looking at the disk. */
+  readonly refusals: ReadonlyArray<Refusal>
+  /** Paths whose last change record has no hash: outside edits to them cannot be detected. */
+  readonly unverifiedFiles: ReadonlyArray<string>
+  /** Shell commands and other non-file tools called after the checkpoint: not undone. */
+  readonly commandsNotUndone: ReadonlyArray<CommandAfterCheckpoint>
+}
+
+const sha256 = (data: Uint8Array) => createHash("sha256").update(data).digest("hex")
+
+const fileRefusal = (path: string, reason: Refusal["reason"], detail: string): Refusal => ({ path, reason, detail })
+
+/**
+ * Plan a restore of `state` to just before checkpoint `seq`. `events` are the stored events
+ * of the session (the same ones `state` was folded from) for the tool-call checks.
+ */
+export const planRestore = (
+  sessionId: string,
+  state: SessionState,
+  events: ReadonlyArray<{ readonly seq: number; readonly event: SessionEvent }>,
+  seq: number,
+  options: { readonly files: boolean; readonly conversation: boolean }
+): RestorePlan => {
+  const refusals: Array<Refusal> = []
+  const files: Array<FilePlan> = []
+  const unverifiedFiles: Array<string> = []
+  const commandsNotUndone: Array<CommandAfterCheckpoint> = []
+  const base = { sessionId, seq, truncateTo: Math.max(0, seq - 1), head: state.head }
+
+  const isCheckpoint = state.anchors.find((anchor) => anchor.seq === seq) !== undefined
+  if (!isCheckpoint) {
+    refusals.push({ reason: "not_a_checkpoint", detail: `seq ${seq} is not a checkpoint (user prompt) of this session` })
+    return { ...base, files, refusals, unverifiedFiles, commandsNotUndone }
+  }
+
+  // Tool calls made after the checkpoint that restore cannot undo.
+  for (const { event, seq: at } of events) {
+    if (at <= seq || event._tag !== "AssistantMessage") continue
+    for (const block of event.content) {
+      if (block.type === "tool_use" && !FILE_TOOLS.has(block.name)) {
+        commandsNotUndone.push({ seq: at, tool: block.name, input: block.input })
+      }
+    }
+  }
+
+  if (options.conversation) {
+    // A tool call made before the cut whose result lands after it would be cut in half.
+    const before = fold(events.filter((stored) => stored.seq < seq).map((stored) => ({ ...stored, ts: 0 })))
+    const resultsAfter = new Set(events.flatMap((stored) =>
+      stored.seq >= seq && stored.event._tag === "ToolResult" ? [stored.event.toolUseId] : []
+    ))
+    for (const [toolUseId, call] of before.pendingToolCalls) {
+      if (resultsAfter.has(toolUseId)) {
+        refusals.push({
+          reason: "tool_call_cut",
+          detail: `tool call ${toolUseId} (${call.name}) at seq ${call.seq} has its result after the checkpoint`
+        })
+      }
+    }
+  }
+
+  if (!options.files) return { ...base, files, refusals, unverifiedFiles, commandsNotUndone }
+
+  const histories = HashMap.toEntries(state.files).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  for (const [path, history] of histories) {
+    const after = history.toArray().filter((entry) => entry.seq > seq)
+    if (after.length === 0) continue
+    const first = after[0]!
+    // Every snapshot after the checkpoint must be followed by its tool's change record.
+    const interrupted = after.find((entry, index) =>
+      entry.kind === "snapshot" &&
+      !after.slice(index + 1).some((later) => later.kind === "change" && later.toolUseId === entry.toolUseId)
+    )
+    if (interrupted !== undefined) {
+      refusals.push(fileRefusal(
+        path,
+        "tool_interrupted",
+        `tool call ${interrupted.toolUseId} snapshotted the file at seq ${interrupted.seq} but never recorded its change`
+      ))
+      continue
+    }
+    const action = actionFor(path, first)
+    if ("reason" in action) {
+      refusals.push(action)
+      continue
+    }
+    const lastChange = [...after].reverse().find(
+      (entry): entry is Extract<FileHistoryEntry, { kind: "change" }> => entry.kind === "change"
+    )
+    const expected = lastChange?.after
+    if (expected === undefined) unverifiedFiles.push(path)
+    files.push({ path, action, expected })
+  }
+  return { ...base, files, refusals, unverifiedFiles, commandsNotUndone }
+}
+
+const actionFor = (path: string, first: FileHistoryEntry): FileAction | Refusal => {
+  if (first.kind !== "snapshot") {
+    return fileRefusal(path, "snapshot_missing", `changed at seq ${first.seq} with no snapshot taken before`)
+  }
+  switch (first.state._tag) {
+    case "missing":
+      return { kind: "delete" }
+    case "unavailable":
+      return fileRefusal(path, "snapshot_unavailable", first.state.reason)
+    case "content": {
+      const { data, mode, sha256: recorded, size } = first.state
+      if (data.length !== size || sha256(data) !== recorded) {
+        return fileRefusal(
+          path,
+          "snapshot_truncated",
+          `the snapshot at seq ${first.seq} holds ${data.length} of ${size} bytes or does not match its hash`
+        )
+      }
+      return { kind: "write", data, mode }
+    }
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * The file tools the agent calls (and that can be used directly). Mutating tools record, in
+ * the session log and before touching the disk, a snapshot of what the path held — on the
+ * first change to it after each checkpoint — and after every change the sha-256 and mode of
+ * what they left. Those records are ordinary session events, so they go through the same
+ * checkpointer (and codec) as the conversation.
+ */
+import { Context, Effect, Layer, Stream } from "effect"
+import { Checkpointer } from "../core/Checkpointer.js"
+import { type CheckpointerError, ToolInputError, type UnsafePathError, type WorkspaceIOError } from "../core/errors.js"
+import { FileChange, FileSnapshot, type FileSnapshotState } from "../core/events.js"
+import * as Session from "../core/session.js"
+import { type FileState, normalizeRelative, type PathState, sha256Hex, Workspace } from "./Workspace.js"
+
+export interface ToolCallContext {
+  readonly sessionId: string
+  /** The id of the model's tool_use block; ties snapshot and change records to the call. */
+  readonly toolUseId: string
+}
+
+export type FileToolError = ToolInputError | UnsafePathError | WorkspaceIOError | CheckpointerError
+
+export interface FileChangeResult {
+  readonly path: string
+  /** sha-256 of what the tool left, or null when the file is gone. */
+  readonly sha256: string | null
+}
+
+export interface FileToolsService {
+  readonly readFile: (input: { readonly path: string }) => Effect.Effect<string, FileToolError>
+  readonly listFiles: (input: { readonly path?: string }) => Effect.Effect<ReadonlyArray<string>, FileToolError>
+  readonly writeFile: (
+    context: ToolCallContext,
+    input: { readonly path: string; readonly content: string | Uint8Array; readonly mode?: number }
+  ) => Effect.Effect<FileChangeResult, FileToolError>
+  readonly editFile: (
+    context: ToolCallContext,
+    input: { readonly path: string; readonly old_string: string; readonly new_string: string }
+  ) => Effect.Effect<FileChangeResult, FileToolError>
+  readonly deleteFile: (context: ToolCallContext, input: { readonly path: string }) => Effect.Effect<FileChangeResult, FileToolError>
+  readonly chmodFile: (
+    context: ToolCallContext,
+    input: { readonly path: string; readonly mode: number }
+  ) => Effect.Effect<FileChangeResult, FileToolError>
+}
+
+export class FileTools extends Context.Tag("@lite-agent/core/FileTools")<FileTools, FileToolsService>() {}
+
+export interface FileToolsOptions {
+  /** Files larger than this are recorded as "unavailable" rather than snapshotted. Default 10 MiB. */
+  readonly snapshotMaxBytes?: number
+}
+
+export const DEFAULT_SNAPSHOT_MAX_BYTES = 10 * 1024 * 1024
+
+export const make = (options: FileToolsOptions = {}) =>
+  Effect.gen(function*() {
+    const workspace = yield* Workspace
+    const checkpointer = yield* Checkpointer
+    const snapshotMaxBytes = options.snapshotMaxBytes ?? DEFAULT_SNAPSHOT_MAX_BYTES
+    // One mutation at a time per session, so snapshot decisions see every earlier record.
+    const lock = yield* Effect.makeSemaphore(1)
+
+    /** The session folded up to its current head. */
+    const stateOf = (sessionId: string) =>
+      Stream.runFold(checkpointer.read(sessionId), Session.emptySessionState, Session.step)
+
+    const snapshotOf = (current: PathState): Effect.Effect<FileSnapshotState, FileToolError> =>
+      Effect.gen(function*() {
+        if (current.kind === "absent") return { _tag: "missing" as const }
+        if (current.kind === "other") return { _tag: "unavailable" as const, reason: current.description }
+        if (current.data.length > snapshotMaxBytes) {
+          return {
+            _tag: "unavailable" as const,
+            reason: `${current.data.length} bytes is larger than the snapshot cap of ${snapshotMaxBytes} bytes`,
+            size: current.data.length
+          }
+        }
+        return {
+          _tag: "content" as const,
+          data: current.data,
+          mode: current.mode,
+          size: current.data.length,
+          sha256: sha256Hex(current.data)
+        }
+      })
+
+    /**
+     * The shared path of every mutating tool: check the path, compute the new state from
+     * the current one (failing before anything is recorded), snapshot if needed, apply,
+     * record what was left.
+     */
+    const mutate = (
+      tool: string,
+      operation: FileChange["operation"],
+      context: ToolCallContext,
+      rawPath: string,
+      next: (current: PathState) => Effect.Effect<FileState | { readonly kind: "absent" }, ToolInputError>
+    ): Effect.Effect<FileChangeResult, FileToolError> =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        yield* workspace.resolve(rawPath)
+        const path = normalizeRelative(rawPath)
+        // An oversized file that is replaced or deleted is never read whole: it cannot be snapshotted anyway.
+        const size = yield* workspace.sizeOf(path)
+        const oversized = size !== undefined && size > snapshotMaxBytes
+        const current: PathState = oversized && (operation === "write" || operation === "delete")
+          ? { kind: "file", data: new Uint8Array(0), mode: 0 }
+          : yield* workspace.inspect(path)
+        if (current.kind === "other") {
+          return yield* new ToolInputError({ tool, path, detail: `the path is ${current.description}` })
+        }
+        const target = yield* next(current)
+        const state = yield* stateOf(context.sessionId)
+        let head = state.head
+        if (Session.needsSnapshot(state, path)) {
+          const snapshotState: FileSnapshotState = oversized
+            ? { _tag: "unavailable", reason: `${size} bytes is larger than the snapshot cap of ${snapshotMaxBytes} bytes`, size }
+            : yield* snapshotOf(current)
+          head = yield* checkpointer.append(
+            context.sessionId,
+            [new FileSnapshot({ toolUseId: context.toolUseId, path, state: snapshotState })],
+            head
+          )
+        }
+        if (target.kind === "absent") {
+          yield* workspace.remove(path)
+        } else if (operation === "chmod" && current.kind === "file") {
+          yield* workspace.chmod(path, target.mode)
+        } else {
+          yield* workspace.write(path, target.data, target.mode)
+        }
+        const digest = target.kind === "absent" ? null : sha256Hex(target.data)
+        yield* checkpointer.append(
+          context.sessionId,
+          [
+            new FileChange({
+              toolUseId: context.toolUseId,
+              path,
+              operation,
+              after: target.kind === "absent"
+                ? { _tag: "absent" }
+                : { _tag: "file", sha256: digest!, size: target.data.length, mode: target.mode }
+            })
+          ],
+          head
+        )
+        return { path, sha256: digest }
+      }))
+
+    const encode = (content: string | Uint8Array) =>
+      typeof content === "string" ? new TextEncoder().encode(content) : content
+    const validMode = (tool: string, path: string, mode: number) =>
+      Number.isInteger(mode) && mode >= 0 && mode <= 0o7777
+        ? Effect.succeed(mode)
+        : Effect.fail(new ToolInputError({ tool, path, detail: `mode must be an integer from 0 to 0o7777, got ${mode}` }))
+
+    const service: FileToolsService = {
+      readFile: ({ path }) =>
+        Effect.flatMap(workspace.inspect(path), (state) =>
+          state.kind === "file"
+            ? Effect.succeed(new TextDecoder().decode(state.data))
+            : Effect.fail(
+              new ToolInputError({
+                tool: "read_file",
+                path,
+                detail: state.kind === "absent" ? "no such file" : `the path is ${state.description}`
+              })
+            )),
+      listFiles: ({ path }) => workspace.list(path ?? "."),
+      writeFile: (context, { content, mode, path }) =>
+        mutate("write_file", "write", context, path, (current) =>
+          Effect.map(
+            mode === undefined ? Effect.succeed(current.kind === "file" ? current.mode : 0o644) : validMode("write_file", path, mode),
+            (resolvedMode) => ({ kind: "file" as const, data: encode(content), mode: resolvedMode })
+          )),
+      editFile: (context, { new_string, old_string, path }) =>
+        mutate("edit_file", "edit", context, path, (current) => {
+          if (current.kind !== "file") {
+            return Effect.fail(new ToolInputError({ tool: "edit_file", path, detail: "no such file" }))
+          }
+          if (old_string.length === 0) {
+            return Effect.fail(new ToolInputError({ tool: "edit_file", path, detail: "old_string is empty" }))
+          }
+          const text = new TextDecoder().decode(current.data)
+          const first = text.indexOf(old_string)
+          if (first < 0) return Effect.fail(new ToolInputError({ tool: "edit_file", path, detail: "old_string was not found" }))
+          if (text.indexOf(old_string, first + 1) >= 0) {
+            return Effect.fail(
+              new ToolInputError({ tool: "edit_file", path, detail: "old_string occurs more than once; give more context" })
+            )
+          }
+          const edited = text.slice(0, first) + new_string + text.slice(first + old_string.length)
+          return Effect.succeed({ kind: "file" as const, data: encode(edited), mode: current.mode })
+        }),
+      deleteFile: (context, { path }) =>
+        mutate("delete_file", "delete", context, path, (current) =>
+          current.kind === "absent"
+            ? Effect.fail(new ToolInputError({ tool: "delete_file", path, detail: "no such file" }))
+            : Effect.succeed({ kind: "absent" as const })),
+      chmodFile: (context, { mode, path }) =>
+        mutate("chmod_file", "chmod", context, path, (current) =>
+          current.kind !== "file"
+            ? Effect.fail(new ToolInputError({ tool: "chmod_file", path, detail: "no such file" }))
+            : Effect.map(validMode("chmod_file", path, mode), (resolved) => ({ ...current, mode: resolved })))
+    }
+    return service
+  })
+
+export const layer = (options: FileToolsOptions = {}): Layer.Layer<FileTools, never, Workspace | Checkpointer> =>
+  Layer.effect(FileTools, make(options))

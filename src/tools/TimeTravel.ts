@@ -1,0 +1,257 @@
+/**
+ * Time travel: list a session's checkpoints, and restore it to just before one — the files
+ * the agent changed and/or the conversation — or refuse, with a reason per file.
+ *
+ * 1. plan (pure, `planRestore`) from the folded log;
+ * 2. preflight every file on disk (path safety, outside edits) before changing any;
+ * 3. execute: write each file atomically, keeping what it replaced; on any failure,
+ *    abort or interruption put every changed file back; then truncate the log with the
+ *    expected head — a conflict there puts the files back too.
+ *
+ * Not a file-system or database transaction: a crash of the process part-way leaves
+ * what was done so far.
+ */
+import { Cause, Chunk, Context, Effect, Layer, PubSub, Stream } from "effect"
+import { Checkpointer } from "../core/Checkpointer.js"
+import {
+  type CheckpointerError,
+  type Refusal,
+  RestoreFailedError,
+  RestoreRefusedError,
+  UnsafePathError,
+  type WorkspaceIOError
+} from "../core/errors.js"
+import { type CommandAfterCheckpoint, type FilePlan, planRestore } from "../core/restore.js"
+import * as Session from "../core/session.js"
+import { type PathState, sha256Hex, Workspace } from "./Workspace.js"
+
+export interface RestoreOptions {
+  /** Put back the files the agent changed after the checkpoint. Default true. */
+  readonly files?: boolean
+  /** Cut the conversation back to just before the checkpoint. Default true. */
+  readonly conversation?: boolean
+  /** Only plan: return every file, its action and any refusal; change nothing. Default false. */
+  readonly dryRun?: boolean
+  /** Abort part-way: every file already changed is put back. */
+  readonly signal?: AbortSignal
+}
+
+export interface PlannedFile {
+  readonly path: string
+  readonly action: "write" | "delete" | "none"
+  readonly refusal?: Refusal
+  /** True when the agent recorded no hash for this path, so outside edits cannot be detected. */
+  readonly unverified: boolean
+}
+
+export interface RestoreResult {
+  /** Paths put back (for a dry run: none). */
+  readonly restoredFiles: ReadonlyArray<string>
+  readonly conversationRestored: boolean
+  /** Paths restored without an outside-edit check (written before change hashes were recorded). */
+  readonly unverifiedFiles: ReadonlyArray<string>
+  /** Shell commands and custom tools run after the checkpoint: their effects are not undone. */
+  readonly commandsNotUndone: ReadonlyArray<CommandAfterCheckpoint>
+  readonly dryRun: boolean
+  /** Every file considered, with its action and any refusal. */
+  readonly plan: ReadonlyArray<PlannedFile>
+  /** Every reason to refuse (a dry run reports them instead of failing). */
+  readonly refusals: ReadonlyArray<Refusal>
+}
+
+export type RestoreProgress =
+  | { readonly type: "checkpoint_restore"; readonly phase: "start"; readonly sessionId: string; readonly seq: number; readonly total: number }
+  | {
+    readonly type: "checkpoint_restore"
+    readonly phase: "progress"
+    readonly sessionId: string
+    readonly seq: number
+    readonly completed: number
+    readonly total: number
+    readonly path: string
+  }
+  | { readonly type: "checkpoint_restore"; readonly phase: "done"; readonly sessionId: string; readonly seq: number; readonly result: RestoreResult }
+  | { readonly type: "checkpoint_restore"; readonly phase: "error"; readonly sessionId: string; readonly seq: number; readonly error: unknown }
+
+export type RestoreError = RestoreRefusedError | RestoreFailedError | CheckpointerError | WorkspaceIOError
+
+export interface TimeTravelService {
+  readonly listCheckpoints: (sessionId: string) => Effect.Effect<ReadonlyArray<Session.Checkpoint>, CheckpointerError>
+  readonly restore: (sessionId: string, seq: number, options?: RestoreOptions) => Effect.Effect<RestoreResult, RestoreError>
+  /** `checkpoint_restore` progress of every restore, for as long as the stream is consumed. */
+  readonly progress: Stream.Stream<RestoreProgress>
+}
+
+export class TimeTravel extends Context.Tag("@lite-agent/core/TimeTravel")<TimeTravel, TimeTravelService>() {}
+
+const describeState = (state: PathState) =>
+  state.kind === "absent"
+    ? "missing"
+    : state.kind === "other"
+    ? state.description
+    : `sha-256 ${sha256Hex(state.data).slice(0, 12)}…, mode ${state.mode.toString(8)}`
+
+export const make = Effect.gen(function*() {
+  const checkpointer = yield* Checkpointer
+  const workspace = yield* Workspace
+  const hub = yield* PubSub.unbounded<RestoreProgress>()
+
+  const load = (sessionId: string) =>
+    Effect.map(Stream.runCollect(checkpointer.read(sessionId)), (chunk) => {
+      const events = Chunk.toReadonlyArray(chunk)
+      return { events, state: Session.fold(events) }
+    })
+
+  /** Check one planned file against the disk; a refusal, or nothing. */
+  const preflight = (file: FilePlan): Effect.Effect<Refusal | undefined, WorkspaceIOError> =>
+    Effect.gen(function*() {
+      const current = yield* Effect.either(workspace.inspect(file.path))
+      if (current._tag === "Left") {
+        if (current.left instanceof UnsafePathError) {
+          return { reason: "unsafe_path", path: file.path, detail: current.left.reason } satisfies Refusal
+        }
+        return yield* Effect.fail(current.left)
+      }
+      const disk = current.right
+      if (disk.kind === "other") {
+        return { reason: "unsafe_path", path: file.path, detail: `the path is now ${disk.description}` } satisfies Refusal
+      }
+      const expected = file.expected
+      if (expected === undefined) return undefined
+      const matches = expected._tag === "absent"
+        ? disk.kind === "absent"
+        : disk.kind === "file" && disk.mode === expected.mode && sha256Hex(disk.data) === expected.sha256
+      if (matches) return undefined
+      const left = expected._tag === "absent"
+        ? "deleted it"
+        : `left sha-256 ${expected.sha256.slice(0, 12)}…, mode ${expected.mode.toString(8)}`
+      return {
+        reason: "modified_externally",
+        path: file.path,
+        detail: `the agent ${left}; the disk now has ${describeState(disk)}`
+      } satisfies Refusal
+    })
+
+  const restore = (sessionId: string, seq: number, options: RestoreOptions = {}) =>
+    Effect.gen(function*() {
+      const files = options.files ?? true
+      const conversation = options.conversation ?? true
+      const dryRun = options.dryRun ?? false
+      const { events, state } = yield* load(sessionId)
+      const plan = planRestore(sessionId, state, events, seq, { files, conversation })
+      const diskRefusals: Array<Refusal> = []
+      for (const file of plan.files) {
+        const refusal = yield* preflight(file)
+        if (refusal !== undefined) diskRefusals.push(refusal)
+      }
+      const refusals = [...plan.refusals, ...diskRefusals]
+      const refusalFor = (path: string) => refusals.find((refusal) => refusal.path === path)
+      const planned: Array<PlannedFile> = [
+        ...plan.files.map((file) => {
+          const refusal = refusalFor(file.path)
+          return {
+            path: file.path,
+            action: file.action.kind,
+            ...(refusal === undefined ? {} : { refusal }),
+            unverified: file.expected === undefined
+          }
+        }),
+        ...plan.refusals.flatMap((refusal) =>
+          refusal.path === undefined ? [] : [{ path: refusal.path, action: "none" as const, refusal, unverified: false }]
+        )
+      ].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+      const report = {
+        unverifiedFiles: plan.unverifiedFiles,
+        commandsNotUndone: plan.commandsNotUndone,
+        plan: planned,
+        refusals
+      }
+      if (dryRun) {
+        return { ...report, restoredFiles: [], conversationRestored: false, dryRun: true } satisfies RestoreResult
+      }
+      if (refusals.length > 0) return yield* new RestoreRefusedError({ sessionId, seq, refusals })
+
+      const publish = (progress: RestoreProgress) => PubSub.publish(hub, progress)
+      const total = plan.files.length
+      yield* publish({ type: "checkpoint_restore", phase: "start", sessionId, seq, total })
+
+      // What each path held before this restore touched it, to put it back on failure.
+      const replaced: Array<{ readonly path: string; readonly before: PathState }> = []
+      const putBack = Effect.gen(function*() {
+        const failed: Array<string> = []
+        for (const { before, path } of [...replaced].reverse()) {
+          const undone = before.kind === "file"
+            ? workspace.write(path, before.data, before.mode)
+            : before.kind === "absent"
+            ? workspace.remove(path)
+            : Effect.void
+          if ((yield* Effect.either(undone))._tag === "Left") failed.push(path)
+        }
+        return failed
+      })
+      const checkAbort = Effect.suspend(() =>
+        options.signal?.aborted === true
+          ? Effect.fail(new RestoreFailedError({ sessionId, seq, detail: "aborted", notRolledBack: [] }))
+          : Effect.void
+      )
+
+      const execute = Effect.gen(function*() {
+        let completed = 0
+        for (const file of plan.files) {
+          yield* checkAbort
+          const before = yield* workspace.inspect(file.path)
+          replaced.push({ path: file.path, before })
+          yield* file.action.kind === "write"
+            ? workspace.write(file.path, file.action.data, file.action.mode)
+            : workspace.remove(file.path)
+          completed++
+          yield* publish({ type: "checkpoint_restore", phase: "progress", sessionId, seq, completed, total, path: file.path })
+        }
+        yield* checkAbort
+        // The commit point: once started, the truncate is not interrupted half-way.
+        if (conversation) yield* Effect.uninterruptible(checkpointer.truncate(sessionId, plan.truncateTo, plan.head))
+      })
+
+      // Files are changed while interruptible; a failure, an abort or an interruption puts them back.
+      return yield* Effect.uninterruptibleMask((restoreInterruptibility) =>
+        Effect.gen(function*() {
+          const outcome = yield* Effect.exit(restoreInterruptibility(execute))
+          if (outcome._tag === "Failure") {
+            const notRolledBack = yield* putBack
+            const error = new RestoreFailedError({
+              sessionId,
+              seq,
+              detail: describeCause(outcome.cause),
+              notRolledBack,
+              cause: Cause.squash(outcome.cause)
+            })
+            yield* publish({ type: "checkpoint_restore", phase: "error", sessionId, seq, error })
+            return yield* error
+          }
+          const result: RestoreResult = {
+            ...report,
+            restoredFiles: plan.files.map((file) => file.path),
+            conversationRestored: conversation,
+            dryRun: false
+          }
+          yield* publish({ type: "checkpoint_restore", phase: "done", sessionId, seq, result })
+          return result
+        })
+      )
+    })
+
+  const service: TimeTravelService = {
+    listCheckpoints: (sessionId) => Effect.map(load(sessionId), ({ state }) => Session.checkpoints(state)),
+    restore: (sessionId, seq, options) => restore(sessionId, seq, options),
+    progress: Stream.fromPubSub(hub)
+  }
+  return service
+})
+
+const describeCause = (cause: Cause.Cause<unknown>): string => {
+  if (Cause.isInterruptedOnly(cause)) return "interrupted"
+  const error = Cause.squash(cause)
+  return error instanceof Error ? error.message : String(error)
+}
+
+export const layer: Layer.Layer<TimeTravel, never, Checkpointer | Workspace> = Layer.effect(TimeTravel, make)

@@ -1,0 +1,200 @@
+/**
+ * The agent's working directory: every file the tools and restore touch goes through here.
+ *
+ * Path safety is decided at the time of use: a relative path is refused when it is empty,
+ * absolute, contains NUL, or leaves the workdir with `..`; then every existing component on
+ * the way is checked with `lstat` — a symlink anywhere (the file itself included) is refused,
+ * and the real path of the parent directory must still be inside the workdir. Nothing is
+ * ever written through a symlink: writes go to a temporary file in the same directory and
+ * are renamed over the target, which replaces a link rather than following it.
+ */
+import { createHash, randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { Context, Effect, Layer } from "effect"
+import { UnsafePathError, WorkspaceIOError } from "../core/errors.js"
+
+export interface FileState {
+  readonly kind: "file"
+  readonly data: Uint8Array
+  /** Permission bits only. */
+  readonly mode: number
+}
+export interface AbsentState {
+  readonly kind: "absent"
+}
+export interface OtherState {
+  readonly kind: "other"
+  /** What is there instead of a regular file (a directory, a socket, …). */
+  readonly description: string
+}
+export type PathState = FileState | AbsentState | OtherState
+
+export interface WorkspaceService {
+  readonly root: string
+  /** Check `relative` and return its absolute path inside the workdir. */
+  readonly resolve: (relative: string) => Effect.Effect<string, UnsafePathError>
+  /** What is at `relative` now (refusing unsafe paths). */
+  readonly inspect: (relative: string) => Effect.Effect<PathState, UnsafePathError | WorkspaceIOError>
+  /** Size in bytes of a regular file at `relative`, or undefined. */
+  readonly sizeOf: (relative: string) => Effect.Effect<number | undefined, UnsafePathError | WorkspaceIOError>
+  /** Replace `relative` atomically with `data` and `mode`, creating parent directories. */
+  readonly write: (
+    relative: string,
+    data: Uint8Array,
+    mode: number
+  ) => Effect.Effect<void, UnsafePathError | WorkspaceIOError>
+  readonly remove: (relative: string) => Effect.Effect<void, UnsafePathError | WorkspaceIOError>
+  readonly chmod: (relative: string, mode: number) => Effect.Effect<void, UnsafePathError | WorkspaceIOError>
+  /** Entries of a directory (names, `/` appended to directories), sorted. */
+  readonly list: (relative: string) => Effect.Effect<ReadonlyArray<string>, UnsafePathError | WorkspaceIOError>
+}
+
+export class Workspace extends Context.Tag("@lite-agent/core/Workspace")<Workspace, WorkspaceService>() {}
+
+export const sha256Hex = (data: Uint8Array): string => createHash("sha256").update(data).digest("hex")
+
+const codeOf = (error: unknown) =>
+  typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
+
+/** The lexical checks, shared by every operation and by restore's planner. */
+export const relativePathProblem = (relative: string): string | undefined => {
+  if (typeof relative !== "string" || relative.length === 0) return "the path is empty"
+  if (relative.includes("\u0000")) return "the path contains NUL"
+  if (path.isAbsolute(relative) || /^[a-zA-Z]:[\\/]/.test(relative)) return "absolute paths are not allowed"
+  const normalized = path.posix.normalize(relative.replace(/\\/g, "/"))
+  if (normalized === ".." || normalized.startsWith("../")) return "the path leaves the workdir"
+  if (normalized === "." || normalized === "") return "the path names the workdir itself"
+  return undefined
+}
+
+/** The workdir-relative form of a path, with `/` separators (how paths are recorded). */
+export const normalizeRelative = (relative: string): string =>
+  path.posix.normalize(relative.replace(/\\/g, "/")).replace(/\/+$/, "")
+
+export const make = (workdir: string): WorkspaceService => {
+  const root = fs.realpathSync(workdir)
+  const io = (operation: string, relative: string) => (cause: unknown) =>
+    new WorkspaceIOError({ operation, path: relative, detail: cause instanceof Error ? cause.message : String(cause) })
+  const unsafe = (relative: string, reason: string) => new UnsafePathError({ path: relative, reason })
+
+  /**
+   * Resolve and check, at the time of use. `allowMissing` lets the last components not exist yet
+   * (a write creates them); an existing component must be a real directory, never a symlink.
+   */
+  const resolve = (relative: string): Effect.Effect<string, UnsafePathError> =>
+    Effect.suspend(() => {
+      const problem = relativePathProblem(relative)
+      if (problem !== undefined) return Effect.fail(unsafe(relative, problem))
+      const parts = normalizeRelative(relative).split("/")
+      let current = root
+      for (let index = 0; index < parts.length; index++) {
+        current = path.join(current, parts[index]!)
+        let stat: fs.Stats
+        try {
+          stat = fs.lstatSync(current)
+        } catch (error) {
+          if (codeOf(error) === "ENOENT") break
+          return Effect.fail(unsafe(relative, `cannot check ${parts.slice(0, index + 1).join("/")}: ${String(error)}`))
+        }
+        if (stat.isSymbolicLink()) {
+          return Effect.fail(unsafe(relative, `${parts.slice(0, index + 1).join("/")} is a symbolic link`))
+        }
+        if (index < parts.length - 1 && !stat.isDirectory()) {
+          return Effect.fail(unsafe(relative, `${parts.slice(0, index + 1).join("/")} is not a directory`))
+        }
+      }
+      const target = path.join(root, ...parts)
+      // The deepest existing directory must really be inside the workdir (no mount or link tricks).
+      let parent = path.dirname(target)
+      while (!fs.existsSync(parent)) parent = path.dirname(parent)
+      const realParent = fs.realpathSync(parent)
+      if (realParent !== root && !realParent.startsWith(root + path.sep)) {
+        return Effect.fail(unsafe(relative, "its directory resolves outside the workdir"))
+      }
+      return Effect.succeed(target)
+    })
+
+  const inspect = (relative: string) =>
+    Effect.flatMap(resolve(relative), (target) =>
+      Effect.try({
+        try: (): PathState => {
+          let stat: fs.Stats
+          try {
+            stat = fs.lstatSync(target)
+          } catch (error) {
+            if (codeOf(error) === "ENOENT") return { kind: "absent" }
+            throw error
+          }
+          if (!stat.isFile()) return { kind: "other", description: stat.isDirectory() ? "a directory" : "not a regular file" }
+          return { kind: "file", data: fs.readFileSync(target), mode: stat.mode & 0o7777 }
+        },
+        catch: io("read", relative)
+      }))
+
+  const sizeOf = (relative: string) =>
+    Effect.flatMap(resolve(relative), (target) =>
+      Effect.try({
+        try: () => {
+          try {
+            const stat = fs.lstatSync(target)
+            return stat.isFile() ? stat.size : undefined
+          } catch (error) {
+            if (codeOf(error) === "ENOENT") return undefined
+            throw error
+          }
+        },
+        catch: io("stat", relative)
+      }))
+
+  const write = (relative: string, data: Uint8Array, mode: number) =>
+    Effect.flatMap(resolve(relative), (target) =>
+      Effect.try({
+        try: () => {
+          fs.mkdirSync(path.dirname(target), { recursive: true })
+          const temp = path.join(path.dirname(target), `.lite-agent-${randomBytes(6).toString("hex")}.tmp`)
+          try {
+            fs.writeFileSync(temp, data, { flag: "wx", mode })
+            fs.chmodSync(temp, mode)
+            fs.renameSync(temp, target)
+          } catch (error) {
+            fs.rmSync(temp, { force: true })
+            throw error
+          }
+        },
+        catch: io("write", relative)
+      }).pipe(
+        // A directory created just now could have been swapped for a link meanwhile: check again.
+        Effect.zipLeft(resolve(relative))
+      ))
+
+  const remove = (relative: string) =>
+    Effect.flatMap(resolve(relative), (target) =>
+      Effect.try({ try: () => fs.rmSync(target, { force: true }), catch: io("delete", relative) }))
+
+  const chmod = (relative: string, mode: number) =>
+    Effect.flatMap(resolve(relative), (target) =>
+      Effect.try({ try: () => fs.chmodSync(target, mode), catch: io("chmod", relative) }))
+
+  const list = (relative: string) =>
+    Effect.flatMap(relative === "." || relative === "" ? Effect.succeed(root) : resolve(relative), (target) =>
+      Effect.try({
+        try: () =>
+          fs.readdirSync(target, { withFileTypes: true })
+            .map((entry) => (entry.isDirectory() ? `${entry.name}/` : entry.name))
+            .sort(),
+        catch: io("list", relative)
+      }))
+
+  return { root, resolve, inspect, sizeOf, write, remove, chmod, list }
+}
+
+export const layer = (workdir: string): Layer.Layer<Workspace, WorkspaceIOError> =>
+  Layer.effect(
+    Workspace,
+    Effect.try({
+      try: () => make(workdir),
+      catch: (cause) =>
+        new WorkspaceIOError({ operation: "open workdir", path: workdir, detail: cause instanceof Error ? cause.message : String(cause) })
+    })
+  )
