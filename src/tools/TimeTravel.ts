@@ -11,7 +11,7 @@
  * Not a file-system or database transaction: a crash of the process part-way leaves
  * what was done so far.
  */
-import { Cause, Chunk, Context, Effect, Layer, PubSub, Stream } from "effect"
+import { Cause, Chunk, Context, Data, Effect, Layer, PubSub, Stream } from "effect"
 import { Checkpointer } from "../core/Checkpointer.js"
 import {
   type CheckpointerError,
@@ -190,9 +190,7 @@ export const make = Effect.gen(function*() {
         return failed
       })
       const checkAbort = Effect.suspend(() =>
-        options.signal?.aborted === true
-          ? Effect.fail(new RestoreFailedError({ sessionId, seq, detail: "aborted", notRolledBack: [] }))
-          : Effect.void
+        options.signal?.aborted === true ? Effect.fail(new RestoreAborted()) : Effect.void
       )
 
       const execute = Effect.gen(function*() {
@@ -206,6 +204,8 @@ export const make = Effect.gen(function*() {
             : workspace.remove(file.path)
           completed++
           yield* publish({ type: "checkpoint_restore", phase: "progress", sessionId, seq, completed, total, path: file.path })
+          // Let listeners, an abort and an interruption in between files.
+          yield* Effect.yieldNow()
         }
         yield* checkAbort
         // The commit point: once started, the truncate is not interrupted half-way.
@@ -247,6 +247,13 @@ export const make = Effect.gen(function*() {
   }
   return service
 })
+
+/** An `AbortSignal` fired: turned into a `RestoreFailedError` after the files are put back. */
+class RestoreAborted extends Data.TaggedError("RestoreAborted") {
+  override get message() {
+    return "aborted"
+  }
+}
 
 const describeCause = (cause: Cause.Cause<unknown>): string => {
   if (Cause.isInterruptedOnly(cause)) return "interrupted"

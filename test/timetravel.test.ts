@@ -1,0 +1,367 @@
+/**
+ * Time travel that refuses to do harm: outside edits, unsafe paths, interrupted tools,
+ * missing snapshots, failures and aborts part-way — on real directories.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Chunk, Effect, Fiber, Layer, Stream } from "effect"
+import { describe, expect, it } from "vitest"
+import {
+  AssistantMessage,
+  Checkpointer,
+  FileChange,
+  FileSnapshot,
+  FileTools,
+  RestoreFailedError,
+  RestoreRefusedError,
+  type RestoreProgress,
+  TimeTravel,
+  ToolInputError,
+  ToolResult,
+  UnsafePathError,
+  UserMessage,
+  Workspace,
+  WorkspaceIOError
+} from "../src/core/index.js"
+import { type Backend, BACKENDS, diskState, freshWorkdir, timeTravelLayer, turn } from "./support/agentSim.js"
+
+const run = <A, E>(
+  backend: Backend,
+  workdir: string,
+  program: Effect.Effect<A, E, Checkpointer | TimeTravel.TimeTravel | FileTools.FileTools | Workspace.Workspace>,
+  options: Parameters<typeof timeTravelLayer>[2] = {}
+) => Effect.runPromise(program.pipe(Effect.scoped, Effect.provide(timeTravelLayer(backend, workdir, options))))
+
+const failureOf = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Effect.either(effect), (either) =>
+    either._tag === "Left" ? Effect.succeed(either.left) : Effect.dieMessage("expected a failure"))
+
+const logOf = (sessionId: string) =>
+  Effect.flatMap(Checkpointer, (c) => Effect.map(Stream.runCollect(c.read(sessionId)), Chunk.toReadonlyArray))
+
+/** A two-prompt session: prompt 1 creates a.txt and src/b.txt; prompt 2 edits a.txt and creates c.txt. */
+const twoPrompts = Effect.gen(function*() {
+  const first = yield* turn("s", "create files", [
+    { name: "write_file", input: { path: "a.txt", content: "alpha\n" } },
+    { name: "write_file", input: { path: "src/b.txt", content: "beta\r\n" } }
+  ])
+  const second = yield* turn("s", "edit them", [
+    { name: "edit_file", input: { path: "a.txt", old_string: "alpha", new_string: "ALPHA" } },
+    { name: "write_file", input: { path: "c.txt", content: "gamma" } }
+  ])
+  return { first, second }
+})
+
+describe("file tools", () => {
+  it("refuse absolute paths, .. escapes and symlinks, touching nothing", async () => {
+    const workdir = freshWorkdir()
+    const outside = mkdtempSync(join(tmpdir(), "lite-agent-outside-"))
+    writeFileSync(join(outside, "secret.txt"), "secret")
+    symlinkSync(join(outside, "secret.txt"), join(workdir, "link.txt"))
+    symlinkSync(outside, join(workdir, "linkdir"))
+    await run("memory", workdir, Effect.gen(function*() {
+      const tools = yield* FileTools.FileTools
+      const context = { sessionId: "s", toolUseId: "t1" }
+      for (const path of [join(outside, "secret.txt"), "../outside.txt", "a/../../x", "link.txt", "linkdir/secret.txt", "linkdir/new.txt", ""]) {
+        const error = yield* failureOf(tools.writeFile(context, { path, content: "pwned" }))
+        expect(error, path).toBeInstanceOf(UnsafePathError)
+        expect(yield* failureOf(tools.deleteFile(context, { path })), path).toBeInstanceOf(UnsafePathError)
+        expect(yield* failureOf(tools.readFile({ path })), path).toBeInstanceOf(UnsafePathError)
+      }
+      expect((yield* logOf("s")).length).toBe(0)
+    }))
+    expect(readFileSync(join(outside, "secret.txt"), "utf8")).toBe("secret")
+    expect(diskState(outside)).toEqual({ "secret.txt": { data: Buffer.from("secret").toString("base64"), mode: expect.any(Number) } })
+  })
+
+  it("edit needs an exact, unique match; a failed edit records nothing", async () => {
+    const workdir = freshWorkdir()
+    await run("memory", workdir, Effect.gen(function*() {
+      const tools = yield* FileTools.FileTools
+      const context = { sessionId: "s", toolUseId: "t1" }
+      yield* tools.writeFile(context, { path: "f.txt", content: "one two two" })
+      const headBefore = (yield* logOf("s")).length
+      const missing = yield* failureOf(tools.editFile(context, { path: "f.txt", old_string: "three", new_string: "x" }))
+      expect(missing).toBeInstanceOf(ToolInputError)
+      expect(String((missing as Error).message)).toContain("not found")
+      const ambiguous = yield* failureOf(tools.editFile(context, { path: "f.txt", old_string: "two", new_string: "x" }))
+      expect(String((ambiguous as Error).message)).toContain("more than once")
+      expect(yield* failureOf(tools.editFile(context, { path: "nope.txt", old_string: "a", new_string: "b" }))).toBeInstanceOf(ToolInputError)
+      expect((yield* logOf("s")).length).toBe(headBefore)
+      yield* tools.editFile(context, { path: "f.txt", old_string: "one", new_string: "1" })
+      expect(yield* tools.readFile({ path: "f.txt" })).toBe("1 two two")
+      expect(yield* tools.listFiles({})).toEqual(["f.txt"])
+    }))
+  })
+
+  it("snapshot once per path per checkpoint, record a hash after every change, and mark oversized files unavailable", async () => {
+    const workdir = freshWorkdir()
+    writeFileSync(join(workdir, "big.bin"), Buffer.alloc(2048, 7))
+    await run("file", workdir, Effect.gen(function*() {
+      yield* turn("s", "p1", [
+        { name: "write_file", input: { path: "a.txt", content: "1" } },
+        { name: "write_file", input: { path: "a.txt", content: "2" } },
+        { name: "write_file", input: { path: "big.bin", content: "small now" } }
+      ])
+      yield* turn("s", "p2", [{ name: "write_file", input: { path: "a.txt", content: "3" } }])
+      const events = (yield* logOf("s")).map((s) => s.event)
+      const snapshots = events.filter((e): e is FileSnapshot => e._tag === "FileSnapshot")
+      expect(snapshots.map((s) => [s.path, s.state._tag])).toEqual([["a.txt", "missing"], ["big.bin", "unavailable"], ["a.txt", "content"]])
+      const changes = events.filter((e): e is FileChange => e._tag === "FileChange")
+      expect(changes).toHaveLength(4)
+      expect(changes.every((c) => c.after?._tag === "file" && /^[0-9a-f]{64}$/.test(c.after.sha256))).toBe(true)
+      const big = snapshots[1]!
+      expect(big.state._tag === "unavailable" && big.state.reason).toContain("snapshot cap of 1024 bytes")
+      const checkpoints = yield* (yield* TimeTravel.TimeTravel).listCheckpoints("s")
+      expect(checkpoints.map((c) => [c.prompt, c.files, c.unavailableFiles])).toEqual([
+        ["p1", ["a.txt"], ["big.bin"]],
+        ["p2", ["a.txt"], []]
+      ])
+    }), { snapshotMaxBytes: 1024 })
+  })
+})
+
+describe("restore refuses, with a reason per file, and changes nothing", () => {
+  for (const backend of BACKENDS) {
+    it(`${backend}: an edit made outside the tools is detected; dry run shows the reason`, async () => {
+      const workdir = freshWorkdir()
+      await run(backend, workdir, Effect.gen(function*() {
+        const { first } = yield* twoPrompts
+        writeFileSync(join(workdir, "a.txt"), "ALPHA plus my own edit\n")
+        const disk = diskState(workdir)
+        const log = (yield* logOf("s")).length
+        const timeTravel = yield* TimeTravel.TimeTravel
+        const dry = yield* timeTravel.restore("s", first, { dryRun: true })
+        expect(dry.dryRun).toBe(true)
+        expect(dry.refusals).toEqual([expect.objectContaining({ path: "a.txt", reason: "modified_externally" })])
+        expect(dry.plan.map((p) => [p.path, p.action, p.refusal?.reason])).toEqual([
+          ["a.txt", "delete", "modified_externally"],
+          ["c.txt", "delete", undefined],
+          ["src/b.txt", "delete", undefined]
+        ])
+        const error = yield* failureOf(timeTravel.restore("s", first))
+        expect(error).toBeInstanceOf(RestoreRefusedError)
+        expect((error as RestoreRefusedError).refusals.map((r) => [r.path, r.reason])).toEqual([["a.txt", "modified_externally"]])
+        expect(diskState(workdir)).toEqual(disk)
+        expect((yield* logOf("s")).length).toBe(log)
+        // The way out when the user wants the conversation back anyway:
+        const conversationOnly = yield* timeTravel.restore("s", first, { files: false })
+        expect(conversationOnly).toMatchObject({ restoredFiles: [], conversationRestored: true })
+        expect(diskState(workdir)).toEqual(disk)
+        expect((yield* logOf("s")).length).toBe(first - 1)
+      }))
+    })
+  }
+
+  it("a symlink planted where the agent wrote, or a parent directory swapped for one, is refused; nothing outside is touched", async () => {
+    for (const plant of ["file", "parent"] as const) {
+      const workdir = freshWorkdir()
+      const outside = mkdtempSync(join(tmpdir(), "lite-agent-outside-"))
+      writeFileSync(join(outside, "b.txt"), "outside")
+      await run("file", workdir, Effect.gen(function*() {
+        const { first } = yield* twoPrompts
+        if (plant === "file") {
+          rmSync(join(workdir, "c.txt"))
+          symlinkSync(join(outside, "b.txt"), join(workdir, "c.txt"))
+        } else {
+          rmSync(join(workdir, "src"), { recursive: true })
+          symlinkSync(outside, join(workdir, "src"))
+        }
+        const error = yield* failureOf((yield* TimeTravel.TimeTravel).restore("s", first))
+        expect(error).toBeInstanceOf(RestoreRefusedError)
+        const refusal = (error as RestoreRefusedError).refusals.find((r) => r.reason === "unsafe_path")
+        expect(refusal?.path).toBe(plant === "file" ? "c.txt" : "src/b.txt")
+      }))
+      expect(readFileSync(join(outside, "b.txt"), "utf8")).toBe("outside")
+    }
+  })
+
+  it("not a checkpoint; a tool call cut in half; a tool interrupted between snapshot and change; a missing or unavailable snapshot", async () => {
+    const workdir = freshWorkdir()
+    await run("memory", workdir, Effect.gen(function*() {
+      const checkpointer = yield* Checkpointer
+      const timeTravel = yield* TimeTravel.TimeTravel
+      const { first, second } = yield* twoPrompts
+      const reasons = (error: unknown) => (error as RestoreRefusedError).refusals.map((r) => [r.path, r.reason])
+      expect(reasons(yield* failureOf(timeTravel.restore("s", first + 1)))).toEqual([[undefined, "not_a_checkpoint"]])
+      expect(reasons(yield* failureOf(timeTravel.restore("other", 1)))).toEqual([[undefined, "not_a_checkpoint"]])
+      // A prompt marked as user input while a tool call was still waiting for its result.
+      yield* checkpointer.append("s", [
+        new AssistantMessage({ content: [{ type: "tool_use", id: "slow", name: "bash", input: { command: "sleep 1" } }] }),
+        new UserMessage({ content: "typed while the tool ran", origin: "user" }),
+        new ToolResult({ toolUseId: "slow", toolName: "bash", content: "done", isError: false })
+      ])
+      const cutAt = (yield* timeTravel.listCheckpoints("s")).at(-1)!.seq
+      expect(reasons(yield* failureOf(timeTravel.restore("s", cutAt)))).toEqual([[undefined, "tool_call_cut"]])
+      // Files only: nothing is cut, so that is allowed (and there is nothing to put back).
+      expect((yield* timeTravel.restore("s", cutAt, { conversation: false })).restoredFiles).toEqual([])
+      // A snapshot with no change record after it: the tool was interrupted.
+      const p3 = yield* turn("s", "third", [])
+      yield* checkpointer.append("s", [
+        new FileSnapshot({ toolUseId: "crashed", path: "c.txt", state: { _tag: "missing" } }),
+        new FileChange({ toolUseId: "legacy", path: "src/b.txt", operation: "edit" })
+      ])
+      const refused = yield* failureOf(timeTravel.restore("s", p3))
+      expect(reasons(refused)).toEqual([["c.txt", "tool_interrupted"], ["src/b.txt", "snapshot_missing"]])
+      void second
+    }))
+  })
+
+  it("files the agent never touched, ignored files and .git are left alone", async () => {
+    const workdir = freshWorkdir()
+    mkdirSync(join(workdir, ".git"))
+    writeFileSync(join(workdir, ".git", "HEAD"), "ref: refs/heads/main\n")
+    writeFileSync(join(workdir, ".gitignore"), "build/\n")
+    mkdirSync(join(workdir, "build"))
+    writeFileSync(join(workdir, "build", "out.js"), "compiled")
+    writeFileSync(join(workdir, "user.txt"), "mine")
+    await run("file", workdir, Effect.gen(function*() {
+      const { first } = yield* twoPrompts
+      // Files appear after the checkpoint without the agent: never deleted by restore.
+      writeFileSync(join(workdir, "build", "later.js"), "built after")
+      writeFileSync(join(workdir, ".git", "index"), "git wrote this")
+      const result = yield* (yield* TimeTravel.TimeTravel).restore("s", first)
+      expect([...result.restoredFiles].sort()).toEqual(["a.txt", "c.txt", "src/b.txt"])
+    }))
+    const disk = diskState(workdir)
+    expect(Object.keys(disk).sort()).toEqual([".git/HEAD", ".git/index", ".gitignore", "build/later.js", "build/out.js", "user.txt"])
+    expect(Buffer.from(disk["user.txt"]!.data, "base64").toString()).toBe("mine")
+  })
+
+  it("reports shell commands it cannot undo and records it could not verify", async () => {
+    const workdir = freshWorkdir()
+    await run("memory", workdir, Effect.gen(function*() {
+      const checkpointer = yield* Checkpointer
+      const p1 = yield* turn("s", "run things", [
+        { name: "bash", input: { command: "npm install left-pad" } },
+        { name: "write_file", input: { path: "x.txt", content: "x" } }
+      ])
+      // A change record from before hashes were recorded, after a proper snapshot.
+      yield* checkpointer.append("s", [
+        new FileSnapshot({ toolUseId: "old", path: "legacy.txt", state: { _tag: "missing" } }),
+        new FileChange({ toolUseId: "old", path: "legacy.txt", operation: "write" })
+      ])
+      writeFileSync(join(workdir, "legacy.txt"), "legacy")
+      const result = yield* (yield* TimeTravel.TimeTravel).restore("s", p1)
+      expect(result.commandsNotUndone).toEqual([{ seq: p1 + 1, tool: "bash", input: { command: "npm install left-pad" } }])
+      expect(result.unverifiedFiles).toEqual(["legacy.txt"])
+      expect(diskState(workdir)).toEqual({})
+    }))
+  })
+})
+
+describe("restore part-way failures put everything back", () => {
+  /** A workspace whose n-th write or delete (counting from when `armed` is set) fails, once. */
+  const failingWorkspace = (workdir: string, control: { armed: boolean; writesLeft: number; hang?: boolean }) =>
+    Layer.sync(Workspace.Workspace, () => {
+      const real = Workspace.make(workdir)
+      return {
+        ...real,
+        write: (path: string, data: Uint8Array, mode: number) =>
+          Effect.suspend(() =>
+            control.armed && control.writesLeft-- === 0
+              ? control.hang === true
+                ? Effect.never
+                : Effect.fail(new WorkspaceIOError({ operation: "write", path, detail: "EROFS: read-only file system" }))
+              : real.write(path, data, mode)
+          ),
+        remove: (path: string) =>
+          Effect.suspend(() =>
+            control.armed && control.writesLeft-- === 0
+              ? control.hang === true
+                ? Effect.never
+                : Effect.fail(new WorkspaceIOError({ operation: "delete", path, detail: "EACCES: permission denied" }))
+              : real.remove(path)
+          )
+      }
+    })
+
+  for (const backend of BACKENDS) {
+    it(`${backend}: an I/O failure midway leaves every file and the log as before`, async () => {
+      const workdir = freshWorkdir()
+      const control = { armed: false, writesLeft: 1 }
+      await run(backend, workdir, Effect.gen(function*() {
+        const { first } = yield* twoPrompts
+        const disk = diskState(workdir)
+        const log = (yield* logOf("s")).length
+        control.armed = true
+        const error = yield* failureOf((yield* TimeTravel.TimeTravel).restore("s", first))
+        control.armed = false
+        expect(error).toBeInstanceOf(RestoreFailedError)
+        expect((error as RestoreFailedError).notRolledBack).toEqual([])
+        expect(String((error as Error).message)).toMatch(/EROFS|EACCES/)
+        expect(diskState(workdir)).toEqual(disk)
+        expect((yield* logOf("s")).length).toBe(log)
+      }), { workspace: failingWorkspace(workdir, control) })
+    })
+  }
+
+  it("an abort signal fired after the first file puts it back; progress says start, progress, error", async () => {
+    const workdir = freshWorkdir()
+    await run("file", workdir, Effect.gen(function*() {
+      const { first } = yield* twoPrompts
+      const disk = diskState(workdir)
+      const timeTravel = yield* TimeTravel.TimeTravel
+      const controller = new AbortController()
+      const seen: Array<RestoreProgress> = []
+      const listener = yield* Effect.fork(Stream.runForEach(timeTravel.progress, (progress) =>
+        Effect.sync(() => {
+          seen.push(progress)
+          if (progress.phase === "progress") controller.abort()
+        })))
+      yield* Effect.sleep("20 millis")
+      const error = yield* failureOf(timeTravel.restore("s", first, { signal: controller.signal }))
+      expect(error).toBeInstanceOf(RestoreFailedError)
+      expect((error as RestoreFailedError).detail).toBe("aborted")
+      yield* Effect.sleep("20 millis")
+      yield* Fiber.interrupt(listener)
+      expect(seen.map((p) => p.phase)).toEqual(["start", "progress", "error"])
+      expect(diskState(workdir)).toEqual(disk)
+      expect((yield* logOf("s")).length).toBeGreaterThan(first)
+    }))
+  })
+
+  it("a fiber interrupted part-way puts back what it changed", async () => {
+    const workdir = freshWorkdir()
+    // The second file operation hangs (a stuck disk): the restore is interrupted there.
+    const control = { armed: false, writesLeft: 1, hang: true }
+    await run("memory", workdir, Effect.gen(function*() {
+      const { first } = yield* twoPrompts
+      const disk = diskState(workdir)
+      const log = (yield* logOf("s")).length
+      const timeTravel = yield* TimeTravel.TimeTravel
+      control.armed = true
+      const fiber = yield* Effect.fork(timeTravel.restore("s", first))
+      yield* Effect.sleep("100 millis")
+      expect(diskState(workdir)).not.toEqual(disk) // the first file was changed before the hang
+      const exit = yield* Fiber.interrupt(fiber)
+      control.armed = false
+      expect(exit._tag).toBe("Failure")
+      expect(diskState(workdir)).toEqual(disk)
+      expect((yield* logOf("s")).length).toBe(log)
+    }), { workspace: failingWorkspace(workdir, control) })
+  })
+
+  it("a conflict at the truncate puts the files back too", async () => {
+    const workdir = freshWorkdir()
+    const control = { armed: false, writesLeft: Number.POSITIVE_INFINITY }
+    await run("memory", workdir, Effect.gen(function*() {
+      const { first } = yield* twoPrompts
+      const disk = diskState(workdir)
+      const checkpointer = yield* Checkpointer
+      const timeTravel = yield* TimeTravel.TimeTravel
+      // Another writer appends while the restore is writing files.
+      const listener = yield* Effect.fork(Stream.runForEach(timeTravel.progress, (p) =>
+        p.phase === "progress" && p.completed === 1
+          ? Effect.asVoid(checkpointer.append("s", [new UserMessage({ content: "sneaky", origin: "user" })]))
+          : Effect.void))
+      yield* Effect.sleep("20 millis")
+      const error = yield* failureOf(timeTravel.restore("s", first))
+      yield* Fiber.interrupt(listener)
+      expect(error).toBeInstanceOf(RestoreFailedError)
+      expect(String((error as Error).message)).toContain("expected head")
+      expect(diskState(workdir)).toEqual(disk)
+    }), { workspace: failingWorkspace(workdir, control) })
+  })
+})
