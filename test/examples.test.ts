@@ -19,4 +19,13 @@ describe("examples", () => {
     expect(output).toContain('checkpoint 1 "Fix the answer in src/answer.ts" files=[src/answer.ts]')
     expect(output).toContain('checkpoint 6 "Now add a test" files=[]')
   })
+
+  it("time-travel.ts rolls files and conversation back, and refuses to overwrite a hand edit", () => {
+    const output = runExample("time-travel.ts")
+    expect(output).toContain('checkpoint 6: "Make it louder" files=[farewell.txt, greeting.txt]')
+    expect(output).toContain("refused: farewell.txt modified_externally")
+    expect(output).toContain("restored: farewell.txt, greeting.txt; conversation restored: true")
+    expect(output).toContain('greeting.txt is now: "hello\\n"')
+    expect(output).toContain("checkpoints left: Create the greeting")
+  })
 })
