@@ -122,6 +122,56 @@ describe("file tools", () => {
   })
 })
 
+describe("file tools keep restore possible and files intact", () => {
+  it("a change that fails on disk is recorded as what is really there, and restore still works", async () => {
+    const workdir = freshWorkdir()
+    const control = { failNext: false }
+    const flaky = Layer.sync(Workspace.Workspace, () => {
+      const real = Workspace.make(workdir)
+      return {
+        ...real,
+        write: (path: string, data: Uint8Array, mode: number) =>
+          Effect.suspend(() => {
+            if (!control.failNext) return real.write(path, data, mode)
+            control.failNext = false
+            return Effect.fail(new WorkspaceIOError({ operation: "write", path, detail: "ENOSPC: no space left on device" }))
+          })
+      }
+    })
+    await run("memory", workdir, Effect.gen(function*() {
+      const tools = yield* FileTools.FileTools
+      const first = yield* turn("s", "one", [{ name: "write_file", input: { path: "a.txt", content: "v1" } }])
+      const second = yield* turn("s", "two", [])
+      control.failNext = true
+      const failed = yield* failureOf(tools.writeFile({ sessionId: "s", toolUseId: "t-fail" }, { path: "a.txt", content: "v2" }))
+      expect(failed).toBeInstanceOf(WorkspaceIOError)
+      const changes = (yield* logOf("s")).map((s) => s.event).filter((e): e is FileChange => e._tag === "FileChange")
+      expect(changes.at(-1)).toMatchObject({ toolUseId: "t-fail", after: { _tag: "file" } })
+      expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("v1")
+      const timeTravel = yield* TimeTravel.TimeTravel
+      expect((yield* timeTravel.restore("s", second)).restoredFiles).toEqual(["a.txt"])
+      expect((yield* timeTravel.restore("s", first)).restoredFiles).toEqual(["a.txt"])
+      expect(diskState(workdir)).toEqual({})
+    }), { workspace: flaky })
+  })
+
+  it("overwriting an oversized file keeps its mode; edits change only the matched bytes", async () => {
+    const workdir = freshWorkdir()
+    writeFileSync(join(workdir, "big.bin"), Buffer.alloc(4096, 1), { mode: 0o751 })
+    const bom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from("key=old\n"), Buffer.from([0xff, 0xfe])])
+    writeFileSync(join(workdir, "conf.txt"), bom)
+    await run("memory", workdir, Effect.gen(function*() {
+      const tools = yield* FileTools.FileTools
+      yield* tools.writeFile({ sessionId: "s", toolUseId: "t1" }, { path: "big.bin", content: "small" })
+      yield* tools.editFile({ sessionId: "s", toolUseId: "t2" }, { path: "conf.txt", old_string: "old", new_string: "new" })
+    }), { snapshotMaxBytes: 1024 })
+    expect(diskState(workdir)["big.bin"]!.mode).toBe(0o751)
+    expect(readFileSync(join(workdir, "conf.txt"))).toEqual(
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from("key=new\n"), Buffer.from([0xff, 0xfe])])
+    )
+  })
+})
+
 describe("restore refuses, with a reason per file, and changes nothing", () => {
   for (const backend of BACKENDS) {
     it(`${backend}: an edit made outside the tools is detected; dry run shows the reason`, async () => {

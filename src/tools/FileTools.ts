@@ -58,7 +58,7 @@ export const make = (options: FileToolsOptions = {}) =>
     const workspace = yield* Workspace
     const checkpointer = yield* Checkpointer
     const snapshotMaxBytes = options.snapshotMaxBytes ?? DEFAULT_SNAPSHOT_MAX_BYTES
-    // One mutation at a time per session, so snapshot decisions see every earlier record.
+    // One mutation at a time, so snapshot decisions see every earlier record.
     const lock = yield* Effect.makeSemaphore(1)
 
     /** The session folded up to its current head. */
@@ -90,6 +90,12 @@ export const make = (options: FileToolsOptions = {}) =>
      * the current one (failing before anything is recorded), snapshot if needed, apply,
      * record what was left.
      */
+    const leftAt = (path: string) =>
+      Effect.map(workspace.inspect(path), (state) =>
+        state.kind === "file"
+          ? { _tag: "file" as const, sha256: sha256Hex(state.data), size: state.data.length, mode: state.mode }
+          : { _tag: "absent" as const })
+
     const mutate = (
       tool: string,
       operation: FileChange["operation"],
@@ -101,50 +107,48 @@ export const make = (options: FileToolsOptions = {}) =>
         yield* workspace.resolve(rawPath)
         const path = normalizeRelative(rawPath)
         // An oversized file that is replaced or deleted is never read whole: it cannot be snapshotted anyway.
-        const size = yield* workspace.sizeOf(path)
-        const oversized = size !== undefined && size > snapshotMaxBytes
+        const found = yield* workspace.stat(path)
+        const oversized = found !== undefined && found.size > snapshotMaxBytes
         const current: PathState = oversized && (operation === "write" || operation === "delete")
-          ? { kind: "file", data: new Uint8Array(0), mode: 0 }
+          ? { kind: "file", data: new Uint8Array(0), mode: found.mode }
           : yield* workspace.inspect(path)
         if (current.kind === "other") {
           return yield* new ToolInputError({ tool, path, detail: `the path is ${current.description}` })
         }
+        // Invalid input fails here, before anything is recorded or changed.
         const target = yield* next(current)
         const state = yield* stateOf(context.sessionId)
-        let head = state.head
-        if (Session.needsSnapshot(state, path)) {
-          const snapshotState: FileSnapshotState = oversized
-            ? { _tag: "unavailable", reason: `${size} bytes is larger than the snapshot cap of ${snapshotMaxBytes} bytes`, size }
-            : yield* snapshotOf(current)
-          head = yield* checkpointer.append(
-            context.sessionId,
-            [new FileSnapshot({ toolUseId: context.toolUseId, path, state: snapshotState })],
-            head
-          )
-        }
-        if (target.kind === "absent") {
-          yield* workspace.remove(path)
-        } else if (operation === "chmod" && current.kind === "file") {
-          yield* workspace.chmod(path, target.mode)
-        } else {
-          yield* workspace.write(path, target.data, target.mode)
-        }
-        const digest = target.kind === "absent" ? null : sha256Hex(target.data)
-        yield* checkpointer.append(
-          context.sessionId,
-          [
-            new FileChange({
+        const snapshot = Session.needsSnapshot(state, path)
+          ? oversized
+            ? new FileSnapshot({
               toolUseId: context.toolUseId,
               path,
-              operation,
-              after: target.kind === "absent"
-                ? { _tag: "absent" }
-                : { _tag: "file", sha256: digest!, size: target.data.length, mode: target.mode }
+              state: {
+                _tag: "unavailable",
+                reason: `${found.size} bytes is larger than the snapshot cap of ${snapshotMaxBytes} bytes`,
+                size: found.size
+              }
             })
-          ],
-          head
-        )
-        return { path, sha256: digest }
+            : new FileSnapshot({ toolUseId: context.toolUseId, path, state: yield* snapshotOf(current) })
+          : undefined
+        const apply = target.kind === "absent"
+          ? workspace.remove(path)
+          : operation === "chmod"
+          ? workspace.chmod(path, target.mode)
+          : workspace.write(path, target.data, target.mode)
+        // From the snapshot to the change record nothing may stop half-way: a snapshot without its
+        // change record makes every earlier checkpoint refuse to restore this path.
+        return yield* Effect.uninterruptible(Effect.gen(function*() {
+          if (snapshot !== undefined) yield* checkpointer.append(context.sessionId, [snapshot], state.head)
+          const applied = yield* Effect.either(apply)
+          // Whatever happened, record what is on disk now; a failed change usually left the old file.
+          const after = yield* leftAt(path)
+          yield* checkpointer.append(context.sessionId, [
+            new FileChange({ toolUseId: context.toolUseId, path, operation, after })
+          ])
+          if (applied._tag === "Left") return yield* Effect.fail(applied.left)
+          return { path, sha256: after._tag === "file" ? after.sha256 : null }
+        }))
       }))
 
     const encode = (content: string | Uint8Array) =>
@@ -181,16 +185,18 @@ export const make = (options: FileToolsOptions = {}) =>
           if (old_string.length === 0) {
             return Effect.fail(new ToolInputError({ tool: "edit_file", path, detail: "old_string is empty" }))
           }
-          const text = new TextDecoder().decode(current.data)
-          const first = text.indexOf(old_string)
+          // Match and splice bytes, so everything outside the match (a BOM, other encodings) stays as it was.
+          const bytes = Buffer.from(current.data.buffer, current.data.byteOffset, current.data.byteLength)
+          const needle = Buffer.from(old_string, "utf8")
+          const first = bytes.indexOf(needle)
           if (first < 0) return Effect.fail(new ToolInputError({ tool: "edit_file", path, detail: "old_string was not found" }))
-          if (text.indexOf(old_string, first + 1) >= 0) {
+          if (bytes.indexOf(needle, first + 1) >= 0) {
             return Effect.fail(
               new ToolInputError({ tool: "edit_file", path, detail: "old_string occurs more than once; give more context" })
             )
           }
-          const edited = text.slice(0, first) + new_string + text.slice(first + old_string.length)
-          return Effect.succeed({ kind: "file" as const, data: encode(edited), mode: current.mode })
+          const edited = Buffer.concat([bytes.subarray(0, first), Buffer.from(new_string, "utf8"), bytes.subarray(first + needle.length)])
+          return Effect.succeed({ kind: "file" as const, data: new Uint8Array(edited), mode: current.mode })
         }),
       deleteFile: (context, { path }) =>
         mutate("delete_file", "delete", context, path, (current) =>

@@ -169,9 +169,13 @@ export const make = Effect.gen(function*() {
       if (dryRun) {
         return { ...report, restoredFiles: [], conversationRestored: false, dryRun: true } satisfies RestoreResult
       }
-      if (refusals.length > 0) return yield* new RestoreRefusedError({ sessionId, seq, refusals })
-
       const publish = (progress: RestoreProgress) => PubSub.publish(hub, progress)
+      if (refusals.length > 0) {
+        const error = new RestoreRefusedError({ sessionId, seq, refusals })
+        yield* publish({ type: "checkpoint_restore", phase: "error", sessionId, seq, error })
+        return yield* error
+      }
+
       const total = plan.files.length
       yield* publish({ type: "checkpoint_restore", phase: "start", sessionId, seq, total })
 
@@ -208,14 +212,19 @@ export const make = Effect.gen(function*() {
           yield* Effect.yieldNow()
         }
         yield* checkAbort
-        // The commit point: once started, the truncate is not interrupted half-way.
-        if (conversation) yield* Effect.uninterruptible(checkpointer.truncate(sessionId, plan.truncateTo, plan.head))
       })
+      // The commit point. It runs uninterruptibly after the files are in place, so it either
+      // commits with the files restored or fails (a conflict) and the files are put back.
+      const commit: Effect.Effect<void, CheckpointerError> = conversation
+        ? Effect.asVoid(checkpointer.truncate(sessionId, plan.truncateTo, plan.head))
+        : Effect.void
 
       // Files are changed while interruptible; a failure, an abort or an interruption puts them back.
       return yield* Effect.uninterruptibleMask((restoreInterruptibility) =>
         Effect.gen(function*() {
-          const outcome = yield* Effect.exit(restoreInterruptibility(execute))
+          const outcome = yield* Effect.exit(
+            Effect.zipRight(restoreInterruptibility(execute), commit)
+          )
           if (outcome._tag === "Failure") {
             const notRolledBack = yield* putBack
             const error = new RestoreFailedError({

@@ -36,8 +36,10 @@ export interface WorkspaceService {
   readonly resolve: (relative: string) => Effect.Effect<string, UnsafePathError>
   /** What is at `relative` now (refusing unsafe paths). */
   readonly inspect: (relative: string) => Effect.Effect<PathState, UnsafePathError | WorkspaceIOError>
-  /** Size in bytes of a regular file at `relative`, or undefined. */
-  readonly sizeOf: (relative: string) => Effect.Effect<number | undefined, UnsafePathError | WorkspaceIOError>
+  /** Size and mode of a regular file at `relative`, without reading it; undefined when there is none. */
+  readonly stat: (
+    relative: string
+  ) => Effect.Effect<{ readonly size: number; readonly mode: number } | undefined, UnsafePathError | WorkspaceIOError>
   /** Replace `relative` atomically with `data` and `mode`, creating parent directories. */
   readonly write: (
     relative: string,
@@ -57,7 +59,7 @@ export const sha256Hex = (data: Uint8Array): string => createHash("sha256").upda
 const codeOf = (error: unknown) =>
   typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
 
-/** The lexical checks, shared by every operation and by restore's planner. */
+/** The lexical checks every operation starts with. */
 export const relativePathProblem = (relative: string): string | undefined => {
   if (typeof relative !== "string" || relative.length === 0) return "the path is empty"
   if (relative.includes("\u0000")) return "the path contains NUL"
@@ -132,13 +134,13 @@ export const make = (workdir: string): WorkspaceService => {
         catch: io("read", relative)
       }))
 
-  const sizeOf = (relative: string) =>
+  const stat = (relative: string) =>
     Effect.flatMap(resolve(relative), (target) =>
       Effect.try({
         try: () => {
           try {
-            const stat = fs.lstatSync(target)
-            return stat.isFile() ? stat.size : undefined
+            const found = fs.lstatSync(target)
+            return found.isFile() ? { size: found.size, mode: found.mode & 0o7777 } : undefined
           } catch (error) {
             if (codeOf(error) === "ENOENT") return undefined
             throw error
@@ -156,6 +158,9 @@ export const make = (workdir: string): WorkspaceService => {
           try {
             fs.writeFileSync(temp, data, { flag: "wx", mode })
             fs.chmodSync(temp, mode)
+            // Right before the rename: the directory must still really be inside the workdir.
+            const realParent = fs.realpathSync(path.dirname(target))
+            if (realParent !== path.dirname(target)) throw new Error("its directory was replaced by a link")
             fs.renameSync(temp, target)
           } catch (error) {
             fs.rmSync(temp, { force: true })
@@ -186,7 +191,7 @@ export const make = (workdir: string): WorkspaceService => {
         catch: io("list", relative)
       }))
 
-  return { root, resolve, inspect, sizeOf, write, remove, chmod, list }
+  return { root, resolve, inspect, stat, write, remove, chmod, list }
 }
 
 export const layer = (workdir: string): Layer.Layer<Workspace, WorkspaceIOError> =>
