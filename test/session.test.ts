@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto"
 import { Arbitrary, Chunk, Effect, Equal, FastCheck as fc, Schema, Stream } from "effect"
 import { describe, expect, it } from "vitest"
 import {
@@ -20,7 +21,6 @@ import {
 const stored = (events: ReadonlyArray<SessionEvent>, startTs = 1_700_000_000_000): Array<StoredEvent> =>
   events.map((event, i) => ({ seq: i + 1, ts: startTs + i, event }))
 
-const sha = (c: string) => c.repeat(64)
 
 /** A comparable picture of a state, independent of object identity (events are re-decoded by backends). */
 const picture = (state: Session.SessionState) => {
@@ -110,7 +110,7 @@ describe("projections", () => {
     new AssistantMessage({ content: [{ type: "tool_use", id, name, input: { path: "a" } }] })
   const content = (text: string) => {
     const data = new TextEncoder().encode(text)
-    return { _tag: "content" as const, data, mode: 0o644, size: data.length, sha256: sha("a") }
+    return { _tag: "content" as const, data, mode: 0o644, size: data.length, sha256: createHash("sha256").update(data).digest("hex") }
   }
 
   it("checkpoints: one per real user prompt, oldest first; runtime messages are not checkpoints", () => {

@@ -6,7 +6,11 @@ import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import Database from "better-sqlite3"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Chunk, Effect, Layer, Stream } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
+import { Checkpointer } from "../src/core/index.js"
 import { SqliteCheckpointer, sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import {
   CheckpointBusyError,
@@ -180,6 +184,27 @@ describe("reads", () => {
     // A fresh read sees the new log whole.
     const fresh = await reader.read("s")
     expect(fresh.map((s) => String((s.event as UserMessage).content)).slice(99, 101)).toEqual(["old 100", "new 101"])
+  })
+})
+
+describe("living beside an application's own SQL", () => {
+  it("an application's @effect/sql transaction around a call neither captures nor breaks it", async () => {
+    const program = Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const c = yield* Checkpointer
+      yield* sql`CREATE TABLE app (x INTEGER)`
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO app VALUES (1)`
+        const head = yield* c.append("s", [message("inside the app's transaction")])
+        const stored = yield* Stream.runCollect(c.read("s"))
+        return [head, Chunk.size(stored), yield* c.head("s")]
+      }))
+    })
+    const layer = Layer.merge(
+      SqliteCheckpointer.layer({ file: freshFile() }),
+      SqliteClient.layer({ filename: freshFile() })
+    )
+    expect(await Effect.runPromise(program.pipe(Effect.provide(layer)))).toEqual([1, 1, 1])
   })
 })
 

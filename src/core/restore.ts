@@ -4,18 +4,15 @@
  * edits), and every reason the restore must be refused. Checking the disk is the caller's
  * job (preflight); this module never does I/O.
  */
-import { createHash } from "node:crypto"
 import { HashMap } from "effect"
 import type { FileAfterState, JsonValue, SessionEvent } from "./events.js"
 import type { Refusal } from "./errors.js"
-import { fold, type FileHistoryEntry, type SessionState } from "./session.js"
+import { type FileHistoryEntry, fold, pathRestore, type PathRestore, type SessionState } from "./session.js"
 
 /** Tools whose effects restore undoes (through snapshots); anything else is reported, not undone. */
 export const FILE_TOOLS: ReadonlySet<string> = new Set(["read_file", "write_file", "edit_file", "delete_file", "list_files", "chmod_file"])
 
-export type FileAction =
-  | { readonly kind: "write"; readonly data: Uint8Array; readonly mode: number }
-  | { readonly kind: "delete" }
+export type FileAction = PathRestore
 
 export interface FilePlan {
   readonly path: string
@@ -47,9 +44,6 @@ export interface RestorePlan {
   readonly commandsNotUndone: ReadonlyArray<CommandAfterCheckpoint>
 }
 
-const sha256 = (data: Uint8Array) => createHash("sha256").update(data).digest("hex")
-
-const fileRefusal = (path: string, reason: Refusal["reason"], detail: string): Refusal => ({ path, reason, detail })
 
 /**
  * Plan a restore of `state` to just before checkpoint `seq`. `events` are the stored events
@@ -106,23 +100,9 @@ export const planRestore = (
   for (const [path, history] of histories) {
     const after = history.toArray().filter((entry) => entry.seq > seq)
     if (after.length === 0) continue
-    const first = after[0]!
-    // Every snapshot after the checkpoint must be followed by its tool's change record.
-    const interrupted = after.find((entry, index) =>
-      entry.kind === "snapshot" &&
-      !after.slice(index + 1).some((later) => later.kind === "change" && later.toolUseId === entry.toolUseId)
-    )
-    if (interrupted !== undefined) {
-      refusals.push(fileRefusal(
-        path,
-        "tool_interrupted",
-        `tool call ${interrupted.toolUseId} snapshotted the file at seq ${interrupted.seq} but never recorded its change`
-      ))
-      continue
-    }
-    const action = actionFor(path, first)
-    if ("reason" in action) {
-      refusals.push(action)
+    const action = pathRestore(after)
+    if (!("kind" in action)) {
+      refusals.push({ path, reason: action.reason, detail: action.detail })
       continue
     }
     const lastChange = [...after].reverse().find(
@@ -133,27 +113,4 @@ export const planRestore = (
     files.push({ path, action, expected })
   }
   return { ...base, files, refusals, unverifiedFiles, commandsNotUndone }
-}
-
-const actionFor = (path: string, first: FileHistoryEntry): FileAction | Refusal => {
-  if (first.kind !== "snapshot") {
-    return fileRefusal(path, "snapshot_missing", `changed at seq ${first.seq} with no snapshot taken before`)
-  }
-  switch (first.state._tag) {
-    case "missing":
-      return { kind: "delete" }
-    case "unavailable":
-      return fileRefusal(path, "snapshot_unavailable", first.state.reason)
-    case "content": {
-      const { data, mode, sha256: recorded, size } = first.state
-      if (data.length !== size || sha256(data) !== recorded) {
-        return fileRefusal(
-          path,
-          "snapshot_truncated",
-          `the snapshot at seq ${first.seq} holds ${data.length} of ${size} bytes or does not match its hash`
-        )
-      }
-      return { kind: "write", data, mode }
-    }
-  }
 }

@@ -3,7 +3,9 @@
  * The state uses persistent collections, so `step` is cheap and old states stay valid;
  * everything else (the conversation, the checkpoints list) is a projection of it.
  */
+import { createHash } from "node:crypto"
 import { Data, HashMap, Option } from "effect"
+import type { RefusalReason } from "./errors.js"
 import { AppendOnly } from "./appendOnly.js"
 import {
   type AssistantMessage,
@@ -229,28 +231,50 @@ export interface Checkpoint {
   readonly unavailableFiles: ReadonlyArray<string>
 }
 
+/** What restoring one path to before a checkpoint does: put these bytes and mode back, or delete it. */
+export type PathRestore =
+  | { readonly kind: "write"; readonly data: Uint8Array; readonly mode: number }
+  | { readonly kind: "delete" }
+
 /**
- * Can this entry, the first one for its path after a checkpoint, put the path back?
- * Only a snapshot can; a change record first means the snapshot is missing, and a
- * snapshot whose data is shorter than the size it recorded was truncated.
+ * How a path can be put back to before a checkpoint, given its history entries after that
+ * checkpoint (oldest first) — or why it cannot. The one rule used by both `checkpoints`
+ * (which files restore can put back) and the restore planner.
  */
-export const isRestorableSnapshot = (entry: FileHistoryEntry): boolean => {
-  if (entry.kind !== "snapshot") return false
-  switch (entry.state._tag) {
+export const pathRestore = (
+  after: ReadonlyArray<FileHistoryEntry>
+): PathRestore | { readonly reason: Exclude<RefusalReason, "not_a_checkpoint" | "tool_call_cut" | "unsafe_path" | "modified_externally">; readonly detail: string } => {
+  const interrupted = after.find((entry, index) =>
+    entry.kind === "snapshot" &&
+    !after.slice(index + 1).some((later) => later.kind === "change" && later.toolUseId === entry.toolUseId)
+  )
+  if (interrupted !== undefined) {
+    return {
+      reason: "tool_interrupted",
+      detail: `tool call ${interrupted.toolUseId} snapshotted the file at seq ${interrupted.seq} but never recorded its change`
+    }
+  }
+  const first = after[0]
+  if (first === undefined || first.kind !== "snapshot") {
+    return { reason: "snapshot_missing", detail: `changed at seq ${first?.seq ?? "?"} with no snapshot taken before` }
+  }
+  switch (first.state._tag) {
     case "missing":
-      return true
-    case "content":
-      return entry.state.data.length === entry.state.size
+      return { kind: "delete" }
     case "unavailable":
-      return false
+      return { reason: "snapshot_unavailable", detail: first.state.reason }
+    case "content": {
+      const { data, mode, sha256, size } = first.state
+      if (data.length !== size || createHash("sha256").update(data).digest("hex") !== sha256) {
+        return {
+          reason: "snapshot_truncated",
+          detail: `the snapshot at seq ${first.seq} holds ${data.length} of ${size} bytes or does not match its hash`
+        }
+      }
+      return { kind: "write", data, mode }
+    }
   }
 }
-
-/** The first history entry of `history` after `seq`, if any. */
-export const firstEntryAfter = (
-  history: AppendOnly<FileHistoryEntry>,
-  seq: number
-): FileHistoryEntry | undefined => history.find((entry) => entry.seq > seq)
 
 /** The rollback anchors, one per real user prompt, oldest first. */
 export const checkpoints = (state: SessionState): ReadonlyArray<Checkpoint> => {
@@ -259,9 +283,9 @@ export const checkpoints = (state: SessionState): ReadonlyArray<Checkpoint> => {
     const files: Array<string> = []
     const unavailableFiles: Array<string> = []
     for (const [path, history] of histories) {
-      const first = firstEntryAfter(history, anchor.seq)
-      if (first === undefined) continue
-      ;(isRestorableSnapshot(first) ? files : unavailableFiles).push(path)
+      const after = history.toArray().filter((entry) => entry.seq > anchor.seq)
+      if (after.length === 0) continue
+      ;("kind" in pathRestore(after) ? files : unavailableFiles).push(path)
     }
     return { seq: anchor.seq, prompt: anchor.prompt, ts: anchor.ts, files, unavailableFiles }
   })

@@ -47,7 +47,8 @@ const makeFacade = <R, E>(layer: Layer.Layer<Checkpointer | R, E>) => {
     readIterable: (sessionId, options) => ({
       async *[Symbol.asyncIterator]() {
         if (closed) throw new CheckpointerClosedError()
-        const base = await runtime.runtime()
+        // Through runForPromise, so a layer that fails to build rejects with its own error.
+        const base = await runForPromise(runtime, runtime.runtimeEffect)
         const service = Context.get(base.context as Context.Context<Checkpointer>, Checkpointer)
         const chunks = Stream.toAsyncIterableRuntime(Stream.chunks(service.read(sessionId, options)), base)
         for await (const chunk of chunks) yield* chunk

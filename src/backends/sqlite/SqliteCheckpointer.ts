@@ -15,6 +15,7 @@ import { SqliteClient } from "@effect/sql-sqlite-node"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import { Chunk, Context, Duration, Effect, Layer, Option, Random, Scope, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
@@ -128,6 +129,20 @@ const migrations = Migrator.fromRecord({
     ], { discard: true }))
 })
 
+/**
+ * The connection of lite-agent's own write transaction. Private on purpose: @effect/sql's
+ * `TransactionConnection` is shared by every SQL client, and an application's transaction
+ * must never capture (or be captured by) the checkpointer's statements.
+ */
+class WriteTransaction extends Context.Tag("@lite-agent/checkpoint-sqlite/WriteTransaction")<
+  WriteTransaction,
+  readonly [connection: Connection, depth: number]
+>() {}
+
+/** Run `effect` as if no application SQL transaction were in progress around it. */
+const outsideCallerTransactions = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.mapInputContext(effect, (context: Context.Context<never>) => Context.omit(SqlClient.TransactionConnection)(context))
+
 interface EventRow {
   readonly seq: number
   readonly ts: number
@@ -186,7 +201,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
     // ------------------------------------------------------------------------------------
 
     const immediateTransaction = SqlClient.makeWithTransaction({
-      transactionTag: SqlClient.TransactionConnection,
+      transactionTag: WriteTransaction,
       spanAttributes: [["db.system.name", "sqlite"]],
       acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
         Effect.map(Scope.extend(sql.reserve, scope), (connection) => [scope, connection] as const)),
@@ -201,6 +216,15 @@ export const make = (options: SqliteCheckpointerOptions) =>
       rollbackSavepoint: (connection, id) =>
         connection.executeUnprepared(`ROLLBACK TO SAVEPOINT lite_agent_${id}`, [], undefined)
     })
+
+    /** The connection of the write transaction the current fiber is in. */
+    const transactionConnection = Effect.flatMap(
+      Effect.serviceOption(WriteTransaction),
+      Option.match({
+        onNone: () => Effect.dieMessage("lite-agent: a write ran outside its transaction"),
+        onSome: ([connection]) => Effect.succeed(connection)
+      })
+    )
 
     /**
      * Run `body` in one BEGIN IMMEDIATE transaction. While another process holds the write
@@ -264,6 +288,10 @@ export const make = (options: SqliteCheckpointerOptions) =>
         if (current < SCHEMA_VERSION) yield* pragma(`PRAGMA user_version = ${SCHEMA_VERSION}`)
       }).pipe(
         Effect.provideService(SqlClient.SqlClient, sql),
+        // The migrator speaks through the SQL client: point it at this transaction's connection.
+        (migration) =>
+          Effect.flatMap(transactionConnection, (connection) =>
+            Effect.provideService(migration, SqlClient.TransactionConnection, [connection, 1] as const)),
         Effect.mapError((error) =>
           error instanceof SchemaVersionError || error instanceof SqlError
             ? error
@@ -287,15 +315,8 @@ export const make = (options: SqliteCheckpointerOptions) =>
      * Statements on the transaction's own connection, skipping the statement compiler:
      * appends are the hot path, and these few statements never change shape.
      */
-    const onConnection = Effect.flatMap(
-      Effect.serviceOption(SqlClient.TransactionConnection),
-      Option.match({
-        onNone: () => Effect.dieMessage("lite-agent: a write ran outside its transaction"),
-        onSome: ([connection]) =>
-          Effect.succeed((statement: string, params: ReadonlyArray<unknown>) =>
-            connection.execute(statement, params, undefined))
-      })
-    )
+    const onConnection = Effect.map(transactionConnection, (connection) =>
+      (statement: string, params: ReadonlyArray<unknown>) => connection.execute(statement, params, undefined))
 
     const driver: Checkpointer.CheckpointerDriver = {
       withSession: (sessionId, use) =>
@@ -356,31 +377,34 @@ export const make = (options: SqliteCheckpointerOptions) =>
           { after: sinceSeq, generation: undefined as number | undefined, startHead: undefined as number | undefined },
           (cursor) =>
             Effect.gen(function*() {
-              const rows = yield* readStatement(
+              const rows = yield* outsideCallerTransactions(readStatement(
                 sql<EventRow>`SELECT e.seq AS seq, e.ts AS ts, e.event AS event, s.head AS head, s.generation AS generation
                   FROM lite_agent_events e JOIN lite_agent_sessions s ON s.id = e.session_id
                   WHERE e.session_id = ${sessionId} AND e.seq > ${cursor.after}
                   ORDER BY e.seq LIMIT ${READ_PAGE_ROWS}`,
                 "read"
-              )
+              ))
               const first = rows[0]
               if (first !== undefined && cursor.generation !== undefined && first.generation !== cursor.generation) {
-                const actual = yield* readStatement(headOf(sessionId), "read")
+                const actual = yield* outsideCallerTransactions(readStatement(headOf(sessionId), "read"))
                 // The log was truncated (or deleted and re-created) while this read paged through it.
                 return yield* new CheckpointConflictError({ sessionId, expected: cursor.startHead ?? cursor.after, actual })
               }
-              const records = Chunk.unsafeFromArray(rows.map((row) => {
-                let event: unknown
+              const records: Array<{ readonly seq: number; readonly ts: number; readonly event: unknown }> = []
+              for (const row of rows) {
                 try {
-                  event = JSON.parse(row.event)
-                } catch {
-                  event = { _tag: "UnreadableJson" }
+                  records.push({ seq: row.seq, ts: row.ts, event: JSON.parse(row.event) })
+                } catch (cause) {
+                  return yield* new CheckpointIntegrityError({
+                    sessionId,
+                    seq: row.seq,
+                    detail: `the stored event is not JSON: ${String(cause)}`
+                  })
                 }
-                return { seq: row.seq, ts: row.ts, event }
-              }))
+              }
               const last = rows.at(-1)
               return [
-                records,
+                Chunk.unsafeFromArray(records),
                 rows.length === READ_PAGE_ROWS && last !== undefined
                   ? Option.some({
                     after: last.seq,
@@ -409,7 +433,14 @@ export const make = (options: SqliteCheckpointerOptions) =>
         )
     }
 
-    const service = yield* Checkpointer.make(driver)
+    const isolated: Checkpointer.CheckpointerDriver = {
+      withSession: (sessionId, use) => outsideCallerTransactions(driver.withSession(sessionId, use)),
+      read: driver.read,
+      head: (sessionId) => outsideCallerTransactions(driver.head(sessionId)),
+      list: outsideCallerTransactions(driver.list),
+      delete: (sessionId) => outsideCallerTransactions(driver.delete(sessionId))
+    }
+    const service = yield* Checkpointer.make(isolated)
     return { service, integrity: { checkIntegrity: quickCheck } }
   })
 
