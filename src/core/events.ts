@@ -5,7 +5,10 @@
  */
 import { Schema } from "effect"
 
-/** Bumped when an event changes incompatibly; readers refuse newer versions. */
+/**
+ * The version of this event vocabulary, written in `SessionMetadata.formatVersion`. A record
+ * this reader does not understand is refused by its schema (`EventDecodeError`).
+ */
 export const EVENT_FORMAT_VERSION = 1
 
 // ---------------------------------------------------------------------------
@@ -75,7 +78,7 @@ const FileMode = Schema.Int.pipe(Schema.between(0, 0o7777), Schema.annotations({
 /**
  * A message from the user. `origin: "user"` is the explicit marker that a person
  * typed it; every such message is a checkpoint. Records written before the marker
- * existed have no `origin` and go through {@link inferUserCheckpoint}.
+ * existed have no `origin` and go through {@link isUserCheckpoint}.
  */
 export class UserMessage extends Schema.TaggedClass<UserMessage>()("UserMessage", {
   content: UserContent,

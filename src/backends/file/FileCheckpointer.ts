@@ -222,9 +222,10 @@ export const make = (options: FileCheckpointerOptions = {}) =>
           // Always flushed: the rename must never expose a file whose data is not on disk.
           yield* handle.flush
         }))
+        // onError also runs on interruption: no temporary file is left behind either way.
         yield* written.pipe(
           Effect.zipRight(files.rename(temp, target)),
-          Effect.tapError(() => files.remove(temp).pipe(Effect.ignore))
+          Effect.onError(() => files.remove(temp).pipe(Effect.ignore))
         )
         yield* files.flushDirectory(directory)
       })

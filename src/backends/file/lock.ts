@@ -31,9 +31,10 @@ const useAbstractNamespace = process.platform === "linux"
 
 /** Where the lock for (`realDir`, `sessionId`) lives. Stable for every process on the machine. */
 export const lockAddress = (realDir: string, sessionId: string): string => {
-  const digest = createHash("sha256").update(realDir).update("\0").update(sessionId).digest("hex").slice(0, 40)
+  const digest = createHash("sha256").update(realDir).update("\0").update(sessionId).digest("hex").slice(0, 32)
   if (useAbstractNamespace) return `\0lite-agent/session-lock/${digest}`
-  const dir = join(tmpdir(), "lite-agent-locks")
+  // Socket paths are limited to 104 bytes on macOS: keep the name short and the directory shallow.
+  const dir = join(process.platform === "win32" ? tmpdir() : "/tmp", "lite-agent-locks")
   mkdirSync(dir, { recursive: true, mode: 0o700 })
   return join(dir, `${digest}.sock`)
 }
