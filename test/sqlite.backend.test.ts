@@ -2,9 +2,11 @@
  * The SQLite backend beyond the shared contract: options, versions, the busy wait that
  * never freezes the event loop, reads racing a truncate, and closing.
  */
+import { execFile } from "node:child_process"
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { promisify } from "node:util"
 import Database from "better-sqlite3"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -22,6 +24,7 @@ import {
   UserMessage
 } from "../src/index.js"
 
+const run = promisify(execFile)
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "lite-agent-sqlite-")), "sessions.db")
 const message = (text: string) => new UserMessage({ content: text, origin: "user" })
 
@@ -185,6 +188,30 @@ describe("reads", () => {
     const fresh = await reader.read("s")
     expect(fresh.map((s) => String((s.event as UserMessage).content)).slice(99, 101)).toEqual(["old 100", "new 101"])
   })
+})
+
+describe("several processes opening a brand-new database at the same instant", () => {
+  it("all of them create or find the schema and append; none sees a locked database", async () => {
+    const file = freshFile()
+    const worker = join(import.meta.dirname, "workers", "sqlite-opener.ts")
+    const results: Array<{ ok: boolean; head?: number; tag?: string; message?: string }> = []
+    for (let trial = 0; trial < 2; trial++) {
+      const trialFile = trial === 0 ? file : freshFile()
+      // Far enough ahead for every process to have loaded its modules.
+      const at = Date.now() + 6000
+      const outputs = await Promise.all(
+        [1, 2, 3, 4].map((n) =>
+          run(process.execPath, ["--import", "tsx", worker, trialFile, String(at), `p${n}`], {
+            cwd: join(import.meta.dirname, "..")
+          }))
+      )
+      const trialResults = outputs.map(({ stdout }) => JSON.parse(stdout.trim().split("\n").at(-1)!))
+      expect(trialResults.filter((r) => !r.ok), JSON.stringify(trialResults)).toEqual([])
+      expect(trialResults.map((r) => r.head).sort()).toEqual([1, 2, 3, 4])
+      results.push(...trialResults)
+    }
+    expect(results).toHaveLength(8)
+  }, 120_000)
 })
 
 describe("living beside an application's own SQL", () => {

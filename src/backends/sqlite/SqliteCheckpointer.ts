@@ -161,13 +161,31 @@ export const make = (options: SqliteCheckpointerOptions) =>
     )
     const sql: SqlClient.SqlClient = client
     const pragma = (statement: string) => sql.unsafe<Record<string, unknown>>(statement)
-    const onOpen = <A>(effect: Effect.Effect<A, SqlError>, what: string) =>
-      Effect.mapError(effect, toCheckpointerError(what))
+    /**
+     * Statements outside a write transaction can meet a busy database too (another process
+     * creating the schema or switching to WAL, a checkpoint resetting the WAL): retry them with
+     * the same asynchronous back-off, up to `busyTimeoutMs`.
+     */
+    const readStatement = <A>(statement: Effect.Effect<A, SqlError>, operation: string) =>
+      Effect.gen(function*() {
+        const started = Date.now()
+        let pauseMs = 1
+        while (true) {
+          const outcome = yield* Effect.either(statement)
+          if (outcome._tag === "Right") return outcome.right
+          if (!isBusy(outcome.left)) return yield* Effect.fail(toCheckpointerError(operation)(outcome.left))
+          const waited = Date.now() - started
+          if (waited >= config.busyTimeoutMs) {
+            return yield* new CheckpointBusyError({ waitedMs: waited, detail: `${operation}: the database stayed locked` })
+          }
+          yield* Effect.sleep(Duration.millis(pauseMs))
+          pauseMs = Math.min(pauseMs * 2, MAX_BACKOFF_MS)
+        }
+      })
+    const onOpen = readStatement
 
     // Refuse before touching anything: an old library, a newer schema, a corrupt file.
-    const [{ version }] = (yield* onOpen(sql<{ version: string }>`SELECT sqlite_version() AS version`, "open")) as [
-      { version: string }
-    ]
+    const version = (yield* onOpen(sql<{ version: string }>`SELECT sqlite_version() AS version`, "open"))[0]?.version ?? "unknown"
     const versionProblem = sqliteVersionProblem(version)
     if (versionProblem !== undefined) return yield* new ConfigurationError({ option: "file", detail: versionProblem })
     yield* onOpen(pragma(`PRAGMA busy_timeout = ${NATIVE_BUSY_TIMEOUT_MS}`), "open")
@@ -256,22 +274,6 @@ export const make = (options: SqliteCheckpointerOptions) =>
           }
           const jitter = yield* Random.nextRange(0.5, 1)
           yield* Effect.sleep(Duration.millis(Math.min(pauseMs * jitter, config.busyTimeoutMs - waited)))
-          pauseMs = Math.min(pauseMs * 2, MAX_BACKOFF_MS)
-        }
-      })
-
-    /** Reads can meet a busy database too (a checkpoint resetting the WAL): retry them the same way. */
-    const readStatement = <A>(statement: Effect.Effect<A, SqlError>, operation: string) =>
-      Effect.gen(function*() {
-        const started = Date.now()
-        let pauseMs = 1
-        while (true) {
-          const outcome = yield* Effect.either(statement)
-          if (outcome._tag === "Right") return outcome.right
-          if (!isBusy(outcome.left) || Date.now() - started >= config.busyTimeoutMs) {
-            return yield* Effect.fail(toCheckpointerError(operation)(outcome.left))
-          }
-          yield* Effect.sleep(Duration.millis(pauseMs))
           pauseMs = Math.min(pauseMs * 2, MAX_BACKOFF_MS)
         }
       })
