@@ -153,13 +153,6 @@ export class ForwardScanner {
     this.carryOffset = startOffset
   }
 
-  /** Offset just after the last committed batch seen so far. */
-  committedEnd: number | undefined
-
-  get head(): number {
-    return this.lastCommittedSeq
-  }
-
   push(chunk: Uint8Array): Array<ScannedRecord> | CheckpointIntegrityError {
     const bytes = this.carry.length === 0 ? asBuffer(chunk) : Buffer.concat([this.carry, chunk])
     const out: Array<ScannedRecord> = []
@@ -188,7 +181,6 @@ export class ForwardScanner {
         if (line.seq === line.batchEnd) {
           for (const record of this.pending) if (record.seq > this.sinceSeq) out.push(record)
           this.lastCommittedSeq = line.seq
-          this.committedEnd = this.carryOffset + newline + 1
           this.pending = []
         }
       }

@@ -425,13 +425,14 @@ export const make = (options: SqliteCheckpointerOptions) =>
       delete: (sessionId) =>
         writeTransaction(
           sessionId,
-          Effect.mapError(
-            Effect.all([
-              sql`DELETE FROM lite_agent_events WHERE session_id = ${sessionId}`,
-              sql`DELETE FROM lite_agent_sessions WHERE id = ${sessionId}`
-            ], { discard: true }),
-            toCheckpointerError("delete")
-          )
+          Effect.flatMap(onConnection, (execute) =>
+            Effect.mapError(
+              Effect.all([
+                execute("DELETE FROM lite_agent_events WHERE session_id = ?", [sessionId]),
+                execute("DELETE FROM lite_agent_sessions WHERE id = ?", [sessionId])
+              ], { discard: true }),
+              toCheckpointerError("delete")
+            ))
         )
     }
 
