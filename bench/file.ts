@@ -9,15 +9,10 @@ import { join } from "node:path"
 import { Effect, Stream } from "effect"
 import { lockAddress, withProcessLock } from "../src/backends/file/lock.js"
 import { recordLine } from "../src/backends/file/format.js"
-import { AssistantMessage, Checkpointer, encodeStoredEvent, Session, UserMessage } from "../src/core/index.js"
+import { Checkpointer, encodeStoredEvent, Session } from "../src/core/index.js"
+import { eventFor, median, ms, ratio } from "./shared.js"
 import { fileCheckpointer } from "../src/index.js"
 
-const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6
-
-const eventFor = (i: number) =>
-  i % 2 === 0
-    ? new UserMessage({ content: `prompt ${i}: please refactor the module and keep the tests green`, origin: "user" })
-    : new AssistantMessage({ content: [{ type: "text", text: `answer ${i}: done, the tests pass and the diff is small` }] })
 
 /** The raw baseline: lock, read the tail to learn the head, append one line, optionally fdatasync. */
 const rawAppends = async (dir: string, count: number, durable: boolean) => {
@@ -54,9 +49,7 @@ const memoryMb = () => process.memoryUsage().heapUsed / 1024 / 1024
 
 export const runFileBench = async () => {
   const rows: Array<Array<string>> = []
-  const ratio = (value: number, baseline: number) => `${(value / baseline).toFixed(2)}×`
 
-  const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
   for (const synchronous of ["normal", "full"] as const) {
     const count = synchronous === "full" ? 400 : 3000
     const durable = synchronous === "full"

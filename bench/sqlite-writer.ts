@@ -9,6 +9,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks"
 import Database from "better-sqlite3"
 import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import { CheckpointBusyError, CheckpointConflictError, UserMessage } from "../src/index.js"
+import { rawSqliteAppender } from "./shared.js"
 
 const [file, mode, durationArg, monitorArg] = process.argv.slice(2)
 const durationMs = Number(durationArg)
@@ -35,18 +36,9 @@ if (mode === "library") {
   const db = new Database(file!)
   db.pragma("journal_mode = WAL")
   db.pragma("busy_timeout = 5000")
-  const head = db.prepare("SELECT head FROM lite_agent_sessions WHERE id = ?").pluck()
-  const insert = db.prepare("INSERT INTO lite_agent_events (session_id, seq, ts, event) VALUES (?, ?, ?, ?)")
-  const upsert = db.prepare(
-    "INSERT INTO lite_agent_sessions (id, head, mtime, generation) VALUES (?, ?, ?, 1) ON CONFLICT (id) DO UPDATE SET head = excluded.head, mtime = excluded.mtime"
-  )
-  const append = db.transaction((text: string) => {
-    const next = ((head.get("contended") as number | undefined) ?? 0) + 1
-    insert.run("contended", next, Date.now(), JSON.stringify({ _tag: "UserMessage", content: text, origin: "user" }))
-    upsert.run("contended", next, Date.now())
-  })
+  const append = rawSqliteAppender(db, "contended")
   while (Date.now() < deadline) {
-    append.immediate(`w${process.pid} ${appends}`)
+    append(JSON.stringify({ _tag: "UserMessage", content: `w${process.pid} ${appends}`, origin: "user" }))
     appends++
     await new Promise((resolve) => setImmediate(resolve))
   }

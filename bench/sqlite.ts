@@ -10,18 +10,11 @@ import { promisify } from "node:util"
 import Database from "better-sqlite3"
 import { Effect, Stream } from "effect"
 import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
-import { AssistantMessage, Checkpointer, encodeStoredEvent, Session, UserMessage } from "../src/core/index.js"
+import { Checkpointer, encodeStoredEvent, Session } from "../src/core/index.js"
+import { eventFor, median, ms, ratio, rawSqliteAppender } from "./shared.js"
 
 const run = promisify(execFile)
-const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6
-const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
-const ratio = (value: number, baseline: number) => `${(value / baseline).toFixed(2)}×`
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "bench-sqlite-")), "sessions.db")
-
-const eventFor = (i: number) =>
-  i % 2 === 0
-    ? new UserMessage({ content: `prompt ${i}: please refactor the module and keep the tests green`, origin: "user" })
-    : new AssistantMessage({ content: [{ type: "text", text: `answer ${i}: done, the tests pass and the diff is small` }] })
 
 /** Create the schema through the library, so raw and library runs use identical tables. */
 const prepared = async (synchronous: "normal" | "full") => {
@@ -36,18 +29,10 @@ const rawAppends = async (count: number, synchronous: "normal" | "full") => {
   const db = new Database(await prepared(synchronous))
   db.pragma("journal_mode = WAL")
   db.pragma(`synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`)
-  const head = db.prepare("SELECT head FROM lite_agent_sessions WHERE id = ?").pluck()
-  const insert = db.prepare("INSERT INTO lite_agent_events (session_id, seq, ts, event) VALUES (?, ?, ?, ?)")
-  const upsert = db.prepare(
-    "INSERT INTO lite_agent_sessions (id, head, mtime, generation) VALUES (?, ?, ?, 1) ON CONFLICT (id) DO UPDATE SET head = excluded.head, mtime = excluded.mtime"
-  )
-  const append = db.transaction((i: number) => {
-    const next = ((head.get("bench") as number | undefined) ?? 0) + 1
-    insert.run("bench", next, Date.now(), JSON.stringify(encodeStoredEvent({ seq: next, ts: 0, event: eventFor(i) }).event))
-    upsert.run("bench", next, Date.now())
-  })
+  const append = rawSqliteAppender(db, "bench")
+  const encoded = (i: number) => JSON.stringify(encodeStoredEvent({ seq: 1, ts: 0, event: eventFor(i) }).event)
   const start = process.hrtime.bigint()
-  for (let i = 0; i < count; i++) append.immediate(i)
+  for (let i = 0; i < count; i++) append(encoded(i))
   const rate = count / (ms(start) / 1000)
   db.close()
   return rate

@@ -8,118 +8,28 @@
  * writer processes of the concurrency tests are shared (started once, driven over IPC) and
  * the crash and lock tests start their next process while the current one works.
  */
-import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readdirSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join, resolve } from "node:path"
+import { readdirSync } from "node:fs"
+import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
 import { MAX_POLL_MS } from "../src/backends/file/lock.js"
 import { CheckpointBusyError, fileCheckpointer, type StoredEvent, UserMessage } from "../src/index.js"
 import type { AppenderConfig } from "./workers/appender.js"
+import {
+  contentOf,
+  expectCleanExit,
+  isRunning,
+  live,
+  makeTempDir,
+  removeTempDirs,
+  startWorker,
+  type Worker
+} from "./support/processes.js"
 import type { WriterCommand } from "./workers/writer.js"
-
-const root = resolve(import.meta.dirname, "..")
-const workers = resolve(import.meta.dirname, "workers")
 
 // ---------------------------------------------------------------------------------------
 // Temp directories and child processes
 // ---------------------------------------------------------------------------------------
-
-const tempDirs: Array<string> = []
-const makeTempDir = (label: string) => {
-  const dir = mkdtempSync(join(tmpdir(), `lite-agent-processes-${label}-`))
-  tempDirs.push(dir)
-  return dir
-}
-
-interface Worker {
-  readonly child: ChildProcess
-  /** Complete stdout lines so far. */
-  readonly lines: Array<string>
-  stderr(): string
-  /** The first stdout line (already seen or still to come) matching `predicate`; rejects if the process ends first. */
-  waitForLine(predicate: (line: string) => boolean): Promise<string>
-  /** The next IPC message (in order); rejects if the process ends first. */
-  nextMessage(): Promise<unknown>
-  /** Resolves once the process has ended and its output is drained. */
-  readonly closed: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
-}
-
-const live = new Set<ChildProcess>()
-
-const isRunning = (child: ChildProcess) => child.exitCode === null && child.signalCode === null
-
-const startWorker = (script: string, args: ReadonlyArray<string>, options: { readonly ipc?: boolean } = {}): Worker => {
-  const child = spawn(process.execPath, ["--import", "tsx", join(workers, script), ...args], {
-    cwd: root,
-    stdio: options.ipc === true ? ["ignore", "pipe", "pipe", "ipc"] : ["pipe", "pipe", "pipe"]
-  })
-  live.add(child)
-  const lines: Array<string> = []
-  let partial = ""
-  let stderr = ""
-  const lineWaiters: Array<{ predicate: (line: string) => boolean; resolve: (line: string) => void }> = []
-  const messages: Array<unknown> = []
-  const messageWaiters: Array<(message: unknown) => void> = []
-  child.stdout!.setEncoding("utf8")
-  child.stdout!.on("data", (data: string) => {
-    const parts = (partial + data).split("\n")
-    partial = parts.pop() ?? ""
-    for (const line of parts) {
-      lines.push(line)
-      for (let i = lineWaiters.length - 1; i >= 0; i--) {
-        const waiter = lineWaiters[i]!
-        if (waiter.predicate(line)) {
-          lineWaiters.splice(i, 1)
-          waiter.resolve(line)
-        }
-      }
-    }
-  })
-  child.stderr!.setEncoding("utf8")
-  child.stderr!.on("data", (data: string) => {
-    stderr += data
-  })
-  child.on("message", (message: unknown) => {
-    const waiter = messageWaiters.shift()
-    if (waiter === undefined) messages.push(message)
-    else waiter(message)
-  })
-  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveClosed) => {
-    child.on("close", (code, signal) => {
-      live.delete(child)
-      resolveClosed({ code, signal })
-    })
-  })
-  const endedEarly = (what: string) =>
-    closed.then(({ code, signal }) => {
-      throw new Error(`${script} ended (code ${code}, signal ${signal}) before ${what}; stderr:\n${stderr}`)
-    })
-  return {
-    child,
-    lines,
-    stderr: () => stderr,
-    waitForLine: (predicate) => {
-      const seen = lines.find(predicate)
-      if (seen !== undefined) return Promise.resolve(seen)
-      return Promise.race([
-        new Promise<string>((resolveLine) => lineWaiters.push({ predicate, resolve: resolveLine })),
-        endedEarly("the expected line")
-      ])
-    },
-    nextMessage: () => {
-      if (messages.length > 0) return Promise.resolve(messages.shift())
-      return Promise.race([new Promise<unknown>((resolveMessage) => messageWaiters.push(resolveMessage)), endedEarly("a reply")])
-    },
-    closed
-  }
-}
-
-const expectCleanExit = async (worker: Worker) => {
-  const { code, signal } = await worker.closed
-  expect({ code, signal, stderr: worker.stderr() }).toEqual({ code: 0, signal: null, stderr: "" })
-}
 
 /** An appender.ts process, started now, that begins its work on `go()`. */
 const startAppender = (config: AppenderConfig) => {
@@ -129,15 +39,6 @@ const startAppender = (config: AppenderConfig) => {
     worker.child.stdin!.end("go\n")
   }
   return { worker, go }
-}
-
-/** The content string of a stored UserMessage (every event these tests write is one). */
-const contentOf = (stored: StoredEvent): string => {
-  const event = stored.event
-  if (event._tag !== "UserMessage" || typeof event.content !== "string") {
-    throw new Error(`seq ${stored.seq}: unexpected event ${JSON.stringify(event)}`)
-  }
-  return event.content
 }
 
 /** Everything in the session, read by a checkpointer opened just for this. */
@@ -202,7 +103,7 @@ afterAll(async () => {
     await Promise.all(pool.writers.map((worker) => worker.closed))
   }
   for (const child of live) child.kill("SIGKILL")
-  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true })
+  removeTempDirs()
 })
 
 // ---------------------------------------------------------------------------------------

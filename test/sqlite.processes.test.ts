@@ -9,16 +9,23 @@
  * processes of the concurrency tests are shared (started once, driven over IPC) and the
  * crash test starts all of its processes up front, each waiting for its turn.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join, resolve } from "node:path"
+import { closeSync, existsSync, openSync, readFileSync, statSync, writeSync } from "node:fs"
+import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import Database from "better-sqlite3"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
 import { SqliteCheckpointer, sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import { CheckpointConflictError, CheckpointIntegrityError, SchemaVersionError, type StoredEvent, UserMessage } from "../src/index.js"
+import {
+  contentOf,
+  isRunning,
+  live,
+  makeTempDir,
+  removeTempDirs,
+  startWorker,
+  type Worker
+} from "./support/processes.js"
 import type { SqliteCrasherConfig } from "./workers/sqlite-crasher.js"
 import type {
   AppendRecord,
@@ -29,111 +36,13 @@ import type {
   TruncateRecord
 } from "./workers/sqlite-writer.js"
 
-const root = resolve(import.meta.dirname, "..")
-const workers = resolve(import.meta.dirname, "workers")
 
 // ---------------------------------------------------------------------------------------
 // Temp files and child processes
 // ---------------------------------------------------------------------------------------
 
-const tempDirs: Array<string> = []
-const makeTempFile = (label: string) => {
-  const dir = mkdtempSync(join(tmpdir(), `lite-agent-sqlite-processes-${label}-`))
-  tempDirs.push(dir)
-  return join(dir, "sessions.db")
-}
-
-interface Worker {
-  readonly child: ChildProcess
-  /** Complete stdout lines so far. */
-  readonly lines: Array<string>
-  stderr(): string
-  /** The first stdout line (already seen or still to come) matching `predicate`; rejects if the process ends first. */
-  waitForLine(predicate: (line: string) => boolean): Promise<string>
-  /** The next IPC message (in order); rejects if the process ends first. */
-  nextMessage(): Promise<unknown>
-  /** Resolves once the process has ended and its output is drained. */
-  readonly closed: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
-}
-
-const live = new Set<ChildProcess>()
-
-const isRunning = (child: ChildProcess) => child.exitCode === null && child.signalCode === null
-
-const startWorker = (script: string, args: ReadonlyArray<string>, options: { readonly ipc?: boolean } = {}): Worker => {
-  const child = spawn(process.execPath, ["--import", "tsx", join(workers, script), ...args], {
-    cwd: root,
-    stdio: options.ipc === true ? ["ignore", "pipe", "pipe", "ipc"] : ["pipe", "pipe", "pipe"]
-  })
-  live.add(child)
-  const lines: Array<string> = []
-  let partial = ""
-  let stderr = ""
-  const lineWaiters: Array<{ predicate: (line: string) => boolean; resolve: (line: string) => void }> = []
-  const messages: Array<unknown> = []
-  const messageWaiters: Array<(message: unknown) => void> = []
-  child.stdout!.setEncoding("utf8")
-  child.stdout!.on("data", (data: string) => {
-    const parts = (partial + data).split("\n")
-    partial = parts.pop() ?? ""
-    for (const line of parts) {
-      lines.push(line)
-      for (let i = lineWaiters.length - 1; i >= 0; i--) {
-        const waiter = lineWaiters[i]!
-        if (waiter.predicate(line)) {
-          lineWaiters.splice(i, 1)
-          waiter.resolve(line)
-        }
-      }
-    }
-  })
-  child.stderr!.setEncoding("utf8")
-  child.stderr!.on("data", (data: string) => {
-    stderr += data
-  })
-  child.on("message", (message: unknown) => {
-    const waiter = messageWaiters.shift()
-    if (waiter === undefined) messages.push(message)
-    else waiter(message)
-  })
-  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveClosed) => {
-    child.on("close", (code, signal) => {
-      live.delete(child)
-      resolveClosed({ code, signal })
-    })
-  })
-  const endedEarly = (what: string) =>
-    closed.then(({ code, signal }) => {
-      throw new Error(`${script} ended (code ${code}, signal ${signal}) before ${what}; stderr:\n${stderr}`)
-    })
-  return {
-    child,
-    lines,
-    stderr: () => stderr,
-    waitForLine: (predicate) => {
-      const seen = lines.find(predicate)
-      if (seen !== undefined) return Promise.resolve(seen)
-      return Promise.race([
-        new Promise<string>((resolveLine) => lineWaiters.push({ predicate, resolve: resolveLine })),
-        endedEarly("the expected line")
-      ])
-    },
-    nextMessage: () => {
-      if (messages.length > 0) return Promise.resolve(messages.shift())
-      return Promise.race([new Promise<unknown>((resolveMessage) => messageWaiters.push(resolveMessage)), endedEarly("a reply")])
-    },
-    closed
-  }
-}
-
-/** The content string of a stored UserMessage (every event these tests write is one). */
-const contentOf = (stored: StoredEvent): string => {
-  const event = stored.event
-  if (event._tag !== "UserMessage" || typeof event.content !== "string") {
-    throw new Error(`seq ${stored.seq}: unexpected event ${JSON.stringify(event)}`)
-  }
-  return event.content
-}
+/** A database file in a fresh temporary directory. */
+const makeTempFile = (label: string) => join(makeTempDir(`sqlite-${label}`), "sessions.db")
 
 /** Everything in the session, read by a checkpointer opened just for this. */
 const readFresh = async (file: string, session: string) => {
@@ -219,7 +128,7 @@ afterAll(async () => {
     await Promise.all(pool.writers.map((worker) => worker.closed))
   }
   for (const child of live) child.kill("SIGKILL")
-  for (const dir of tempDirs) rmSync(resolve(dir), { recursive: true, force: true })
+  removeTempDirs()
 })
 
 const writerOf = (content: string) => content.slice(0, content.indexOf(":"))

@@ -162,26 +162,36 @@ export const make = (options: SqliteCheckpointerOptions) =>
     const sql: SqlClient.SqlClient = client
     const pragma = (statement: string) => sql.unsafe<Record<string, unknown>>(statement)
     /**
-     * Statements outside a write transaction can meet a busy database too (another process
-     * creating the schema or switching to WAL, a checkpoint resetting the WAL): retry them with
-     * the same asynchronous back-off, up to `busyTimeoutMs`.
+     * Run `attempt` again while SQLite reports it busy — another process writing, creating the
+     * schema, switching to WAL or resetting the WAL — pausing asynchronously with jittered
+     * exponential back-off (the event loop keeps running), up to `busyTimeoutMs`; then
+     * `CheckpointBusyError`. Any other SQL failure becomes the library's own error.
      */
-    const readStatement = <A>(statement: Effect.Effect<A, SqlError>, operation: string) =>
+    const whileBusy = <A, E>(attempt: Effect.Effect<A, E | SqlError>, operation: string, sessionId?: string) =>
       Effect.gen(function*() {
         const started = Date.now()
         let pauseMs = 1
         while (true) {
-          const outcome = yield* Effect.either(statement)
+          const outcome = yield* Effect.either(attempt)
           if (outcome._tag === "Right") return outcome.right
-          if (!isBusy(outcome.left)) return yield* Effect.fail(toCheckpointerError(operation)(outcome.left))
+          const error = outcome.left
+          if (!(error instanceof SqlError)) return yield* Effect.fail(error)
+          if (!isBusy(error)) return yield* Effect.fail(toCheckpointerError(operation)(error))
           const waited = Date.now() - started
           if (waited >= config.busyTimeoutMs) {
-            return yield* new CheckpointBusyError({ waitedMs: waited, detail: `${operation}: the database stayed locked` })
+            return yield* new CheckpointBusyError({
+              ...(sessionId === undefined ? {} : { sessionId }),
+              waitedMs: waited,
+              detail: `${operation}: another connection held the database lock`
+            })
           }
-          yield* Effect.sleep(Duration.millis(pauseMs))
+          const jitter = yield* Random.nextRange(0.5, 1)
+          yield* Effect.sleep(Duration.millis(Math.min(pauseMs * jitter, config.busyTimeoutMs - waited)))
           pauseMs = Math.min(pauseMs * 2, MAX_BACKOFF_MS)
         }
       })
+    const readStatement = <A>(statement: Effect.Effect<A, SqlError>, operation: string) =>
+      whileBusy<A, never>(statement, operation)
     const onOpen = readStatement
 
     // Refuse before touching anything: an old library, a newer schema, a corrupt file.
@@ -249,34 +259,14 @@ export const make = (options: SqliteCheckpointerOptions) =>
      * lock, wait asynchronously (jittered back-off) and try again, up to `busyTimeoutMs`.
      */
     const writeTransaction = <A, E>(sessionId: string | undefined, body: Effect.Effect<A, E>) =>
-      Effect.gen(function*() {
-        const started = Date.now()
-        let pauseMs = 1
-        while (true) {
-          const outcome = yield* immediateTransaction(body).pipe(
-            // A failed COMMIT surfaces as a defect from @effect/sql; keep SQLite's failures typed.
-            Effect.catchAllDefect((defect) =>
-              defect instanceof SqlError ? Effect.fail(defect) : Effect.die(defect)
-            ),
-            Effect.either
-          )
-          if (outcome._tag === "Right") return outcome.right
-          const error = outcome.left
-          if (!(error instanceof SqlError)) return yield* Effect.fail(error as E)
-          if (!isBusy(error)) return yield* Effect.fail(toCheckpointerError("write")(error))
-          const waited = Date.now() - started
-          if (waited >= config.busyTimeoutMs) {
-            return yield* new CheckpointBusyError({
-              ...(sessionId === undefined ? {} : { sessionId }),
-              waitedMs: waited,
-              detail: "another connection holds the database write lock"
-            })
-          }
-          const jitter = yield* Random.nextRange(0.5, 1)
-          yield* Effect.sleep(Duration.millis(Math.min(pauseMs * jitter, config.busyTimeoutMs - waited)))
-          pauseMs = Math.min(pauseMs * 2, MAX_BACKOFF_MS)
-        }
-      })
+      whileBusy(
+        immediateTransaction(body).pipe(
+          // A failed COMMIT surfaces as a defect from @effect/sql; keep SQLite's failures typed.
+          Effect.catchAllDefect((defect) => (defect instanceof SqlError ? Effect.fail(defect) : Effect.die(defect)))
+        ),
+        "write",
+        sessionId
+      )
 
     // The schema, created by the migrations in one immediate transaction, then marked.
     yield* writeTransaction(

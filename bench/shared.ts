@@ -1,0 +1,32 @@
+/** Pieces every benchmark shares: timing, medians, ratios, the events written, raw SQL appends. */
+import type Database from "better-sqlite3"
+import { AssistantMessage, UserMessage } from "../src/core/index.js"
+
+export const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6
+export const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+export const ratio = (value: number, baseline: number) => `${(value / baseline).toFixed(2)}×`
+
+/** Alternating prompts and answers of realistic size. */
+export const eventFor = (i: number) =>
+  i % 2 === 0
+    ? new UserMessage({ content: `prompt ${i}: please refactor the module and keep the tests green`, origin: "user" })
+    : new AssistantMessage({ content: [{ type: "text", text: `answer ${i}: done, the tests pass and the diff is small` }] })
+
+/**
+ * The raw better-sqlite3 baseline: the statements and transaction the SQLite backend runs for
+ * a single-event append (read the head, insert head+1, move the head), as one immediate
+ * transaction. Returns a function appending one encoded event's JSON to `sessionId`.
+ */
+export const rawSqliteAppender = (db: Database.Database, sessionId: string) => {
+  const head = db.prepare("SELECT head FROM lite_agent_sessions WHERE id = ?").pluck()
+  const insert = db.prepare("INSERT INTO lite_agent_events (session_id, seq, ts, event) VALUES (?, ?, ?, ?)")
+  const upsert = db.prepare(
+    "INSERT INTO lite_agent_sessions (id, head, mtime, generation) VALUES (?, ?, ?, 1) ON CONFLICT (id) DO UPDATE SET head = excluded.head, mtime = excluded.mtime"
+  )
+  const append = db.transaction((eventJson: string) => {
+    const next = ((head.get(sessionId) as number | undefined) ?? 0) + 1
+    insert.run(sessionId, next, Date.now(), eventJson)
+    upsert.run(sessionId, next, Date.now())
+  })
+  return (eventJson: string) => append.immediate(eventJson)
+}

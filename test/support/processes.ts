@@ -1,0 +1,125 @@
+/**
+ * Child Node processes for the multi-process tests: started with tsx from test/workers,
+ * their stdout read line by line and their IPC messages queued, and every one still
+ * running tracked so a test can kill what it left behind.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+import { expect } from "vitest"
+import type { StoredEvent } from "../../src/index.js"
+
+const root = resolve(import.meta.dirname, "..", "..")
+const workers = resolve(import.meta.dirname, "..", "workers")
+
+const tempDirs: Array<string> = []
+
+/** A temporary directory removed by `removeTempDirs`. */
+export const makeTempDir = (label: string) => {
+  const dir = mkdtempSync(join(tmpdir(), `lite-agent-processes-${label}-`))
+  tempDirs.push(dir)
+  return dir
+}
+
+export const removeTempDirs = () => {
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+}
+
+export interface Worker {
+  readonly child: ChildProcess
+  /** Complete stdout lines so far. */
+  readonly lines: Array<string>
+  stderr(): string
+  /** The first stdout line (already seen or still to come) matching `predicate`; rejects if the process ends first. */
+  waitForLine(predicate: (line: string) => boolean): Promise<string>
+  /** The next IPC message (in order); rejects if the process ends first. */
+  nextMessage(): Promise<unknown>
+  /** Resolves once the process has ended and its output is drained. */
+  readonly closed: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
+}
+
+/** Every started process that has not ended yet. */
+export const live = new Set<ChildProcess>()
+
+export const isRunning = (child: ChildProcess) => child.exitCode === null && child.signalCode === null
+
+export const startWorker = (script: string, args: ReadonlyArray<string>, options: { readonly ipc?: boolean } = {}): Worker => {
+  const child = spawn(process.execPath, ["--import", "tsx", join(workers, script), ...args], {
+    cwd: root,
+    stdio: options.ipc === true ? ["ignore", "pipe", "pipe", "ipc"] : ["pipe", "pipe", "pipe"]
+  })
+  live.add(child)
+  const lines: Array<string> = []
+  let partial = ""
+  let stderr = ""
+  const lineWaiters: Array<{ predicate: (line: string) => boolean; resolve: (line: string) => void }> = []
+  const messages: Array<unknown> = []
+  const messageWaiters: Array<(message: unknown) => void> = []
+  child.stdout!.setEncoding("utf8")
+  child.stdout!.on("data", (data: string) => {
+    const parts = (partial + data).split("\n")
+    partial = parts.pop() ?? ""
+    for (const line of parts) {
+      lines.push(line)
+      for (let i = lineWaiters.length - 1; i >= 0; i--) {
+        const waiter = lineWaiters[i]!
+        if (waiter.predicate(line)) {
+          lineWaiters.splice(i, 1)
+          waiter.resolve(line)
+        }
+      }
+    }
+  })
+  child.stderr!.setEncoding("utf8")
+  child.stderr!.on("data", (data: string) => {
+    stderr += data
+  })
+  child.on("message", (message: unknown) => {
+    const waiter = messageWaiters.shift()
+    if (waiter === undefined) messages.push(message)
+    else waiter(message)
+  })
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveClosed) => {
+    child.on("close", (code, signal) => {
+      live.delete(child)
+      resolveClosed({ code, signal })
+    })
+  })
+  const endedEarly = (what: string) =>
+    closed.then(({ code, signal }) => {
+      throw new Error(`${script} ended (code ${code}, signal ${signal}) before ${what}; stderr:\n${stderr}`)
+    })
+  return {
+    child,
+    lines,
+    stderr: () => stderr,
+    waitForLine: (predicate) => {
+      const seen = lines.find(predicate)
+      if (seen !== undefined) return Promise.resolve(seen)
+      return Promise.race([
+        new Promise<string>((resolveLine) => lineWaiters.push({ predicate, resolve: resolveLine })),
+        endedEarly("the expected line")
+      ])
+    },
+    nextMessage: () => {
+      if (messages.length > 0) return Promise.resolve(messages.shift())
+      return Promise.race([new Promise<unknown>((resolveMessage) => messageWaiters.push(resolveMessage)), endedEarly("a reply")])
+    },
+    closed
+  }
+}
+
+export const expectCleanExit = async (worker: Worker) => {
+  const { code, signal } = await worker.closed
+  expect({ code, signal, stderr: worker.stderr() }).toEqual({ code: 0, signal: null, stderr: "" })
+}
+
+/** The content string of a stored UserMessage (every event these tests write is one). */
+export const contentOf = (stored: StoredEvent): string => {
+  const event = stored.event
+  if (event._tag !== "UserMessage" || typeof event.content !== "string") {
+    throw new Error(`seq ${stored.seq}: unexpected event ${JSON.stringify(event)}`)
+  }
+  return event.content
+}
