@@ -1,5 +1,6 @@
 /**
- * `@lite-agent/sdk` — the promise facade for plain TypeScript callers.
+ * `@lite-agent/sdk` — the promise facade for plain TypeScript callers: the agent
+ * (`createLiteAgent`, `query`) and the checkpointers it persists through.
  */
 import * as FileCheckpointer from "./backends/file/FileCheckpointer.js"
 import type { LogCodecService } from "./backends/file/codec.js"
@@ -19,6 +20,16 @@ export type { PromiseCheckpointer, PromiseCheckpointerWithIntegrity } from "./fa
 export type { IntegrityReport } from "./core/integrity.js"
 export { aes256gcmCodec, gzipCodec, jsonCodec, type LogCodecService } from "./backends/file/codec.js"
 export type { FileCheckpointerOptions } from "./backends/file/FileCheckpointer.js"
+export { createLiteAgent, type LiteAgent, type LiteAgentOptions, query, type QueryParams } from "./facade/agent.js"
+export type {
+  AgentEvent,
+  BackgroundTaskInfo,
+  LiteAgentResult,
+  SendOptions,
+  ToolCallRecord
+} from "./agent/LiteAgent.js"
+export type { Checkpoint } from "./core/session.js"
+export type { RestoreOptions, RestoreProgress, RestoreResult } from "./tools/TimeTravel.js"
 
 /** A process-local checkpointer that keeps everything in memory (tests, ephemeral agents). */
 export const memoryCheckpointer = (): PromiseCheckpointer => toPromiseCheckpointer(MemoryCheckpointer.layer)

@@ -50,3 +50,17 @@ export {
   type ConformanceRunner,
   sampleEvents
 } from "./conformance.js"
+export * as LiteAgent from "../agent/LiteAgent.js"
+export type {
+  AgentEvent,
+  BackgroundTaskInfo,
+  LiteAgentResult,
+  LiteAgentService,
+  SendError,
+  SendOptions,
+  ToolCallRecord
+} from "../agent/LiteAgent.js"
+export { newSessionId, SessionPointer } from "../agent/SessionPointer.js"
+export * as Shell from "../agent/Shell.js"
+export { agentToolkit, runToolCall, TOOL_NAMES, type ToolCall, type ToolOutcome } from "../agent/tools.js"
+export { promptFromSession } from "../agent/prompt.js"

@@ -1,4 +1,4 @@
-import { Cause, Effect, Exit, type ManagedRuntime } from "effect"
+import { Cause, Effect, Exit, Fiber, type ManagedRuntime, Stream } from "effect"
 
 /**
  * Run an effect for a promise caller: resolve with its value, or reject with the very
@@ -11,4 +11,46 @@ export const runForPromise = async <A, E, R>(
   const exit = await runtime.runPromiseExit(effect)
   if (Exit.isSuccess(exit)) return exit.value
   throw Cause.squash(exit.cause)
+}
+
+/**
+ * A stream as an async iterable for a promise caller: errors are the stream's own error
+ * instances, and leaving the loop early (break, return, throw) interrupts the stream.
+ */
+export async function* iterateStream<A, E, R>(
+  runtime: ManagedRuntime.ManagedRuntime<R, unknown>,
+  stream: Stream.Stream<A, E, R>
+): AsyncGenerator<A, void, undefined> {
+  const buffered: Array<A> = []
+  let wake: (() => void) | undefined
+  let finished: Exit.Exit<void, unknown> | undefined
+  const fiber = runtime.runFork(
+    Stream.runForEach(stream, (item) =>
+      Effect.sync(() => {
+        buffered.push(item)
+        wake?.()
+      }))
+  )
+  fiber.addObserver((exit) => {
+    finished = exit
+    wake?.()
+  })
+  try {
+    for (;;) {
+      if (buffered.length > 0) {
+        yield buffered.shift() as A
+        continue
+      }
+      if (finished !== undefined) {
+        if (Exit.isFailure(finished)) throw Cause.squash(finished.cause)
+        return
+      }
+      await new Promise<void>((resolve) => {
+        wake = resolve
+      })
+      wake = undefined
+    }
+  } finally {
+    if (finished === undefined) await Effect.runPromise(Fiber.interrupt(fiber))
+  }
 }

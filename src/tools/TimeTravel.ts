@@ -11,7 +11,7 @@
  * Not a file-system or database transaction: a crash of the process part-way leaves
  * what was done so far.
  */
-import { Cause, Chunk, Context, Data, Effect, Layer, PubSub, Stream } from "effect"
+import { Cause, Chunk, Context, Data, Effect, Layer, PubSub, type Queue, type Scope, Stream } from "effect"
 import { Checkpointer } from "../core/Checkpointer.js"
 import {
   type CheckpointerError,
@@ -80,6 +80,8 @@ export interface TimeTravelService {
   readonly restore: (sessionId: string, seq: number, options?: RestoreOptions) => Effect.Effect<RestoreResult, RestoreError>
   /** `checkpoint_restore` progress of every restore, for as long as the stream is consumed. */
   readonly progress: Stream.Stream<RestoreProgress>
+  /** The same progress through a queue subscribed when this effect runs (nothing published later is missed). */
+  readonly subscribe: Effect.Effect<Queue.Dequeue<RestoreProgress>, never, Scope.Scope>
 }
 
 export class TimeTravel extends Context.Tag("@lite-agent/core/TimeTravel")<TimeTravel, TimeTravelService>() {}
@@ -252,7 +254,8 @@ export const make = Effect.gen(function*() {
   const service: TimeTravelService = {
     listCheckpoints: (sessionId) => Effect.map(load(sessionId), ({ state }) => Session.checkpoints(state)),
     restore: (sessionId, seq, options) => restore(sessionId, seq, options),
-    progress: Stream.fromPubSub(hub)
+    progress: Stream.fromPubSub(hub),
+    subscribe: PubSub.subscribe(hub)
   }
   return service
 })

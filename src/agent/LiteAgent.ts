@@ -1,0 +1,596 @@
+/**
+ * The agent runtime: a tool loop whose every step is an event in the session log.
+ *
+ * A turn (`send`) folds the session, closes tool calls a crash left open (repair), appends the
+ * user's message, and then repeats: build the prompt from the fold, call the model, append its
+ * message, run each tool call (file tools record their snapshots and changes themselves), append
+ * each result — until the model stops calling tools or the step limit is reached. Nothing is
+ * held only in memory between steps: a process that dies mid-turn leaves a log the next turn
+ * resumes from.
+ *
+ * Concurrency rules (the maintenance lock):
+ * - turns on one session run one at a time; a second `send` to a busy session waits its turn;
+ * - `restore` needs the whole agent idle — no turn running or waiting, no background task
+ *   running — and fails at once with `AgentBusyError` otherwise;
+ * - while a restore runs, `send` fails at once with `AgentBusyError` (reason "maintenance");
+ * - appends carry the expected head, so a write by another process in the middle of a step
+ *   fails the turn with `CheckpointConflictError` instead of interleaving silently.
+ */
+import { LanguageModel } from "@effect/ai"
+import { randomBytes } from "node:crypto"
+import {
+  Context,
+  Effect,
+  Either,
+  Exit,
+  Layer,
+  Mailbox,
+  Option,
+  PubSub,
+  Queue,
+  Ref,
+  Schema,
+  Stream
+} from "effect"
+import { Checkpointer, type SessionInfo } from "../core/Checkpointer.js"
+import {
+  AgentBusyError,
+  type CheckpointerError,
+  InvalidEventError,
+  type InvalidSessionIdError,
+  ModelError,
+  type SessionsDisabledError
+} from "../core/errors.js"
+import {
+  AssistantMessage,
+  type AssistantBlock,
+  BackgroundCompleted,
+  contentText,
+  EVENT_FORMAT_VERSION,
+  JsonValue,
+  RuntimeMessage,
+  type SessionEvent,
+  SessionMetadata,
+  type StoredEvent,
+  type TokenUsage,
+  ToolResult,
+  type UserContent,
+  UserMessage
+} from "../core/events.js"
+import { validateSessionId } from "../core/sessionId.js"
+import * as Session from "../core/session.js"
+import * as FileTools from "../tools/FileTools.js"
+import { type RestoreError, type RestoreOptions, type RestoreProgress, type RestoreResult, TimeTravel } from "../tools/TimeTravel.js"
+import * as TimeTravelModule from "../tools/TimeTravel.js"
+import * as Workspace from "../tools/Workspace.js"
+import { promptFromSession } from "./prompt.js"
+import { SessionPointer } from "./SessionPointer.js"
+import { runCommand } from "./Shell.js"
+import { agentToolkitForModel, runToolCall, type ToolOutcome } from "./tools.js"
+
+// ---------------------------------------------------------------------------
+// Public types
+// ---------------------------------------------------------------------------
+
+export interface LiteAgentOptions {
+  /** Recorded on assistant messages and in the session metadata. */
+  readonly modelName?: string
+  readonly systemPrompt?: string
+  /** Model calls per turn at most. Default 25. */
+  readonly maxSteps?: number
+  /** Default timeout of a foreground `bash` call. Default 120 000 ms. */
+  readonly bashTimeoutMs?: number
+  /** Timeout of a background `bash` task unless the call gives one. Default 30 minutes. */
+  readonly backgroundTimeoutMs?: number
+  /** `false`: nothing is meant to persist, and the session methods fail with `SessionsDisabledError`. Default true. */
+  readonly sessions?: boolean
+  /** The session to start in (default: a new id). */
+  readonly sessionId?: string
+  /** Share the current-session pointer with a facade (advanced; `createLiteAgent` uses it). */
+  readonly pointer?: SessionPointer
+}
+
+export interface SendOptions {
+  /** Run in this session instead of the current one (the current one does not change). */
+  readonly sessionId?: string
+  /** Override the agent's step limit for this turn. */
+  readonly maxSteps?: number
+}
+
+export interface ToolCallRecord {
+  readonly id: string
+  readonly name: string
+  readonly input: JsonValue
+  readonly output: string
+  readonly isError: boolean
+}
+
+export interface LiteAgentResult {
+  readonly sessionId: string
+  /** The text of the model's last message. */
+  readonly text: string
+  /** Every tool call of the turn, in order, with its result. */
+  readonly toolCalls: ReadonlyArray<ToolCallRecord>
+  /** Tokens of every model call of the turn, as the provider reported them. */
+  readonly usage: TokenUsage
+  /** The session's head after the turn. */
+  readonly head: number
+  /** Model calls made. */
+  readonly steps: number
+  /** The model's finish reason for its last message ("stop", "length", …), or "step_limit". */
+  readonly stopReason: string
+}
+
+export interface BackgroundTaskInfo {
+  readonly taskId: string
+  readonly sessionId: string
+  readonly command: string
+}
+
+/** What `subscribe` and `query` deliver. */
+export type AgentEvent =
+  | {
+    /** An event persisted in a session's log (user, assistant, tool, file and background records). */
+    readonly type: "session_event"
+    readonly sessionId: string
+    readonly seq: number
+    readonly ts: number
+    readonly event: SessionEvent
+  }
+  | { readonly type: "tool_start"; readonly sessionId: string; readonly toolUseId: string; readonly name: string; readonly input: JsonValue }
+  | {
+    readonly type: "tool_end"
+    readonly sessionId: string
+    readonly toolUseId: string
+    readonly name: string
+    readonly isError: boolean
+    readonly output: string
+  }
+  | { readonly type: "background_started"; readonly sessionId: string; readonly taskId: string; readonly command: string }
+  | RestoreProgress
+  | { readonly type: "result"; readonly result: LiteAgentResult }
+
+export type SendError = CheckpointerError | ModelError | AgentBusyError | InvalidSessionIdError
+
+export interface LiteAgentService {
+  /** The session `send` uses when no id is given. */
+  readonly sessionId: Effect.Effect<string>
+  /** Run one turn to completion. */
+  readonly send: (input: UserContent, options?: SendOptions) => Effect.Effect<LiteAgentResult, SendError>
+  /** Run one turn, streaming its events; the last one is `{ type: "result" }`. */
+  readonly run: (input: UserContent, options?: SendOptions) => Stream.Stream<AgentEvent, SendError>
+  readonly resume: (sessionId: string) => Effect.Effect<void, SessionsDisabledError | InvalidSessionIdError>
+  /** Rotate to a new empty session; returns its id. The old transcript is kept. */
+  readonly clear: () => Effect.Effect<string, SessionsDisabledError>
+  /** Persisted sessions, most recent first. */
+  readonly listSessions: () => Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError | SessionsDisabledError>
+  readonly deleteSession: (sessionId: string) => Effect.Effect<void, CheckpointerError | SessionsDisabledError | AgentBusyError>
+  readonly listCheckpoints: (sessionId: string) => Effect.Effect<ReadonlyArray<Session.Checkpoint>, CheckpointerError | SessionsDisabledError>
+  /** Roll back to just before a checkpoint (agent must be idle), then make `sessionId` current. */
+  readonly restore: (
+    sessionId: string,
+    seq: number,
+    options?: RestoreOptions
+  ) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
+  /** Background tasks still running (or whose completion is not yet in the log). */
+  readonly backgroundTasks: Effect.Effect<ReadonlyArray<BackgroundTaskInfo>>
+  /** Every agent event from now on, as a stream. */
+  readonly events: Stream.Stream<AgentEvent>
+  /** Call `listener` synchronously for every agent event from now on; returns the unsubscribe function. */
+  readonly addListener: (listener: (event: AgentEvent) => void) => Effect.Effect<() => void>
+}
+
+export class LiteAgent extends Context.Tag("@lite-agent/core/LiteAgent")<LiteAgent, LiteAgentService>() {}
+
+export const DEFAULT_MAX_STEPS = 25
+export const DEFAULT_BASH_TIMEOUT_MS = 120_000
+export const DEFAULT_BACKGROUND_TIMEOUT_MS = 30 * 60_000
+
+/** What a tool call left unanswered by a crash gets as its result. */
+export const INTERRUPTED_TOOL_RESULT =
+  "interrupted: the run stopped before this tool call finished; its effects (if any) are unknown — check before relying on them"
+
+// ---------------------------------------------------------------------------
+// Implementation
+// ---------------------------------------------------------------------------
+
+interface Activity {
+  /** Turns running or waiting, per session. */
+  readonly runs: ReadonlyMap<string, number>
+  readonly background: ReadonlyMap<string, BackgroundTaskInfo>
+  readonly maintenance: { readonly operation: string; readonly sessionId: string } | undefined
+}
+
+const withCount = (runs: ReadonlyMap<string, number>, sessionId: string, delta: number) => {
+  const next = new Map(runs)
+  const count = (next.get(sessionId) ?? 0) + delta
+  if (count <= 0) next.delete(sessionId)
+  else next.set(sessionId, count)
+  return next
+}
+
+const finishReasonToString = (reason: string) => reason
+
+const toJsonValue = (value: unknown): JsonValue =>
+  Option.getOrElse(
+    Schema.decodeUnknownOption(JsonValue)(value === undefined ? {} : JSON.parse(JSON.stringify(value)) as unknown),
+    (): JsonValue => ({})
+  )
+
+const describeModelFailure = (error: unknown): { readonly detail: string; readonly status?: number } => {
+  const status = typeof error === "object" && error !== null && "response" in error &&
+      typeof error.response === "object" && error.response !== null && "status" in error.response &&
+      typeof error.response.status === "number"
+    ? error.response.status
+    : undefined
+  const detail = error instanceof Error ? error.message : String(error)
+  return status === undefined ? { detail } : { detail, status }
+}
+
+export const make = (options: LiteAgentOptions = {}) =>
+  Effect.gen(function*() {
+    const checkpointer = yield* Checkpointer
+    const model = yield* LanguageModel.LanguageModel
+    const timeTravel = yield* TimeTravel
+    const workspace = yield* Workspace.Workspace
+    const fileTools = yield* FileTools.FileTools
+    const scope = yield* Effect.scope
+
+    const pointer = options.pointer ?? new SessionPointer(options.sessions !== false, options.sessionId)
+    const maxStepsDefault = options.maxSteps ?? DEFAULT_MAX_STEPS
+    const bashTimeoutMs = options.bashTimeoutMs ?? DEFAULT_BASH_TIMEOUT_MS
+    const backgroundTimeoutMs = options.backgroundTimeoutMs ?? DEFAULT_BACKGROUND_TIMEOUT_MS
+
+    const activity = yield* Ref.make<Activity>({ runs: new Map(), background: new Map(), maintenance: undefined })
+    const sessionLocks = new Map<string, Effect.Semaphore>()
+    const lockOf = (sessionId: string) => {
+      let lock = sessionLocks.get(sessionId)
+      if (lock === undefined) {
+        lock = Effect.unsafeMakeSemaphore(1)
+        sessionLocks.set(sessionId, lock)
+      }
+      return lock
+    }
+    /** Background completions not yet in their session's log. */
+    const inbox = new Map<string, Array<BackgroundCompleted>>()
+
+    // Events: a PubSub for Effect streams, plus synchronous listeners for the promise facade.
+    const hub = yield* PubSub.unbounded<AgentEvent>()
+    const listeners = new Set<(event: AgentEvent) => void>()
+    const publish = (event: AgentEvent) =>
+      Effect.zipRight(
+        Effect.sync(() => {
+          for (const listener of listeners) {
+            try {
+              listener(event)
+            } catch {
+              // A listener's own failure must not break the run that published.
+            }
+          }
+        }),
+        PubSub.publish(hub, event)
+      )
+    const restoreProgress = yield* timeTravel.subscribe
+    yield* Effect.forkIn(Effect.forever(Effect.flatMap(Queue.take(restoreProgress), publish)), scope)
+
+    const requireSessions = (operation: string) => Either.match(pointer.requireSessions(operation), {
+      onLeft: Effect.fail,
+      onRight: () => Effect.void
+    })
+
+    // -- the session as the running turn sees it ------------------------------------------
+
+    /** A turn's view of its session: the fold up to `state.head`, kept current by `catchUp`. */
+    interface Cursor {
+      readonly sessionId: string
+      state: Session.SessionState
+      readonly emit: (event: AgentEvent) => Effect.Effect<void>
+    }
+
+    const emitStored = (cursor: Cursor, stored: StoredEvent) =>
+      cursor.emit({ type: "session_event", sessionId: cursor.sessionId, seq: stored.seq, ts: stored.ts, event: stored.event })
+
+    /** Fold (and announce) whatever the log holds past the cursor: our own records, and other writers'. */
+    const catchUp = (cursor: Cursor) =>
+      Stream.runForEach(checkpointer.read(cursor.sessionId, { sinceSeq: cursor.state.head }), (stored) => {
+        cursor.state = Session.step(cursor.state, stored)
+        return emitStored(cursor, stored)
+      })
+
+    /** Append at the head the cursor knows; anything else written meanwhile is a conflict. */
+    const commit = (cursor: Cursor, events: ReadonlyArray<SessionEvent>) =>
+      events.length === 0
+        ? Effect.void
+        : Effect.zipRight(checkpointer.append(cursor.sessionId, events, cursor.state.head), catchUp(cursor))
+
+    /** Background completions of this session not yet logged, appended by whoever holds its lock. */
+    const drainInbox = (cursor: Cursor) =>
+      Effect.gen(function*() {
+        const pending = inbox.get(cursor.sessionId) ?? []
+        if (pending.length === 0) return
+        inbox.delete(cursor.sessionId)
+        yield* commit(cursor, pending).pipe(
+          Effect.tapError(() => Effect.sync(() => inbox.set(cursor.sessionId, [...pending, ...(inbox.get(cursor.sessionId) ?? [])])))
+        )
+        const done = new Set(pending.map((event) => event.taskId))
+        yield* Ref.update(activity, (current) => ({
+          ...current,
+          background: new Map([...current.background].filter(([taskId]) => !done.has(taskId)))
+        }))
+      })
+
+    const openCursor = (sessionId: string, emit: (event: AgentEvent) => Effect.Effect<void>) =>
+      Effect.map(
+        Stream.runFold(checkpointer.read(sessionId), Session.emptySessionState, Session.step),
+        (state): Cursor => ({ sessionId, state, emit })
+      )
+
+    // -- background tasks ----------------------------------------------------------------
+
+    const startBackground = (sessionId: string, command: string, timeoutMs: number | undefined) =>
+      Effect.gen(function*() {
+        const taskId = `bg_${randomBytes(6).toString("hex")}`
+        yield* Ref.update(activity, (current) => ({
+          ...current,
+          background: new Map(current.background).set(taskId, { taskId, sessionId, command })
+        }))
+        yield* publish({ type: "background_started", sessionId, taskId, command })
+        yield* runCommand(command, { cwd: workspace.root, timeoutMs: timeoutMs ?? backgroundTimeoutMs }).pipe(
+          Effect.flatMap((outcome) =>
+            Effect.sync(() => {
+              const completed = new BackgroundCompleted({
+                taskId,
+                command,
+                exitCode: outcome.exitCode,
+                ...(outcome.signal === undefined ? {} : { signal: outcome.signal }),
+                output: outcome.spawnError === undefined ? outcome.output : `could not start: ${outcome.spawnError}`,
+                outputTruncated: outcome.outputTruncated
+              })
+              inbox.set(sessionId, [...(inbox.get(sessionId) ?? []), completed])
+            })
+          ),
+          // If a turn holds the session, it logs the completion at its next step; otherwise this does.
+          Effect.zipRight(
+            lockOf(sessionId).withPermits(1)(
+              Effect.flatMap(openCursor(sessionId, publish), drainInbox)
+            )
+          ),
+          Effect.catchAllCause((cause) => Effect.logWarning(`background task ${taskId}: could not record its completion`, cause)),
+          Effect.forkIn(scope)
+        )
+        return taskId
+      })
+
+    // -- one turn ------------------------------------------------------------------------
+
+    const admit = (operation: string, sessionId: string) =>
+      Effect.flatMap(
+        Ref.modify(activity, (current): [Either.Either<void, AgentBusyError>, Activity] =>
+          current.maintenance !== undefined
+            ? [
+              Either.left(
+                new AgentBusyError({
+                  operation,
+                  reason: "maintenance",
+                  sessionId,
+                  detail: `${current.maintenance.operation} of session "${current.maintenance.sessionId}" is running; retry when it is done`
+                })
+              ),
+              current
+            ]
+            : [Either.void, { ...current, runs: withCount(current.runs, sessionId, 1) }]
+        ),
+        Either.match({ onLeft: Effect.fail, onRight: () => Effect.void })
+      )
+    const release = (sessionId: string) =>
+      Ref.update(activity, (current) => ({ ...current, runs: withCount(current.runs, sessionId, -1) }))
+
+    const turn = (
+      input: UserContent,
+      sendOptions: SendOptions,
+      emit: (event: AgentEvent) => Effect.Effect<void>
+    ): Effect.Effect<LiteAgentResult, SendError> =>
+      Effect.gen(function*() {
+        const sessionId = yield* validateSessionId(sendOptions.sessionId ?? pointer.current)
+        if (contentText(input).trim().length === 0) {
+          return yield* new InvalidEventError({ sessionId, index: 0, detail: "the prompt is empty" })
+        }
+        const maxSteps = sendOptions.maxSteps ?? maxStepsDefault
+        const locked = lockOf(sessionId).withPermits(1)(Effect.gen(function*() {
+          const cursor = yield* openCursor(sessionId, emit)
+
+          // A crash mid-turn left tool calls without results: close them before anything else.
+          const dangling = Session.pendingToolCalls(cursor.state)
+          if (dangling.length > 0) {
+            yield* commit(cursor, [
+              ...dangling.map((call) =>
+                new ToolResult({ toolUseId: call.toolUseId, toolName: call.name, content: INTERRUPTED_TOOL_RESULT, isError: true })
+              ),
+              new RuntimeMessage({
+                kind: "repair",
+                content: `The previous turn stopped before ${dangling.length} tool call(s) finished (${
+                  dangling.map((call) => call.name).join(", ")
+                }). Their effects are unknown.`
+              })
+            ])
+          }
+          yield* drainInbox(cursor)
+          const user = new UserMessage({ content: input, origin: "user" })
+          yield* commit(
+            cursor,
+            cursor.state.head === 0
+              ? [
+                new SessionMetadata({
+                  formatVersion: EVENT_FORMAT_VERSION,
+                  workdir: workspace.root,
+                  ...(options.modelName === undefined ? {} : { model: options.modelName })
+                }),
+                user
+              ]
+              : [user]
+          )
+
+          const toolCalls: Array<ToolCallRecord> = []
+          let usage: TokenUsage = { inputTokens: 0, outputTokens: 0 }
+          let text = ""
+          let stopReason = "step_limit"
+          let steps = 0
+          while (steps < maxSteps) {
+            steps++
+            yield* drainInbox(cursor)
+            const response = yield* model.generateText({
+              prompt: promptFromSession(cursor.state, options.systemPrompt),
+              toolkit: agentToolkitForModel,
+              disableToolCallResolution: true
+            }).pipe(Effect.mapError((error) => new ModelError({ sessionId, ...describeModelFailure(error), cause: error })))
+
+            const blocks: Array<AssistantBlock> = []
+            for (const part of response.content) {
+              if (part.type === "text" && part.text.length > 0) blocks.push({ type: "text", text: part.text })
+              if (part.type === "tool-call") blocks.push({ type: "tool_use", id: part.id, name: part.name, input: toJsonValue(part.params) })
+            }
+            const stepUsage = {
+              inputTokens: Math.max(0, Math.round(response.usage.inputTokens ?? 0)),
+              outputTokens: Math.max(0, Math.round(response.usage.outputTokens ?? 0))
+            }
+            usage = { inputTokens: usage.inputTokens + stepUsage.inputTokens, outputTokens: usage.outputTokens + stepUsage.outputTokens }
+            yield* commit(cursor, [
+              new AssistantMessage({
+                content: blocks,
+                stopReason: finishReasonToString(response.finishReason),
+                usage: stepUsage,
+                ...(options.modelName === undefined ? {} : { model: options.modelName })
+              })
+            ])
+            text = response.text
+
+            const calls = blocks.filter((block) => block.type === "tool_use")
+            if (calls.length === 0) {
+              stopReason = response.finishReason
+              break
+            }
+            for (const call of calls) {
+              yield* emit({ type: "tool_start", sessionId, toolUseId: call.id, name: call.name, input: call.input })
+              const outcome: ToolOutcome = yield* runToolCall(
+                { sessionId, toolUseId: call.id, name: call.name, input: call.input },
+                { workdir: workspace.root, bashTimeoutMs, startBackground }
+              ).pipe(Effect.provideService(FileTools.FileTools, fileTools))
+              // The file tools appended their snapshot and change records; fold them in first.
+              yield* catchUp(cursor)
+              yield* commit(cursor, [
+                new ToolResult({ toolUseId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError })
+              ])
+              yield* emit({
+                type: "tool_end",
+                sessionId,
+                toolUseId: call.id,
+                name: call.name,
+                isError: outcome.isError,
+                output: outcome.content
+              })
+              toolCalls.push({ id: call.id, name: call.name, input: call.input, output: outcome.content, isError: outcome.isError })
+            }
+          }
+          const result: LiteAgentResult = { sessionId, text, toolCalls, usage, head: cursor.state.head, steps, stopReason }
+          yield* emit({ type: "result", result })
+          return result
+        }))
+        // Counted from admission, so a restore cannot start while this turn waits for the session.
+        return yield* Effect.acquireUseRelease(admit("send", sessionId), () => locked, () => release(sessionId))
+      })
+
+    // -- maintenance ---------------------------------------------------------------------
+
+    /** Enter maintenance for `operation` if the whole agent is idle; fail with the reason otherwise. */
+    const enterMaintenance = (operation: string, sessionId: string) =>
+      Effect.flatMap(
+        Ref.modify(activity, (current): [Either.Either<void, AgentBusyError>, Activity] => {
+          const busy = (reason: AgentBusyError["reason"], detail: string) =>
+            [Either.left(new AgentBusyError({ operation, reason, sessionId, detail })), current] as [
+              Either.Either<void, AgentBusyError>,
+              Activity
+            ]
+          if (current.maintenance !== undefined) {
+            return busy("maintenance", `${current.maintenance.operation} of session "${current.maintenance.sessionId}" is running`)
+          }
+          if (current.runs.size > 0) {
+            return busy("run_in_flight", `turns are running or waiting in session(s) ${[...current.runs.keys()].join(", ")}`)
+          }
+          if (current.background.size > 0) {
+            return busy(
+              "background_task",
+              `background task(s) still running: ${[...current.background.values()].map((task) => `${task.taskId} (${task.command})`).join(", ")}`
+            )
+          }
+          return [Either.void, { ...current, maintenance: { operation, sessionId } }]
+        }),
+        Either.match({ onLeft: Effect.fail, onRight: () => Effect.void })
+      )
+    const leaveMaintenance = Ref.update(activity, (current) => ({ ...current, maintenance: undefined }))
+
+    const service: LiteAgentService = {
+      sessionId: Effect.sync(() => pointer.current),
+      send: (input, sendOptions = {}) => turn(input, sendOptions, publish),
+      run: (input, sendOptions = {}) =>
+        Stream.unwrapScoped(Effect.gen(function*() {
+          const mailbox = yield* Mailbox.make<AgentEvent, SendError>()
+          yield* turn(input, sendOptions, (event) => Effect.zipRight(publish(event), mailbox.offer(event))).pipe(
+            Effect.exit,
+            Effect.flatMap((exit) => mailbox.done(Exit.asVoid(exit))),
+            Effect.forkScoped
+          )
+          return Mailbox.toStream(mailbox)
+        })),
+      resume: (sessionId) => Either.match(pointer.resume(sessionId), { onLeft: Effect.fail, onRight: () => Effect.void }),
+      clear: () => Either.match(pointer.clear(), { onLeft: Effect.fail, onRight: Effect.succeed }),
+      listSessions: () =>
+        Effect.zipRight(
+          requireSessions("listSessions"),
+          Effect.map(checkpointer.list(), (sessions) => [...sessions].sort((a, b) => b.mtime.getTime() - a.mtime.getTime()))
+        ),
+      deleteSession: (sessionId) =>
+        Effect.gen(function*() {
+          yield* requireSessions("deleteSession")
+          yield* enterMaintenance("deleteSession", sessionId)
+          yield* checkpointer.delete(sessionId).pipe(Effect.ensuring(leaveMaintenance))
+        }),
+      listCheckpoints: (sessionId) => Effect.zipRight(requireSessions("listCheckpoints"), timeTravel.listCheckpoints(sessionId)),
+      restore: (sessionId, seq, restoreOptions) =>
+        Effect.gen(function*() {
+          yield* requireSessions("restore")
+          yield* enterMaintenance("restore", sessionId)
+          const result = yield* timeTravel.restore(sessionId, seq, restoreOptions).pipe(Effect.ensuring(leaveMaintenance))
+          if (!result.dryRun) pointer.resume(sessionId)
+          return result
+        }),
+      backgroundTasks: Effect.map(Ref.get(activity), (current) => [...current.background.values()]),
+      events: Stream.fromPubSub(hub),
+      addListener: (listener) =>
+        Effect.sync(() => {
+          listeners.add(listener)
+          return () => {
+            listeners.delete(listener)
+          }
+        })
+    }
+    return service
+  })
+
+/** `LiteAgent` from a checkpointer, a model, the file tools and time travel. */
+export const layer = (
+  options: LiteAgentOptions = {}
+): Layer.Layer<LiteAgent, never, Checkpointer | LanguageModel.LanguageModel | TimeTravel | Workspace.Workspace | FileTools.FileTools> =>
+  Layer.scoped(LiteAgent, make(options))
+
+/**
+ * `LiteAgent` with its file tools and time travel working in `workdir`: what is left to
+ * provide is the `Checkpointer` and the `LanguageModel` — swap either by swapping its layer.
+ */
+export const layerWithWorkdir = (
+  workdir: string,
+  options: LiteAgentOptions & FileTools.FileToolsOptions = {}
+) =>
+  layer(options).pipe(
+    Layer.provide(Layer.mergeAll(FileTools.layer(options), TimeTravelModule.layer)),
+    Layer.provideMerge(Workspace.layer(workdir))
+  )
