@@ -227,6 +227,33 @@ const describeModelFailure = (error: unknown): { readonly detail: string; readon
   return status === undefined ? { detail } : { detail, status }
 }
 
+/**
+ * What a turn that ended abnormally (a crash, a failed model call) left open, closed so the
+ * next turn can go on: every tool call without a result gets an error result, and a repair
+ * note tells the model what happened. Repair messages are never checkpoints.
+ */
+export const repairs = (state: Session.SessionState): ReadonlyArray<SessionEvent> => {
+  const dangling = Session.pendingToolCalls(state)
+  if (dangling.length > 0) {
+    return [
+      ...dangling.map((call) =>
+        new ToolResult({ toolUseId: call.toolUseId, toolName: call.name, content: INTERRUPTED_TOOL_RESULT, isError: true })
+      ),
+      new RuntimeMessage({
+        kind: "repair",
+        content: `The previous turn stopped before ${dangling.length} tool call(s) finished (${
+          dangling.map((call) => call.name).join(", ")
+        }); their effects are unknown.`
+      })
+    ]
+  }
+  const last = state.messages.at(state.messages.length - 1)?.event
+  if (last?._tag === "UserMessage") {
+    return [new RuntimeMessage({ kind: "repair", content: "The previous prompt got no answer: the run stopped before the model replied." })]
+  }
+  return []
+}
+
 export const make = (options: LiteAgentOptions = {}) =>
   Effect.gen(function*() {
     const checkpointer = yield* Checkpointer
@@ -399,21 +426,7 @@ export const make = (options: LiteAgentOptions = {}) =>
         const locked = lockOf(sessionId).withPermits(1)(Effect.gen(function*() {
           const cursor = yield* openCursor(sessionId, emit)
 
-          // A crash mid-turn left tool calls without results: close them before anything else.
-          const dangling = Session.pendingToolCalls(cursor.state)
-          if (dangling.length > 0) {
-            yield* commit(cursor, [
-              ...dangling.map((call) =>
-                new ToolResult({ toolUseId: call.toolUseId, toolName: call.name, content: INTERRUPTED_TOOL_RESULT, isError: true })
-              ),
-              new RuntimeMessage({
-                kind: "repair",
-                content: `The previous turn stopped before ${dangling.length} tool call(s) finished (${
-                  dangling.map((call) => call.name).join(", ")
-                }). Their effects are unknown.`
-              })
-            ])
-          }
+          yield* commit(cursor, repairs(cursor.state))
           yield* drainInbox(cursor)
           const user = new UserMessage({ content: input, origin: "user" })
           yield* commit(

@@ -268,7 +268,7 @@ const start = (command: string, options: CommandOptions): Run => {
         closed = true
         resolveClosed()
       })
-      
+      child.once("exit", () => setTimeout(resolveClosed, PIPE_DRAIN_MS))
     })
 
     child.on("error", (error) => {

@@ -1,0 +1,121 @@
+/**
+ * A process that dies mid-turn (SIGKILL, real files) leaves a log that a new process resumes
+ * cleanly: open tool calls are closed with error results and a repair note, the repair is
+ * not a checkpoint, the model sees what happened, and restore still works.
+ */
+import { existsSync, readFileSync } from "node:fs"
+import { join } from "node:path"
+import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { fileCheckpointer, type LiteAgentResult, RuntimeMessage, ToolResult } from "../src/index.js"
+import { INTERRUPTED_TOOL_RESULT } from "../src/agent/LiteAgent.js"
+import { live, makeTempDir, removeTempDirs, startWorker } from "./support/processes.js"
+
+afterEach(() => {
+  for (const child of live) child.kill("SIGKILL")
+})
+afterAll(removeTempDirs)
+
+const run = (config: Record<string, unknown>) => startWorker("agent-turn.ts", [JSON.stringify(config)])
+
+const resume = async (dir: string, workdir: string, sessionId: string): Promise<LiteAgentResult> => {
+  const worker = run({ mode: "resume", dir, workdir, sessionId, prompt: "continue" })
+  const line = await worker.waitForLine((candidate) => candidate.startsWith("result "))
+  await worker.closed
+  return JSON.parse(line.slice("result ".length)) as LiteAgentResult
+}
+
+describe("an agent process killed mid-turn", () => {
+  it("during a tool call: the next process closes the call, the model is told, restore still works", async () => {
+    const dir = makeTempDir("agent-log")
+    const workdir = makeTempDir("agent-work")
+    const sessionId = "crash-in-tool"
+    const worker = run({ mode: "tool", dir, workdir, sessionId, prompt: "write a.txt and run the long command" })
+    await worker.waitForLine((line) => line === "tool_start bash")
+    // bash has started: its pid file appears; then the agent process dies without warning.
+    const pidFile = join(workdir, "bash.pid")
+    while (!existsSync(pidFile) || readFileSync(pidFile, "utf8").trim() === "") await new Promise((r) => setTimeout(r, 10))
+    worker.child.kill("SIGKILL")
+    await worker.closed
+    // The command was in its own process group: stop it, as an operator would.
+    process.kill(-Number(readFileSync(pidFile, "utf8").trim()), "SIGKILL")
+
+    const checkpointer = fileCheckpointer({ dir })
+    try {
+      const before = await checkpointer.read(sessionId)
+      expect(before.map((stored) => stored.event._tag)).toEqual([
+        "SessionMetadata",
+        "UserMessage",
+        "AssistantMessage",
+        "FileSnapshot",
+        "FileChange",
+        "ToolResult"
+      ])
+
+      const result = await resume(dir, workdir, sessionId)
+      expect(result.text).toBe("recovered")
+      const after = await checkpointer.read(sessionId)
+      const added = after.slice(before.length).map((stored) => stored.event)
+      expect(added.map((event) => event._tag)).toEqual([
+        "ToolResult",
+        "RuntimeMessage",
+        "UserMessage",
+        "AssistantMessage"
+      ])
+      const [closed, note] = added
+      expect(closed).toBeInstanceOf(ToolResult)
+      expect(closed instanceof ToolResult && [closed.toolName, closed.isError, closed.content]).toEqual([
+        "bash",
+        true,
+        INTERRUPTED_TOOL_RESULT
+      ])
+      expect(note instanceof RuntimeMessage && note.kind).toBe("repair")
+
+      // Two checkpoints: the crashed prompt and "continue"; the repair is not one.
+      const { createLiteAgent } = await import("../src/index.js")
+      const { scripted } = await import("../src/provider/index.js")
+      const agent = createLiteAgent({ model: scripted([]), workdir, checkpointer, sessionId })
+      try {
+        const checkpoints = await agent.listCheckpoints(sessionId)
+        expect(checkpoints.map((checkpoint) => checkpoint.prompt)).toEqual(["write a.txt and run the long command", "continue"])
+        // The write finished before the crash, so restore can undo it; the command cannot be undone.
+        const restored = await agent.restore(sessionId, checkpoints[0]!.seq)
+        expect(restored.restoredFiles).toEqual(["a.txt"])
+        expect(restored.commandsNotUndone.map((command) => command.tool)).toEqual(["bash"])
+        expect(existsSync(join(workdir, "a.txt"))).toBe(false)
+        expect(await checkpointer.head(sessionId)).toBe(1)
+      } finally {
+        await agent.close()
+      }
+    } finally {
+      await checkpointer.close()
+    }
+  })
+
+  it("during the model call: the unanswered prompt gets a repair note and the session goes on", async () => {
+    const dir = makeTempDir("agent-log")
+    const workdir = makeTempDir("agent-work")
+    const sessionId = "crash-in-model"
+    const worker = run({ mode: "model", dir, workdir, sessionId, prompt: "first question" })
+    await worker.waitForLine((line) => line === "calling model")
+    worker.child.kill("SIGKILL")
+    await worker.closed
+
+    const checkpointer = fileCheckpointer({ dir })
+    try {
+      expect((await checkpointer.read(sessionId)).map((stored) => stored.event._tag)).toEqual(["SessionMetadata", "UserMessage"])
+      const result = await resume(dir, workdir, sessionId)
+      expect(result.text).toBe("recovered")
+      const events = (await checkpointer.read(sessionId)).map((stored) => stored.event)
+      expect(events.map((event) => event._tag)).toEqual([
+        "SessionMetadata",
+        "UserMessage",
+        "RuntimeMessage",
+        "UserMessage",
+        "AssistantMessage"
+      ])
+      expect(events[2] instanceof RuntimeMessage && events[2].kind).toBe("repair")
+    } finally {
+      await checkpointer.close()
+    }
+  })
+})
