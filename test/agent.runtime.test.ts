@@ -88,6 +88,15 @@ describe("background tasks", () => {
     ])
     expect(promptLines(model.calls()[1]!.prompt).at(-1)).toContain("early")
   })
+
+  it("are killed when the agent is closed", async () => {
+    const { agent, workdir } = setup([{ toolCalls: [bash("echo $$ > pid; sleep 30", { background: true })] }, { text: "ok" }])
+    await agent.send("start it")
+    await eventually(() => existsSync(join(workdir, "pid")) && readFileSync(join(workdir, "pid"), "utf8").trim() !== "")
+    const pid = Number(readFileSync(join(workdir, "pid"), "utf8").trim())
+    await agent.close()
+    expect(!existsSync(`/proc/${pid}`) || readFileSync(`/proc/${pid}/stat`, "utf8").split(" ")[2] === "Z").toBe(true)
+  })
 })
 
 describe("the maintenance lock", () => {
