@@ -23,6 +23,15 @@ const runtimeNote = (label: string, text: string) => `[lite-agent ${label}]\n${t
 
 export const UNANSWERED_TOOL_CALL = "no result was recorded for this tool call (the run stopped before it finished)"
 
+const unanswered = (call: ToolUseBlock): Prompt.ToolResultPartEncoded => ({
+  type: "tool-result",
+  id: call.id,
+  name: call.name,
+  isFailure: true,
+  result: UNANSWERED_TOOL_CALL,
+  providerExecuted: false
+})
+
 /** The `@effect/ai` prompt for a session's conversation, after an optional system prompt. */
 export const promptFromSession = (
   state: Session.SessionState,
@@ -100,14 +109,7 @@ export const promptFromSession = (
     const results = [
       // Only results for calls the model just made; others would be rejected by the provider.
       ...turn.results.filter((result) => asked.some((call) => call.id === result.id)),
-      ...asked.filter((call) => !answered.has(call.id)).map((call): Prompt.ToolResultPartEncoded => ({
-        type: "tool-result",
-        id: call.id,
-        name: call.name,
-        isFailure: true,
-        result: UNANSWERED_TOOL_CALL,
-        providerExecuted: false
-      }))
+      ...asked.filter((call) => !answered.has(call.id)).map(unanswered)
     ]
     const strays = turn.results.filter((result) => !asked.some((call) => call.id === result.id))
     const texts = [
@@ -120,17 +122,7 @@ export const promptFromSession = (
   // The last turn was the model's, with calls and no user turn after it: answer them too.
   const last = turns[turns.length - 1]
   if (last?.role === "assistant" && last.calls.length > 0) {
-    messages.push({
-      role: "tool",
-      content: last.calls.map((call): Prompt.ToolResultPartEncoded => ({
-        type: "tool-result",
-        id: call.id,
-        name: call.name,
-        isFailure: true,
-        result: UNANSWERED_TOOL_CALL,
-        providerExecuted: false
-      }))
-    })
+    messages.push({ role: "tool", content: last.calls.map(unanswered) })
   }
   return messages
 }

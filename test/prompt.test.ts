@@ -1,0 +1,107 @@
+/**
+ * The pure mapping from a session's fold to the `@effect/ai` prompt: the shape providers
+ * demand (each tool call answered in the next user turn, results first) even when the log
+ * holds something else.
+ */
+import { describe, expect, it } from "vitest"
+import { promptFromSession, UNANSWERED_TOOL_CALL } from "../src/agent/prompt.js"
+import {
+  AssistantMessage,
+  BackgroundCompleted,
+  Compaction,
+  RuntimeMessage,
+  type SessionEvent,
+  ToolResult,
+  UserMessage
+} from "../src/core/events.js"
+import * as Session from "../src/core/session.js"
+
+const fold = (events: ReadonlyArray<SessionEvent>) => Session.fold(events.map((event, index) => ({ seq: index + 1, ts: index, event })))
+const call = (id: string, name = "bash") => ({ type: "tool_use" as const, id, name, input: { command: id } })
+const user = (content: string) => new UserMessage({ content, origin: "user" })
+
+describe("promptFromSession", () => {
+  it("maps a plain exchange, with the system prompt first", () => {
+    const state = fold([user("hi"), new AssistantMessage({ content: [{ type: "text", text: "hello" }] })])
+    expect(promptFromSession(state, "be brief")).toEqual([
+      { role: "system", content: "be brief" },
+      { role: "user", content: [{ type: "text", text: "hi" }] },
+      { role: "assistant", content: [{ type: "text", text: "hello" }] }
+    ])
+  })
+
+  it("puts a turn's tool results before its texts, whatever order the log has", () => {
+    const state = fold([
+      user("go"),
+      new AssistantMessage({ content: [call("t1")] }),
+      new BackgroundCompleted({ taskId: "bg_1", command: "make", exitCode: 0, output: "built\n", outputTruncated: false }),
+      new ToolResult({ toolUseId: "t1", toolName: "bash", content: "ok", isError: false })
+    ])
+    const messages = promptFromSession(state, undefined)
+    expect(messages.map((message) => message.role)).toEqual(["user", "assistant", "tool", "user"])
+    expect(messages[2]).toMatchObject({ content: [{ type: "tool-result", id: "t1", result: "ok", isFailure: false }] })
+    expect(JSON.stringify(messages[3])).toContain("background task completed")
+    expect(JSON.stringify(messages[3])).toContain("built")
+  })
+
+  it("answers calls left without a result, and turns results of no recent call into text", () => {
+    const state = fold([
+      user("go"),
+      new AssistantMessage({ content: [call("t1"), call("t2")] }),
+      new ToolResult({ toolUseId: "t1", toolName: "bash", content: "ok", isError: false }),
+      new ToolResult({ toolUseId: "old", toolName: "read_file", content: "stale", isError: false }),
+      user("next"),
+      new AssistantMessage({ content: [call("t3")] })
+    ])
+    const messages = promptFromSession(state, undefined)
+    expect(messages.map((message) => message.role)).toEqual(["user", "assistant", "tool", "user", "assistant", "tool"])
+    expect(messages[2]).toMatchObject({
+      content: [
+        { id: "t1", isFailure: false },
+        { id: "t2", isFailure: true, result: UNANSWERED_TOOL_CALL }
+      ]
+    })
+    expect(JSON.stringify(messages[3])).toContain("result of an earlier read_file call")
+    expect(messages[5]).toMatchObject({ content: [{ id: "t3", isFailure: true, result: UNANSWERED_TOOL_CALL }] })
+  })
+
+  it("skips empty assistant messages, merges consecutive ones, and marks runtime text", () => {
+    const state = fold([
+      user("a"),
+      new AssistantMessage({ content: [] }),
+      new RuntimeMessage({ kind: "repair", content: "previous turn stopped" }),
+      user("b"),
+      new AssistantMessage({ content: [{ type: "text", text: "" }, { type: "text", text: "one" }] }),
+      new AssistantMessage({ content: [{ type: "text", text: "two" }] })
+    ])
+    expect(promptFromSession(state, "")).toEqual([
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "a" },
+          { type: "text", text: "[lite-agent repair]\nprevious turn stopped" },
+          { type: "text", text: "b" }
+        ]
+      },
+      { role: "assistant", content: [{ type: "text", text: "one" }, { type: "text", text: "two" }] }
+    ])
+  })
+
+  it("starts from the compaction summary and the kept messages", () => {
+    const state = fold([
+      user("old"),
+      new AssistantMessage({ content: [{ type: "text", text: "old answer" }] }),
+      new Compaction({ summary: "we talked", tokensBefore: 100, tokensAfter: 10 }),
+      user("new")
+    ])
+    expect(promptFromSession(state, undefined)).toEqual([
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "[lite-agent summary of the earlier conversation]\nwe talked" },
+          { type: "text", text: "new" }
+        ]
+      }
+    ])
+  })
+})
