@@ -4,7 +4,7 @@
  * both at run time (node) and for types (tsc with NodeNext resolution).
  */
 import { execFileSync } from "node:child_process"
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -17,6 +17,11 @@ beforeAll(() => {
   consumerDir = mkdtempSync(join(tmpdir(), "lite-agent-consumer-"))
   mkdirSync(join(consumerDir, "node_modules", "@lite-agent"), { recursive: true })
   symlinkSync(root, join(consumerDir, "node_modules", "@lite-agent", "sdk"), "dir")
+  // A consumer of the provider subpath drives the model with Effect and @effect/ai, which it
+  // installs itself; link the very copies the package resolves, as a deduplicating install would.
+  mkdirSync(join(consumerDir, "node_modules", "@effect"), { recursive: true })
+  symlinkSync(join(root, "node_modules", "effect"), join(consumerDir, "node_modules", "effect"), "dir")
+  symlinkSync(join(root, "node_modules", "@effect", "ai"), join(consumerDir, "node_modules", "@effect", "ai"), "dir")
   writeFileSync(join(consumerDir, "package.json"), JSON.stringify({ name: "consumer", type: "module", private: true }))
   writeFileSync(
     join(consumerDir, "tsconfig.json"),
@@ -53,6 +58,13 @@ describe("the built package", () => {
       encoding: "utf8"
     })
     expect(JSON.parse(output)).toEqual({
+      agent: { text: "wrote it", tool: ["wrote out.txt (17 bytes)"], checkpointFiles: [["out.txt"]] },
+      provider: {
+        scriptedText: "scripted hello",
+        remaining: 0,
+        anthropicDefault: "claude-sonnet-4-6",
+        missingKey: "apiKey"
+      },
       sqliteHead: 1,
       sqliteConflict: true,
       sqliteSchemaVersion: 1,
@@ -64,6 +76,8 @@ describe("the built package", () => {
       conformance: "function",
       memoryLayer: "object"
     })
+    // The agent worked in its default workdir, the consumer's cwd.
+    expect(readFileSync(join(consumerDir, "out.txt"), "utf8")).toBe("from the consumer")
   })
 
   it("loads the native SQLite module only through the checkpoint-sqlite subpath", () => {
@@ -82,6 +96,7 @@ describe("the built package", () => {
       ).trim()
     expect(nativeModulesAfter("@lite-agent/sdk")).toBe("0")
     expect(nativeModulesAfter("@lite-agent/sdk/core")).toBe("0")
+    expect(nativeModulesAfter("@lite-agent/sdk/provider")).toBe("0")
     expect(Number(nativeModulesAfter("@lite-agent/sdk/checkpoint-sqlite"))).toBeGreaterThan(0)
   })
 

@@ -16,7 +16,7 @@
  * - appends carry the expected head, so a write by another process in the middle of a step
  *   fails the turn with `CheckpointConflictError` instead of interleaving silently.
  */
-import { LanguageModel } from "@effect/ai"
+import * as LanguageModel from "@effect/ai/LanguageModel"
 import { randomBytes } from "node:crypto"
 import {
   Context,

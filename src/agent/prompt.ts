@@ -9,7 +9,7 @@
  * unanswered — so the mapping groups each user turn, puts its tool results first, and answers
  * any call left without a result with a failure the model can read.
  */
-import type { Prompt } from "@effect/ai"
+import type * as Prompt from "@effect/ai/Prompt"
 import { contentText, type ToolUseBlock } from "../core/events.js"
 import * as Session from "../core/session.js"
 

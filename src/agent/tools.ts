@@ -8,7 +8,8 @@
  * `@effect/ai`: a call with a missing or mistyped argument must reach our own validation and
  * come back to the model as a tool error it can correct, not fail the whole model call.
  */
-import { Tool, Toolkit } from "@effect/ai"
+import * as Tool from "@effect/ai/Tool"
+import * as Toolkit from "@effect/ai/Toolkit"
 import { Effect, ParseResult, Schema } from "effect"
 import { type CheckpointerError, ToolInputError, type UnsafePathError, type WorkspaceIOError } from "../core/errors.js"
 import type { JsonValue } from "../core/events.js"

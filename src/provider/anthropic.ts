@@ -1,0 +1,199 @@
+/**
+ * The Anthropic provider: `@effect/ai-anthropic` over the platform's fetch client (Node 20
+ * has fetch, so no Node-specific HTTP package is needed). Everything a user can get wrong
+ * in the options or environment is checked when the layer is built and reported as a
+ * `ConfigurationError` that says what to set — before any request is sent.
+ */
+import * as AnthropicClient from "@effect/ai-anthropic/AnthropicClient"
+import * as AnthropicLanguageModel from "@effect/ai-anthropic/AnthropicLanguageModel"
+import * as AiError from "@effect/ai/AiError"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import { Effect, Layer, Predicate, Redacted, Stream } from "effect"
+import { ConfigurationError } from "../core/errors.js"
+import type { ModelProvider } from "./ModelProvider.js"
+
+export interface AnthropicOptions {
+  /** Defaults to the `ANTHROPIC_API_KEY` environment variable. */
+  readonly apiKey?: string
+  /** Defaults to the `ANTHROPIC_BASE_URL` environment variable, else `https://api.anthropic.com`. */
+  readonly baseUrl?: string
+  /** The `max_tokens` of every request. Default {@link DEFAULT_ANTHROPIC_MAX_TOKENS}. */
+  readonly maxTokens?: number
+  /** The `anthropic-version` header. Defaults to the client library's (`2023-06-01`). */
+  readonly anthropicVersion?: string
+}
+
+export const DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
+
+/**
+ * Room for a whole file write in one tool call, yet small enough for a non-streaming
+ * request to finish well within Anthropic's limits for non-streaming calls.
+ */
+export const DEFAULT_ANTHROPIC_MAX_TOKENS = 8192
+
+const API_KEY_ENV = "ANTHROPIC_API_KEY"
+const BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+
+interface Settings {
+  readonly modelName: string
+  readonly apiKey: Redacted.Redacted<string>
+  readonly apiUrl: string | undefined
+  readonly maxTokens: number
+  readonly anthropicVersion: string | undefined
+}
+
+const invalid = (option: string, detail: string) => new ConfigurationError({ option, detail })
+
+/** A non-empty env var's value; an empty one counts as unset (a common shell slip). */
+const fromEnv = (name: string): string | undefined => {
+  const value = process.env[name]
+  return value === undefined || value === "" ? undefined : value
+}
+
+const resolveApiKey = (options: AnthropicOptions): Effect.Effect<Redacted.Redacted<string>, ConfigurationError> => {
+  const source = options.apiKey !== undefined ? "apiKey" : `the ${API_KEY_ENV} environment variable`
+  const key = options.apiKey ?? fromEnv(API_KEY_ENV)
+  if (key === undefined) {
+    const emptyEnv = process.env[API_KEY_ENV] === "" ? ` (${API_KEY_ENV} is set but empty)` : ""
+    return Effect.fail(invalid(
+      "apiKey",
+      `no Anthropic API key: set the ${API_KEY_ENV} environment variable or pass anthropic({ apiKey })${emptyEnv}`
+    ))
+  }
+  // Never echo the key itself: error messages end up in logs.
+  if (typeof key !== "string" || key.length === 0) return Effect.fail(invalid("apiKey", `${source} must be a non-empty string`))
+  if (key !== key.trim() || /[\u0000-\u001f\u007f]/.test(key)) {
+    return Effect.fail(invalid("apiKey", `${source} has surrounding whitespace or control characters (a pasted newline?)`))
+  }
+  return Effect.succeed(Redacted.make(key))
+}
+
+const resolveBaseUrl = (options: AnthropicOptions): Effect.Effect<string | undefined, ConfigurationError> => {
+  const fromOptions = options.baseUrl !== undefined
+  const raw = options.baseUrl ?? fromEnv(BASE_URL_ENV)
+  if (raw === undefined) return Effect.succeed(undefined)
+  const source = fromOptions ? "baseUrl" : BASE_URL_ENV
+  if (typeof raw !== "string") return Effect.fail(invalid("baseUrl", `${source} must be a string`))
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return Effect.fail(invalid("baseUrl", `${source} ${JSON.stringify(raw)} is not a URL; expected e.g. https://api.anthropic.com`))
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    return Effect.fail(invalid("baseUrl", `${source} ${JSON.stringify(raw)} must be an http(s) URL`))
+  }
+  if (url.search !== "" || url.hash !== "") {
+    return Effect.fail(invalid("baseUrl", `${source} ${JSON.stringify(raw)} must not have a query or fragment`))
+  }
+  // Request paths ("/v1/messages") are appended to it, so a trailing slash would double up.
+  return Effect.succeed(url.href.replace(/\/+$/, ""))
+}
+
+const resolveSettings = (
+  options: AnthropicOptions,
+  modelName: string
+): Effect.Effect<Settings, ConfigurationError> =>
+  Effect.gen(function*() {
+    if (typeof modelName !== "string" || modelName.trim() === "") {
+      return yield* invalid("modelName", `must be a non-empty model name such as "${DEFAULT_ANTHROPIC_MODEL}"`)
+    }
+    const maxTokens = options.maxTokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS
+    if (!Number.isSafeInteger(maxTokens) || maxTokens <= 0) {
+      return yield* invalid("maxTokens", `must be a positive integer, got ${String(maxTokens)}`)
+    }
+    const anthropicVersion = options.anthropicVersion
+    if (anthropicVersion !== undefined && (typeof anthropicVersion !== "string" || !/^\S+$/.test(anthropicVersion))) {
+      return yield* invalid("anthropicVersion", `must be a non-empty header value such as "2023-06-01", got ${JSON.stringify(anthropicVersion)}`)
+    }
+    const apiKey = yield* resolveApiKey(options)
+    const apiUrl = yield* resolveBaseUrl(options)
+    return { modelName, apiKey, apiUrl, maxTokens, anthropicVersion }
+  })
+
+const API_KEY_HEADER = "x-api-key"
+
+const redactHeaders = (headers: Readonly<Record<string, string>>): Record<string, string> =>
+  Object.fromEntries(
+    Object.entries(headers).map(([name, value]) => [name, name.toLowerCase() === API_KEY_HEADER ? "<redacted>" : value])
+  )
+
+/**
+ * The error without the API key. `@effect/ai` copies the request headers, `x-api-key`
+ * included, into `HttpRequestError`/`HttpResponseError` (and the platform error kept as
+ * `cause`); Effect's own printing redacts it, but `JSON.stringify`, a session log or a
+ * facade caller would not.
+ */
+const withoutApiKey = (error: AiError.AiError): AiError.AiError => {
+  switch (error._tag) {
+    case "HttpResponseError":
+      return new AiError.HttpResponseError({
+        module: error.module,
+        method: error.method,
+        request: { ...error.request, headers: redactHeaders(error.request.headers) },
+        response: error.response,
+        body: error.body,
+        reason: error.reason,
+        description: error.description
+      }, { disableValidation: true })
+    case "HttpRequestError": {
+      // The platform's RequestError holds the whole request; keep only what it wraps.
+      const cause = Predicate.hasProperty(error.cause, "request") && Predicate.hasProperty(error.cause, "cause")
+        ? error.cause.cause
+        : error.cause
+      return new AiError.HttpRequestError({
+        module: error.module,
+        method: error.method,
+        reason: error.reason,
+        request: { ...error.request, headers: redactHeaders(error.request.headers) },
+        description: error.description,
+        cause
+      }, { disableValidation: true })
+    }
+    default:
+      return error
+  }
+}
+
+/** The Anthropic client with the key scrubbed from the errors the language model sees. */
+const scrubbedClient = Layer.effect(
+  AnthropicClient.AnthropicClient,
+  Effect.map(AnthropicClient.AnthropicClient, (client) =>
+    AnthropicClient.AnthropicClient.of({
+      ...client,
+      createMessage: (options) => Effect.mapError(client.createMessage(options), withoutApiKey),
+      createMessageStream: (options) => Stream.mapError(client.createMessageStream(options), withoutApiKey)
+    }))
+)
+
+const layerFromSettings = (settings: Settings): Layer.Layer<LanguageModel.LanguageModel> =>
+  AnthropicLanguageModel.layer({ model: settings.modelName, config: { max_tokens: settings.maxTokens } }).pipe(
+    Layer.provide(scrubbedClient),
+    Layer.provide(AnthropicClient.layer({
+      apiKey: settings.apiKey,
+      apiUrl: settings.apiUrl,
+      anthropicVersion: settings.anthropicVersion
+    })),
+    Layer.provide(FetchHttpClient.layer)
+  )
+
+/**
+ * The Anthropic `LanguageModel` layer. The key and base URL fall back to the environment
+ * when the layer is built (not when this is called), so a layer made at start-up sees the
+ * environment the program actually runs with.
+ */
+export const anthropicLayer = (
+  options: AnthropicOptions & { readonly modelName?: string }
+): Layer.Layer<LanguageModel.LanguageModel, ConfigurationError> =>
+  Layer.unwrapEffect(Effect.map(
+    Effect.suspend(() => resolveSettings(options, options.modelName ?? DEFAULT_ANTHROPIC_MODEL)),
+    layerFromSettings
+  ))
+
+/** Anthropic's Messages API as a `ModelProvider`; `layer(modelName)` picks the model. */
+export const anthropic = (options: AnthropicOptions = {}): ModelProvider => ({
+  name: "anthropic",
+  defaultModelName: DEFAULT_ANTHROPIC_MODEL,
+  layer: (modelName) => anthropicLayer(modelName === undefined ? options : { ...options, modelName })
+})

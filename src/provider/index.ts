@@ -1,0 +1,22 @@
+/**
+ * `@lite-agent/sdk/provider` — model sources for the agent: Anthropic, and the scripted
+ * offline model for tests, examples and demos. Both produce an `@effect/ai` `LanguageModel`.
+ */
+export type { ModelProvider } from "./ModelProvider.js"
+export {
+  anthropic,
+  anthropicLayer,
+  type AnthropicOptions,
+  DEFAULT_ANTHROPIC_MAX_TOKENS,
+  DEFAULT_ANTHROPIC_MODEL
+} from "./anthropic.js"
+export {
+  promptCharacters,
+  SCRIPTED_MODEL_NAME,
+  scripted,
+  type ScriptedCall,
+  scriptedLayer,
+  type ScriptedProvider,
+  type ScriptedToolCall,
+  type ScriptedTurn
+} from "./scripted.js"

@@ -1,0 +1,288 @@
+/**
+ * An offline model that replays a script: one turn per model call. It is built with
+ * `LanguageModel.make`, like a real provider, so the agent, its tool loop and the response
+ * decoding (tool parameters checked against the toolkit's schemas) run exactly as they do
+ * against Anthropic — only the network is missing. Used by tests, examples and the demo.
+ */
+import { randomBytes } from "node:crypto"
+import * as AiError from "@effect/ai/AiError"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Prompt from "@effect/ai/Prompt"
+import type * as Response from "@effect/ai/Response"
+import { DateTime, Effect, Layer, Stream } from "effect"
+import { ConfigurationError } from "../core/errors.js"
+import type { ModelProvider } from "./ModelProvider.js"
+
+export interface ScriptedToolCall {
+  readonly name: string
+  /** The tool's parameters: a JSON object. */
+  readonly input: unknown
+}
+
+/** What the model answers to one call: some text, some tool calls, or both. */
+export interface ScriptedTurn {
+  readonly text?: string
+  readonly toolCalls?: ReadonlyArray<ScriptedToolCall>
+}
+
+export interface ScriptedCall {
+  /** 0-based: the n-th model call, answered by `turns[index]` when there is one. */
+  readonly index: number
+  /** The prompt exactly as the model received it. */
+  readonly prompt: Prompt.Prompt
+  /** The tools the call offered (none when the tool choice was `"none"`). */
+  readonly toolNames: ReadonlyArray<string>
+}
+
+export interface ScriptedProvider extends ModelProvider {
+  /** Building the layer cannot fail; every layer built from one provider shares its script. */
+  readonly layer: (modelName?: string) => Layer.Layer<LanguageModel.LanguageModel>
+  /** Every model call so far (prompt as received, tool names offered), oldest first. */
+  readonly calls: () => ReadonlyArray<ScriptedCall>
+  /** Turns not yet consumed. */
+  readonly remaining: () => number
+}
+
+export const SCRIPTED_MODEL_NAME = "scripted"
+
+// -----------------------------------------------------------------------------
+// Checking the script up front: a typo should fail where the script is written,
+// not as a confusing tool error several model calls later.
+// -----------------------------------------------------------------------------
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> => {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return false
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}
+
+const describe = (value: unknown): string =>
+  value === null ? "null" : Array.isArray(value) ? "an array" : typeof value === "object" ? "an object" : typeof value
+
+/** Where `value` stops being JSON (a path and a reason), or undefined when it is JSON. */
+const jsonProblem = (value: unknown, path: string, seen: Set<unknown>): string | undefined => {
+  if (value === null || typeof value === "string" || typeof value === "boolean") return undefined
+  if (typeof value === "number") return Number.isFinite(value) ? undefined : `${path} is ${value}, which JSON cannot hold`
+  if (typeof value !== "object") return `${path} is ${describe(value)}, which JSON cannot hold`
+  if (seen.has(value)) return `${path} is a circular reference`
+  seen.add(value)
+  try {
+    if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i++) {
+        const problem = jsonProblem(value[i], `${path}[${i}]`, seen)
+        if (problem !== undefined) return problem
+      }
+      return undefined
+    }
+    if (!isPlainObject(value)) return `${path} is a ${value.constructor?.name ?? "non-plain"} object, not plain JSON`
+    for (const [key, item] of Object.entries(value)) {
+      const problem = jsonProblem(item, `${path}.${key}`, seen)
+      if (problem !== undefined) return problem
+    }
+    return undefined
+  } finally {
+    seen.delete(value)
+  }
+}
+
+const TURN_KEYS = new Set(["text", "toolCalls"])
+const CALL_KEYS = new Set(["name", "input"])
+
+const badTurns = (detail: string) => new ConfigurationError({ option: "turns", detail })
+
+/** The turns, checked and deep-copied (later changes to the caller's objects do not leak in). */
+const checkTurns = (turns: unknown): ReadonlyArray<ScriptedTurn> => {
+  if (!Array.isArray(turns)) throw badTurns(`must be an array of turns, got ${describe(turns)}`)
+  turns.forEach((turn: unknown, i) => {
+    const at = `turns[${i}]`
+    if (!isPlainObject(turn)) throw badTurns(`${at} must be an object { text?, toolCalls? }, got ${describe(turn)}`)
+    for (const key of Object.keys(turn)) {
+      if (!TURN_KEYS.has(key)) throw badTurns(`${at} has an unknown key "${key}" (expected text and/or toolCalls)`)
+    }
+    if (turn["text"] !== undefined && typeof turn["text"] !== "string") {
+      throw badTurns(`${at}.text must be a string, got ${describe(turn["text"])}`)
+    }
+    const toolCalls = turn["toolCalls"]
+    if (toolCalls === undefined) return
+    if (!Array.isArray(toolCalls)) throw badTurns(`${at}.toolCalls must be an array, got ${describe(toolCalls)}`)
+    toolCalls.forEach((call: unknown, j) => {
+      const callAt = `${at}.toolCalls[${j}]`
+      if (!isPlainObject(call)) throw badTurns(`${callAt} must be an object { name, input }, got ${describe(call)}`)
+      for (const key of Object.keys(call)) {
+        if (!CALL_KEYS.has(key)) throw badTurns(`${callAt} has an unknown key "${key}" (expected name and input)`)
+      }
+      if (typeof call["name"] !== "string" || call["name"] === "") {
+        throw badTurns(`${callAt}.name must be a non-empty tool name`)
+      }
+      const input = call["input"]
+      if (!isPlainObject(input)) {
+        throw badTurns(`${callAt}.input (tool "${call["name"]}") must be a JSON object, got ${describe(input)}`)
+      }
+      const problem = jsonProblem(input, `${callAt}.input`, new Set())
+      if (problem !== undefined) throw badTurns(`${problem} (tool "${call["name"]}"); tool inputs must be plain JSON`)
+    })
+  })
+  return JSON.parse(JSON.stringify(turns)) as ReadonlyArray<ScriptedTurn>
+}
+
+// -----------------------------------------------------------------------------
+// Answering a call
+// -----------------------------------------------------------------------------
+
+/** JSON text of a value, for counting characters (undefined counts as nothing). */
+const jsonLength = (value: unknown): number => JSON.stringify(value)?.length ?? 0
+
+/**
+ * Characters of the prompt's text and tool parts: message text, reasoning text, tool-call
+ * parameters and tool results as JSON. Files are not counted.
+ */
+export const promptCharacters = (prompt: Prompt.Prompt): number => {
+  let total = 0
+  for (const message of prompt.content) {
+    if (message.role === "system") {
+      total += message.content.length
+      continue
+    }
+    for (const part of message.content) {
+      switch (part.type) {
+        case "text":
+        case "reasoning":
+          total += part.text.length
+          break
+        case "tool-call":
+          total += jsonLength(part.params)
+          break
+        case "tool-result":
+          total += jsonLength(part.result)
+          break
+        case "file":
+          break
+      }
+    }
+  }
+  return total
+}
+
+/** The rough 4-characters-per-token estimate, as the usage a real provider would report. */
+const estimateTokens = (characters: number): number => Math.ceil(characters / 4)
+
+interface Reply {
+  readonly responseId: string
+  readonly text: string | undefined
+  readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly params: unknown }>
+  readonly reason: "tool-calls" | "stop"
+  readonly usage: { readonly inputTokens: number; readonly outputTokens: number; readonly totalTokens: number }
+  readonly timestamp: string
+}
+
+/** Text split into word-sized deltas, so stream consumers really have to join them. */
+const deltas = (text: string): ReadonlyArray<string> => text.match(/\s*\S+\s*|\s+/g) ?? [text]
+
+/**
+ * A model that answers call n with `turns[n]`. The turn counter lives here, in the
+ * provider, so every layer built from it (one per agent run, say) continues the same
+ * script. Invalid turns throw a `ConfigurationError` right here.
+ */
+export const scripted = (turns: ReadonlyArray<ScriptedTurn>): ScriptedProvider => {
+  const script = checkTurns(turns)
+  // Random per provider, so ids stay unique across processes: a session written by one
+  // process can be resumed by another with a fresh scripted model. Letters, digits and
+  // "_" only, which is what Anthropic accepts as a tool_use id.
+  const idPrefix = `toolu_scripted_${randomBytes(6).toString("hex")}`
+  const responsePrefix = `msg_scripted_${randomBytes(6).toString("hex")}`
+  const calls: Array<ScriptedCall> = []
+  let toolCallCount = 0
+
+  const fail = (method: string, description: string) =>
+    new AiError.UnknownError({ module: "ScriptedModel", method, description })
+
+  /** Takes the next turn (a failing call still uses one up) and turns it into a reply. */
+  const answer = (method: string, options: LanguageModel.ProviderOptions): Effect.Effect<Reply, AiError.AiError> =>
+    Effect.gen(function*() {
+      const index = calls.length
+      const toolNames = options.toolChoice === "none" ? [] : options.tools.map((tool) => tool.name)
+      calls.push({ index, prompt: options.prompt, toolNames })
+      const turn = script[index]
+      if (turn === undefined) {
+        return yield* fail(
+          method,
+          `scripted model: all ${script.length} turns were used; model call ${index + 1} has no scripted turn`
+        )
+      }
+      const scriptedCalls = turn.toolCalls ?? []
+      for (const call of scriptedCalls) {
+        if (!toolNames.includes(call.name)) {
+          const offered = toolNames.length === 0 ? "none" : toolNames.map((name) => `"${name}"`).join(", ")
+          return yield* fail(
+            method,
+            `scripted model: turns[${index}] (model call ${index + 1}) calls tool "${call.name}", ` +
+              `which the call does not offer; offered tools: ${offered}`
+          )
+        }
+      }
+      const text = turn.text === undefined || turn.text === "" ? undefined : turn.text
+      const toolCalls = scriptedCalls.map((call) => ({
+        id: `${idPrefix}_${++toolCallCount}`,
+        name: call.name,
+        params: call.input
+      }))
+      const inputTokens = estimateTokens(promptCharacters(options.prompt))
+      const outputTokens = estimateTokens(
+        (text?.length ?? 0) + toolCalls.reduce((sum, call) => sum + jsonLength(call.params), 0)
+      )
+      return {
+        responseId: `${responsePrefix}_${index + 1}`,
+        text,
+        toolCalls,
+        reason: toolCalls.length > 0 ? "tool-calls" as const : "stop" as const,
+        usage: { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens },
+        timestamp: DateTime.formatIso(yield* DateTime.now)
+      }
+    })
+
+  const make = (modelName: string) =>
+    LanguageModel.make({
+      generateText: (options) =>
+        Effect.map(answer("generateText", options), (reply): Array<Response.PartEncoded> => [
+          { type: "response-metadata", id: reply.responseId, modelId: modelName, timestamp: reply.timestamp },
+          ...(reply.text === undefined ? [] : [{ type: "text" as const, text: reply.text }]),
+          ...reply.toolCalls.map((call) => ({ type: "tool-call" as const, ...call, providerExecuted: false })),
+          { type: "finish", reason: reply.reason, usage: reply.usage }
+        ]),
+      // The same reply, in the shape Anthropic streams it: text deltas, then each tool
+      // call's parameters as JSON before the parsed call.
+      streamText: (options) =>
+        Stream.unwrap(Effect.map(answer("streamText", options), (reply) => {
+          const parts: Array<Response.StreamPartEncoded> = [
+            { type: "response-metadata", id: reply.responseId, modelId: modelName, timestamp: reply.timestamp }
+          ]
+          if (reply.text !== undefined) {
+            parts.push({ type: "text-start", id: "0" })
+            for (const delta of deltas(reply.text)) parts.push({ type: "text-delta", id: "0", delta })
+            parts.push({ type: "text-end", id: "0" })
+          }
+          for (const call of reply.toolCalls) {
+            parts.push(
+              { type: "tool-params-start", id: call.id, name: call.name, providerExecuted: false },
+              { type: "tool-params-delta", id: call.id, delta: JSON.stringify(call.params) },
+              { type: "tool-params-end", id: call.id },
+              { type: "tool-call", ...call, providerExecuted: false }
+            )
+          }
+          parts.push({ type: "finish", reason: reply.reason, usage: reply.usage })
+          return Stream.fromIterable(parts)
+        }))
+    })
+
+  return {
+    name: "scripted",
+    defaultModelName: SCRIPTED_MODEL_NAME,
+    layer: (modelName = SCRIPTED_MODEL_NAME) => Layer.effect(LanguageModel.LanguageModel, make(modelName)),
+    calls: () => calls.slice(),
+    remaining: () => Math.max(0, script.length - calls.length)
+  }
+}
+
+/** `scripted(turns).layer()`, for when nothing needs to inspect the calls afterwards. */
+export const scriptedLayer = (turns: ReadonlyArray<ScriptedTurn>): Layer.Layer<LanguageModel.LanguageModel> =>
+  scripted(turns).layer()
