@@ -11,6 +11,7 @@ import { Deferred, Effect, Fiber, Layer, Ref, Stream } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import {
   AgentBusyError,
+  AgentClosedError,
   BackgroundCompleted,
   CheckpointConflictError,
   createLiteAgent,
@@ -299,6 +300,63 @@ describe("a turn", () => {
         expect(tags.filter((tag) => tag === "AssistantMessage")).toEqual([])
       }).pipe(Effect.provide(layer))
     }))
+})
+
+describe("the facade's edges", () => {
+  it("a write by another writer during a tool call stops the turn with CheckpointConflictError", async () => {
+    const { agent, checkpointer } = setup([{ toolCalls: [bash("sleep 0.5; echo done")] }, { text: "fine" }, { text: "after" }])
+    const sessionId = agent.sessionId
+    agent.subscribe((event) => {
+      if (event.type === "tool_start") void checkpointer.append(sessionId, [new UserMessage({ content: "from elsewhere", origin: "user" })])
+    })
+    const error = await agent.send("run it").catch((caught: unknown) => caught)
+    expect(error).toBeInstanceOf(CheckpointConflictError)
+    const tags = (await checkpointer.read(sessionId)).map((stored) => stored.event._tag)
+    // Nothing of ours was written after the other writer's message.
+    expect(tags).toEqual(["SessionMetadata", "UserMessage", "AssistantMessage", "UserMessage"])
+    // The next turn reads the log again, closes the open call and goes on.
+    expect((await agent.send("again")).text).toBe("fine")
+  })
+
+  it("close() stops a turn in flight: it rejects with AgentClosedError and its command is killed", async () => {
+    const { agent, workdir } = setup([{ toolCalls: [bash("echo $$ > pid; sleep 2; touch marker")] }, { text: "never" }])
+    const pending = agent.send("slow")
+    await eventually(() => existsSync(join(workdir, "pid")) && readFileSync(join(workdir, "pid"), "utf8").trim() !== "")
+    await agent.close()
+    await expect(pending).rejects.toBeInstanceOf(AgentClosedError)
+    await new Promise((resolve) => setTimeout(resolve, 2500))
+    expect(existsSync(join(workdir, "marker"))).toBe(false)
+    await expect(agent.send("more")).rejects.toBeInstanceOf(AgentClosedError)
+  })
+
+  it("a throwing listener does not hide events from the others", async () => {
+    const { agent } = setup([{ text: "hi" }])
+    agent.subscribe(() => {
+      throw new Error("listener bug")
+    })
+    const seen: Array<string> = []
+    agent.subscribe((event) => seen.push(event.type))
+    expect((await agent.send("hello")).text).toBe("hi")
+    expect(seen.at(-1)).toBe("result")
+  })
+
+  it("a bad per-send step limit is a ConfigurationError and writes nothing", async () => {
+    const { agent, checkpointer } = setup([{ text: "hi" }])
+    await expect(agent.send("hello", { maxSteps: 0 })).rejects.toMatchObject({ _tag: "ConfigurationError", option: "maxSteps" })
+    expect(await checkpointer.head(agent.sessionId)).toBe(0)
+  })
+
+  it("a background task past its timeout is killed and reported as such", async () => {
+    const { agent, checkpointer } = setup([{ toolCalls: [bash("sleep 5", { background: true, timeout_ms: 200 })] }, { text: "ok" }])
+    await agent.send("start")
+    await eventually(async () => (await agent.backgroundTasks()).length === 0)
+    const completed = (await checkpointer.read(agent.sessionId)).at(-1)!.event
+    expect(completed instanceof BackgroundCompleted && [completed.exitCode, completed.signal, completed.output]).toEqual([
+      null,
+      "SIGTERM",
+      "\n[killed after the 200 ms timeout]"
+    ])
+  })
 })
 
 describe("Effect layers", () => {

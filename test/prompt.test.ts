@@ -104,4 +104,16 @@ describe("promptFromSession", () => {
       }
     ])
   })
+
+  it("never opens with the model's turn and drops whitespace-only text", () => {
+    // A log that starts with the model (written by another tool, or imported).
+    const state = fold([
+      new AssistantMessage({ content: [{ type: "text", text: "kept answer" }, { type: "text", text: " \n " }] }),
+      user("next")
+    ])
+    const messages = promptFromSession(state, undefined)
+    expect(messages.map((message) => message.role)).toEqual(["user", "assistant", "user"])
+    expect(messages[0]).toEqual({ role: "user", content: [{ type: "text", text: "[lite-agent note]\nthe conversation continues" }] })
+    expect(messages[1]).toEqual({ role: "assistant", content: [{ type: "text", text: "kept answer" }] })
+  })
 })

@@ -19,6 +19,7 @@
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import { randomBytes } from "node:crypto"
 import {
+  Chunk,
   Context,
   Effect,
   Either,
@@ -35,7 +36,9 @@ import {
 import { Checkpointer, type SessionInfo } from "../core/Checkpointer.js"
 import {
   AgentBusyError,
+  CheckpointConflictError,
   type CheckpointerError,
+  ConfigurationError,
   InvalidEventError,
   type InvalidSessionIdError,
   ModelError,
@@ -65,7 +68,7 @@ import * as TimeTravelModule from "../tools/TimeTravel.js"
 import * as Workspace from "../tools/Workspace.js"
 import { promptFromSession } from "./prompt.js"
 import { SessionPointer } from "./SessionPointer.js"
-import { runCommand } from "./Shell.js"
+import { type CommandOutcome, runCommand } from "./Shell.js"
 import { agentToolkitForModel, runToolCall, type ToolOutcome } from "./tools.js"
 
 // ---------------------------------------------------------------------------
@@ -150,7 +153,7 @@ export type AgentEvent =
   | RestoreProgress
   | { readonly type: "result"; readonly result: LiteAgentResult }
 
-export type SendError = CheckpointerError | ModelError | AgentBusyError | InvalidSessionIdError
+export type SendError = CheckpointerError | ModelError | AgentBusyError | InvalidSessionIdError | ConfigurationError
 
 export interface LiteAgentService {
   /** The session `send` uses when no id is given. */
@@ -307,7 +310,7 @@ export const make = (options: LiteAgentOptions = {}) =>
 
     // -- the session as the running turn sees it ------------------------------------------
 
-    /** A turn's view of its session: the fold up to `state.head`, kept current by `catchUp`. */
+    /** A turn's view of its session: the fold up to `state.head`, advanced by what the turn itself appends. */
     interface Cursor {
       readonly sessionId: string
       state: Session.SessionState
@@ -317,34 +320,72 @@ export const make = (options: LiteAgentOptions = {}) =>
     const emitStored = (cursor: Cursor, stored: StoredEvent) =>
       cursor.emit({ type: "session_event", sessionId: cursor.sessionId, seq: stored.seq, ts: stored.ts, event: stored.event })
 
-    /** Fold (and announce) whatever the log holds past the cursor: our own records, and other writers'. */
-    const catchUp = (cursor: Cursor) =>
-      Stream.runForEach(checkpointer.read(cursor.sessionId, { sinceSeq: cursor.state.head }), (stored) => {
-        cursor.state = Session.step(cursor.state, stored)
-        return emitStored(cursor, stored)
-      })
+    const advance = (cursor: Cursor, stored: StoredEvent) => {
+      cursor.state = Session.step(cursor.state, stored)
+      return emitStored(cursor, stored)
+    }
 
-    /** Append at the head the cursor knows; anything else written meanwhile is a conflict. */
+    /**
+     * Append at the head the cursor knows — a write by anyone else since is a conflict — and
+     * fold in exactly what was appended (not what others may have added after it).
+     */
     const commit = (cursor: Cursor, events: ReadonlyArray<SessionEvent>) =>
       events.length === 0
         ? Effect.void
-        : Effect.zipRight(checkpointer.append(cursor.sessionId, events, cursor.state.head), catchUp(cursor))
+        : Effect.flatMap(
+          checkpointer.append(cursor.sessionId, events, cursor.state.head),
+          () => readOwn(cursor, events.length)
+        )
 
-    /** Background completions of this session not yet logged, appended by whoever holds its lock. */
+    const readOwn = (cursor: Cursor, count: number) =>
+      Stream.runForEach(
+        Stream.take(checkpointer.read(cursor.sessionId, { sinceSeq: cursor.state.head }), count),
+        (stored) => advance(cursor, stored)
+      )
+
+    /**
+     * Fold in the records a tool call appended itself (file snapshots and changes carrying its
+     * tool-use id). Anything else means another writer got in: the turn stops with a conflict
+     * rather than interleave with it.
+     */
+    const foldToolRecords = (cursor: Cursor, toolUseId: string) =>
+      Effect.gen(function*() {
+        const expected = cursor.state.head
+        const records = yield* Stream.runCollect(checkpointer.read(cursor.sessionId, { sinceSeq: expected }))
+        const foreign = Chunk.findFirst(records, (stored) =>
+          !((stored.event._tag === "FileSnapshot" || stored.event._tag === "FileChange") && stored.event.toolUseId === toolUseId))
+        if (Option.isSome(foreign)) {
+          const actual = Option.match(Chunk.last(records), { onNone: () => expected, onSome: (stored) => stored.seq })
+          return yield* new CheckpointConflictError({ sessionId: cursor.sessionId, expected, actual })
+        }
+        for (const stored of records) yield* advance(cursor, stored)
+      })
+
+    /**
+     * Log this session's background completions, by whoever holds its lock. Taking them from
+     * the inbox, appending them and marking their tasks done happen together or not at all: an
+     * interruption in between would lose a completion or leave its task "running" for ever.
+     */
     const drainInbox = (cursor: Cursor) =>
       Effect.gen(function*() {
         const pending = inbox.get(cursor.sessionId) ?? []
         if (pending.length === 0) return
         inbox.delete(cursor.sessionId)
-        yield* commit(cursor, pending).pipe(
-          Effect.tapError(() => Effect.sync(() => inbox.set(cursor.sessionId, [...pending, ...(inbox.get(cursor.sessionId) ?? [])])))
-        )
+        const appended = yield* Effect.either(checkpointer.append(cursor.sessionId, pending, cursor.state.head))
+        if (appended._tag === "Left") {
+          inbox.set(cursor.sessionId, [...pending, ...(inbox.get(cursor.sessionId) ?? [])])
+          return yield* Effect.fail(appended.left)
+        }
         const done = new Set(pending.map((event) => event.taskId))
         yield* Ref.update(activity, (current) => ({
           ...current,
           background: new Map([...current.background].filter(([taskId]) => !done.has(taskId)))
         }))
-      })
+        return pending.length
+      }).pipe(
+        Effect.uninterruptible,
+        Effect.flatMap((appended) => (appended === undefined ? Effect.void : readOwn(cursor, appended)))
+      )
 
     const openCursor = (sessionId: string, emit: (event: AgentEvent) => Effect.Effect<void>) =>
       Effect.map(
@@ -354,39 +395,41 @@ export const make = (options: LiteAgentOptions = {}) =>
 
     // -- background tasks ----------------------------------------------------------------
 
+    const completionOf = (taskId: string, command: string, outcome: CommandOutcome) =>
+      new BackgroundCompleted({
+        taskId,
+        command,
+        exitCode: outcome.exitCode,
+        ...(outcome.signal === undefined ? {} : { signal: outcome.signal }),
+        output: outcome.spawnError !== undefined
+          ? `could not start: ${outcome.spawnError}`
+          : outcome.timedOut
+          ? `${outcome.output}\n[killed after the ${outcome.timeoutMs ?? backgroundTimeoutMs} ms timeout]`
+          : outcome.output,
+        outputTruncated: outcome.outputTruncated
+      })
+
+    // Registering a task and forking it happen together: a task listed as running always has a fiber that will report it.
     const startBackground = (sessionId: string, command: string, timeoutMs: number | undefined) =>
-      Effect.gen(function*() {
+      Effect.uninterruptible(Effect.gen(function*() {
         const taskId = `bg_${randomBytes(6).toString("hex")}`
         yield* Ref.update(activity, (current) => ({
           ...current,
           background: new Map(current.background).set(taskId, { taskId, sessionId, command })
         }))
-        yield* publish({ type: "background_started", sessionId, taskId, command })
         yield* runCommand(command, { cwd: workspace.root, timeoutMs: timeoutMs ?? backgroundTimeoutMs }).pipe(
           Effect.flatMap((outcome) =>
-            Effect.sync(() => {
-              const completed = new BackgroundCompleted({
-                taskId,
-                command,
-                exitCode: outcome.exitCode,
-                ...(outcome.signal === undefined ? {} : { signal: outcome.signal }),
-                output: outcome.spawnError === undefined ? outcome.output : `could not start: ${outcome.spawnError}`,
-                outputTruncated: outcome.outputTruncated
-              })
-              inbox.set(sessionId, [...(inbox.get(sessionId) ?? []), completed])
-            })
+            Effect.sync(() => inbox.set(sessionId, [...(inbox.get(sessionId) ?? []), completionOf(taskId, command, outcome)]))
           ),
           // If a turn holds the session, it logs the completion at its next step; otherwise this does.
-          Effect.zipRight(
-            lockOf(sessionId).withPermits(1)(
-              Effect.flatMap(openCursor(sessionId, publish), drainInbox)
-            )
-          ),
+          Effect.zipRight(lockOf(sessionId).withPermits(1)(Effect.flatMap(openCursor(sessionId, publish), drainInbox))),
           Effect.catchAllCause((cause) => Effect.logWarning(`background task ${taskId}: could not record its completion`, cause)),
+          Effect.interruptible,
           Effect.forkIn(scope)
         )
+        yield* publish({ type: "background_started", sessionId, taskId, command })
         return taskId
-      })
+      }))
 
     // -- one turn ------------------------------------------------------------------------
 
@@ -423,6 +466,9 @@ export const make = (options: LiteAgentOptions = {}) =>
           return yield* new InvalidEventError({ sessionId, index: 0, detail: "the prompt is empty" })
         }
         const maxSteps = sendOptions.maxSteps ?? maxStepsDefault
+        if (!(Number.isInteger(maxSteps) && maxSteps >= 1)) {
+          return yield* new ConfigurationError({ option: "maxSteps", detail: `must be a positive integer, got ${maxSteps}` })
+        }
         const locked = lockOf(sessionId).withPermits(1)(Effect.gen(function*() {
           const cursor = yield* openCursor(sessionId, emit)
 
@@ -459,7 +505,8 @@ export const make = (options: LiteAgentOptions = {}) =>
 
             const blocks: Array<AssistantBlock> = []
             for (const part of response.content) {
-              if (part.type === "text" && part.text.length > 0) blocks.push({ type: "text", text: part.text })
+              // Providers reject empty and whitespace-only text blocks.
+              if (part.type === "text" && part.text.trim().length > 0) blocks.push({ type: "text", text: part.text })
               if (part.type === "tool-call") blocks.push({ type: "tool_use", id: part.id, name: part.name, input: toJsonValue(part.params) })
             }
             const stepUsage = {
@@ -489,7 +536,7 @@ export const make = (options: LiteAgentOptions = {}) =>
                 { workdir: workspace.root, bashTimeoutMs, startBackground }
               ).pipe(Effect.provideService(FileTools.FileTools, fileTools))
               // The file tools appended their snapshot and change records; fold them in first.
-              yield* catchUp(cursor)
+              yield* foldToolRecords(cursor, call.id)
               yield* commit(cursor, [
                 new ToolResult({ toolUseId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError })
               ])
@@ -564,15 +611,17 @@ export const make = (options: LiteAgentOptions = {}) =>
       deleteSession: (sessionId) =>
         Effect.gen(function*() {
           yield* requireSessions("deleteSession")
-          yield* enterMaintenance("deleteSession", sessionId)
-          yield* checkpointer.delete(sessionId).pipe(Effect.ensuring(leaveMaintenance))
+          yield* Effect.acquireUseRelease(enterMaintenance("deleteSession", sessionId), () => checkpointer.delete(sessionId), () => leaveMaintenance)
         }),
       listCheckpoints: (sessionId) => Effect.zipRight(requireSessions("listCheckpoints"), timeTravel.listCheckpoints(sessionId)),
       restore: (sessionId, seq, restoreOptions) =>
         Effect.gen(function*() {
           yield* requireSessions("restore")
-          yield* enterMaintenance("restore", sessionId)
-          const result = yield* timeTravel.restore(sessionId, seq, restoreOptions).pipe(Effect.ensuring(leaveMaintenance))
+          const result = yield* Effect.acquireUseRelease(
+            enterMaintenance("restore", sessionId),
+            () => timeTravel.restore(sessionId, seq, restoreOptions),
+            () => leaveMaintenance
+          )
           if (!result.dryRun) pointer.resume(sessionId)
           return result
         }),

@@ -56,7 +56,11 @@ export const promptFromSession = (
         userTurn().texts.push(runtimeNote(event.kind.replace("_", " "), contentText(event.content)))
         break
       case "BackgroundCompleted": {
-        const ended = event.exitCode !== null ? `exit code ${event.exitCode}` : `killed by ${event.signal ?? "a signal"}`
+        const ended = event.exitCode !== null
+          ? `exit code ${event.exitCode}`
+          : event.signal !== undefined
+          ? `killed by ${event.signal}`
+          : "no exit code"
         const truncated = event.outputTruncated ? " (output truncated)" : ""
         userTurn().texts.push(
           runtimeNote(
@@ -77,7 +81,8 @@ export const promptFromSession = (
         })
         break
       case "AssistantMessage": {
-        const texts = event.content.flatMap((block) => (block.type === "text" && block.text.length > 0 ? [block.text] : []))
+        // Providers reject empty and whitespace-only text blocks.
+        const texts = event.content.flatMap((block) => (block.type === "text" && block.text.trim().length > 0 ? [block.text] : []))
         const calls = event.content.flatMap((block) => (block.type === "tool_use" ? [block] : []))
         if (texts.length === 0 && calls.length === 0) break
         const last = turns[turns.length - 1]
@@ -89,6 +94,9 @@ export const promptFromSession = (
       }
     }
   }
+
+  // A conversation must open with the user (a compaction can keep messages from an assistant turn on).
+  if (turns[0]?.role === "assistant") turns.unshift({ role: "user", results: [], texts: [runtimeNote("note", "the conversation continues")] })
 
   const messages: Array<Prompt.MessageEncoded> = []
   if (systemPrompt !== undefined && systemPrompt.length > 0) messages.push({ role: "system", content: systemPrompt })

@@ -3,7 +3,7 @@
  * is the Effect service's, run on one `ManagedRuntime` built from the options' layers, and
  * rejects with the library's own error instances.
  */
-import { Effect, Either, Layer, ManagedRuntime } from "effect"
+import { Cause, Effect, Either, Exit, Fiber, Layer, ManagedRuntime } from "effect"
 import * as MemoryCheckpointer from "../backends/memory.js"
 import { AgentClosedError, ConfigurationError } from "../core/errors.js"
 import type { Checkpoint } from "../core/session.js"
@@ -88,6 +88,12 @@ const checkOptions = (options: LiteAgentOptions) => {
       throw new ConfigurationError({ option, detail: `must be a positive integer of milliseconds, got ${value}` })
     }
   }
+  if (options.snapshotMaxBytes !== undefined && !(Number.isInteger(options.snapshotMaxBytes) && options.snapshotMaxBytes >= 0)) {
+    throw new ConfigurationError({ option: "snapshotMaxBytes", detail: `must be a non-negative integer, got ${options.snapshotMaxBytes}` })
+  }
+  if (options.workdir !== undefined && (typeof options.workdir !== "string" || options.workdir.length === 0)) {
+    throw new ConfigurationError({ option: "workdir", detail: "must be a non-empty path" })
+  }
   if (typeof options.model?.layer !== "function") {
     throw new ConfigurationError({ option: "model", detail: "expected a provider such as anthropic() or scripted(turns)" })
   }
@@ -126,12 +132,31 @@ export const createLiteAgent = (options: LiteAgentOptions): LiteAgent => {
       runtime,
       Effect.tap(LiteAgentTag, (agent) =>
         agent.addListener((event) => {
-          for (const listener of listeners) listener(event)
+          for (const listener of listeners) {
+            try {
+              listener(event)
+            } catch {
+              // One failing listener must not hide events from the others.
+            }
+          }
         }))
     ))
+  // Calls in flight, interrupted by close(): nothing the agent started outlives it.
+  const inFlight = new Set<Fiber.RuntimeFiber<unknown, unknown>>()
   const call = async <A>(use: (agent: LiteAgentService) => Effect.Effect<A, unknown>): Promise<A> => {
     if (closed) throw new AgentClosedError()
-    return runForPromise(runtime, use(await service()))
+    const agent = await service()
+    if (closed) throw new AgentClosedError()
+    const fiber = runtime.runFork(use(agent))
+    inFlight.add(fiber)
+    try {
+      const exit = await Effect.runPromise(Fiber.await(fiber))
+      if (Exit.isSuccess(exit)) return exit.value
+      if (closed && Exit.isInterrupted(exit)) throw new AgentClosedError()
+      throw Cause.squash(exit.cause)
+    } finally {
+      inFlight.delete(fiber)
+    }
   }
   const orThrow = <A, E>(either: Either.Either<A, E>): A => Either.getOrThrowWith(either, (error) => error)
 
@@ -142,7 +167,14 @@ export const createLiteAgent = (options: LiteAgentOptions): LiteAgent => {
     send: (input, sendOptions) => call((agent) => agent.send(input, sendOptions)),
     run: async function*(input, sendOptions) {
       const agent = await call((agent) => Effect.succeed(agent))
-      yield* iterateStream(runtime, agent.run(input, sendOptions))
+      if (closed) throw new AgentClosedError()
+      yield* iterateStream(runtime, agent.run(input, sendOptions), {
+        onFiber: (fiber) => {
+          inFlight.add(fiber)
+          fiber.addObserver(() => inFlight.delete(fiber))
+        },
+        interrupted: () => new AgentClosedError()
+      })
     },
     resume: (sessionId) => orThrow(pointer.resume(sessionId)),
     clear: () => orThrow(pointer.clear()),
@@ -160,6 +192,7 @@ export const createLiteAgent = (options: LiteAgentOptions): LiteAgent => {
     close: async () => {
       if (closed) return
       closed = true
+      await Promise.all([...inFlight].map((fiber) => Effect.runPromise(Fiber.interrupt(fiber))))
       await runtime.dispose()
       await ownCheckpointer?.close()
     }

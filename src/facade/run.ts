@@ -19,7 +19,13 @@ export const runForPromise = async <A, E, R>(
  */
 export async function* iterateStream<A, E, R>(
   runtime: ManagedRuntime.ManagedRuntime<R, unknown>,
-  stream: Stream.Stream<A, E, R>
+  stream: Stream.Stream<A, E, R>,
+  options: {
+    /** Told of the fiber running the stream, e.g. to interrupt it from outside. */
+    readonly onFiber?: (fiber: Fiber.RuntimeFiber<void, unknown>) => void
+    /** What to throw when the stream was interrupted from outside (default: the interruption). */
+    readonly interrupted?: () => unknown
+  } = {}
 ): AsyncGenerator<A, void, undefined> {
   const buffered: Array<A> = []
   let wake: (() => void) | undefined
@@ -31,6 +37,7 @@ export async function* iterateStream<A, E, R>(
         wake?.()
       }))
   )
+  options.onFiber?.(fiber)
   fiber.addObserver((exit) => {
     finished = exit
     wake?.()
@@ -42,7 +49,10 @@ export async function* iterateStream<A, E, R>(
         continue
       }
       if (finished !== undefined) {
-        if (Exit.isFailure(finished)) throw Cause.squash(finished.cause)
+        if (Exit.isFailure(finished)) {
+          if (Exit.isInterrupted(finished) && options.interrupted !== undefined) throw options.interrupted()
+          throw Cause.squash(finished.cause)
+        }
         return
       }
       await new Promise<void>((resolve) => {
