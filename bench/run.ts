@@ -4,6 +4,7 @@
  */
 import { Effect, Stream } from "effect"
 import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core/index.js"
+import { runAgentBench } from "./agent.js"
 import { runFileBench } from "./file.js"
 import { runSqliteBench } from "./sqlite.js"
 
@@ -54,3 +55,10 @@ for (const row of await runFileBench()) console.log(`| ${row.join(" | ")} |`)
 console.log("\n## SQLite backend\n")
 console.log("| measurement | lite-agent | raw better-sqlite3 | ratio |\n|---|---:|---:|---:|")
 for (const row of await runSqliteBench()) console.log(`| ${row.join(" | ")} |`)
+
+console.log(`\n## Agent turn (scripted model, one write_file per turn)\n`)
+console.log("| backend | 6 appends (baseline) | turns 6-25 | turns 181-200 |\n|---|---:|---:|---:|")
+const agentBench = await runAgentBench()
+for (const row of agentBench.turns) console.log(`| ${row.join(" | ")} |`)
+console.log("\n| scripted model call | no tools (baseline) | with the agent toolkit | ratio |\n|---|---:|---:|---:|")
+console.log(`| generateText | ${agentBench.model.join(" | ")} |`)

@@ -1,0 +1,88 @@
+/**
+ * The agent runtime's cost per turn, against a baseline of the same number of single-event
+ * appends through the same checkpointer. A turn here is what the demo does: the user's
+ * message, a scripted model call asking for one write_file, the tool (snapshot, write, change
+ * record), its result, and a second model call answering in text — 7 events, 6 appends.
+ * Measured early in a session and again after 200 turns, to show how a turn's cost grows
+ * with the session (each turn folds the log once; each file tool call folds it again).
+ */
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { createLiteAgent, fileCheckpointer, memoryCheckpointer, type PromiseCheckpointer, UserMessage } from "../src/index.js"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import { Effect } from "effect"
+import { agentToolkitForModel } from "../src/agent/tools.js"
+import { scripted, scriptedLayer, type ScriptedTurn } from "../src/provider/index.js"
+import { median, ms, ratio } from "./shared.js"
+
+const TURNS = 200
+const APPENDS_PER_TURN = 6
+
+const turns = (count: number): Array<ScriptedTurn> =>
+  Array.from({ length: count }, (_, i) => [
+    { toolCalls: [{ name: "write_file", input: { path: `src/file${i % 5}.ts`, content: `export const value = ${i}\n`.repeat(20) } }] },
+    { text: `turn ${i} done` }
+  ]).flat()
+
+const measure = async (label: string, makeCheckpointer: () => PromiseCheckpointer): Promise<Array<string>> => {
+  // Baseline: the appends alone, one event each, same checkpointer kind.
+  const baselineStore = makeCheckpointer()
+  const baselineTimes: Array<number> = []
+  for (let i = 0; i < 40; i++) {
+    const start = process.hrtime.bigint()
+    for (let k = 0; k < APPENDS_PER_TURN; k++) {
+      await baselineStore.append("baseline", [new UserMessage({ content: `event ${i}.${k} `.repeat(20), origin: "user" })])
+    }
+    baselineTimes.push(ms(start))
+  }
+  await baselineStore.close()
+
+  const checkpointer = makeCheckpointer()
+  const agent = createLiteAgent({
+    model: scripted(turns(TURNS)),
+    workdir: mkdtempSync(join(tmpdir(), "lite-agent-bench-work-")),
+    checkpointer,
+    sessionId: "bench"
+  })
+  const turnTimes: Array<number> = []
+  for (let i = 0; i < TURNS; i++) {
+    const start = process.hrtime.bigint()
+    await agent.send(`turn ${i}: change a file`)
+    turnTimes.push(ms(start))
+  }
+  await agent.close()
+  await checkpointer.close()
+  const baseline = median(baselineTimes.slice(5))
+  const early = median(turnTimes.slice(5, 25))
+  const late = median(turnTimes.slice(-20))
+  return [
+    label,
+    `${baseline.toFixed(2)} ms`,
+    `${early.toFixed(2)} ms (${ratio(early, baseline)})`,
+    `${late.toFixed(2)} ms (${ratio(late, baseline)})`
+  ]
+}
+
+/** One scripted model call through `@effect/ai` with and without the agent's toolkit: where a turn's fixed cost goes. */
+const modelCall = async (withToolkit: boolean) =>
+  Effect.runPromise(Effect.gen(function*() {
+    const model = yield* LanguageModel.LanguageModel
+    const call = withToolkit
+      ? model.generateText({ prompt: "hi", toolkit: agentToolkitForModel, disableToolCallResolution: true })
+      : model.generateText({ prompt: "hi" })
+    for (let i = 0; i < 20; i++) yield* call
+    const start = process.hrtime.bigint()
+    for (let i = 0; i < 100; i++) yield* call
+    return ms(start) / 100
+  }).pipe(Effect.provide(scriptedLayer(Array.from({ length: 120 }, () => ({ text: "ok" }))))))
+
+export const runAgentBench = async (): Promise<{ readonly turns: Array<Array<string>>; readonly model: Array<string> }> => {
+  const turns = [
+    await measure("file (normal)", () => fileCheckpointer({ dir: mkdtempSync(join(tmpdir(), "lite-agent-bench-log-")) })),
+    await measure("memory", () => memoryCheckpointer())
+  ]
+  const bare = await modelCall(false)
+  const withTools = await modelCall(true)
+  return { turns, model: [`${bare.toFixed(2)} ms`, `${withTools.toFixed(2)} ms`, ratio(withTools, bare)] }
+}
