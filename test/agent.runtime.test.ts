@@ -360,6 +360,27 @@ describe("the facade's edges", () => {
 })
 
 describe("Effect layers", () => {
+  effectIt.live("file tools given a stale fold refuse with CheckpointConflictError and leave the disk alone", () =>
+    Effect.gen(function*() {
+      const workdir = tempDir("stale-work")
+      yield* Effect.gen(function*() {
+        const checkpointer = yield* Checkpointer
+        const tools = yield* FileTools.FileTools
+        yield* checkpointer.append("s", [new UserMessage({ content: "go", origin: "user" })])
+        const stale = Session.fold(yield* Stream.runCollect(checkpointer.read("s")))
+        yield* checkpointer.append("s", [new UserMessage({ content: "someone else", origin: "user" })])
+        const error = yield* Effect.flip(tools.writeFile({ sessionId: "s", toolUseId: "t1", state: stale }, { path: "f.txt", content: "x" }))
+        expect(error).toBeInstanceOf(CheckpointConflictError)
+        expect(existsSync(join(workdir, "f.txt"))).toBe(false)
+        expect(yield* checkpointer.head("s")).toBe(2)
+        // With the current fold (or none) it goes through.
+        const fresh = Session.fold(yield* Stream.runCollect(checkpointer.read("s")))
+        yield* tools.writeFile({ sessionId: "s", toolUseId: "t2", state: fresh }, { path: "f.txt", content: "x" })
+        expect(readFileSync(join(workdir, "f.txt"), "utf8")).toBe("x")
+      }).pipe(Effect.provide(FileTools.layer().pipe(Layer.provideMerge(Layer.merge(Workspace.layer(workdir), MemoryCheckpointer.layer)))))
+    }))
+
+
   const turns = [{ toolCalls: [{ name: "write_file", input: { path: "layer.txt", content: "via layers" } }] }, { text: "done" }]
   const program = Effect.gen(function*() {
     const agent = yield* Agent.LiteAgent

@@ -532,7 +532,7 @@ export const make = (options: LiteAgentOptions = {}) =>
             for (const call of calls) {
               yield* emit({ type: "tool_start", sessionId, toolUseId: call.id, name: call.name, input: call.input })
               const outcome: ToolOutcome = yield* runToolCall(
-                { sessionId, toolUseId: call.id, name: call.name, input: call.input },
+                { sessionId, toolUseId: call.id, name: call.name, input: call.input, state: cursor.state },
                 { workdir: workspace.root, bashTimeoutMs, startBackground }
               ).pipe(Effect.provideService(FileTools.FileTools, fileTools))
               // The file tools appended their snapshot and change records; fold them in first.

@@ -13,6 +13,7 @@ import * as Toolkit from "@effect/ai/Toolkit"
 import { Effect, ParseResult, Schema } from "effect"
 import { type CheckpointerError, ToolInputError, type UnsafePathError, type WorkspaceIOError } from "../core/errors.js"
 import type { JsonValue } from "../core/events.js"
+import type * as Session from "../core/session.js"
 import { FileTools } from "../tools/FileTools.js"
 import { describeOutcome, runCommand } from "./Shell.js"
 
@@ -109,6 +110,8 @@ const decodeInput = <A, I>(tool: string, schema: Schema.Schema<A, I>, input: Jso
 
 export interface ToolCall {
   readonly sessionId: string
+  /** The session folded to its head, passed on to the file tools (see `ToolCallContext.state`). */
+  readonly state?: Session.SessionState
   readonly toolUseId: string
   readonly name: string
   readonly input: JsonValue
@@ -150,7 +153,9 @@ export const runToolCall = (
 ): Effect.Effect<ToolOutcome, CheckpointerError, FileTools> =>
   Effect.gen(function*() {
     const files = yield* FileTools
-    const context = { sessionId: call.sessionId, toolUseId: call.toolUseId }
+    const context = call.state === undefined
+      ? { sessionId: call.sessionId, toolUseId: call.toolUseId }
+      : { sessionId: call.sessionId, toolUseId: call.toolUseId, state: call.state }
     switch (call.name) {
       case "read_file": {
         const input = yield* decodeInput("read_file", InputSchemas.read_file, call.input)

@@ -16,6 +16,12 @@ export interface ToolCallContext {
   readonly sessionId: string
   /** The id of the model's tool_use block; ties snapshot and change records to the call. */
   readonly toolUseId: string
+  /**
+   * The session folded up to its head, when the caller already has it (the agent does): saves
+   * reading the whole log again. If it is stale, the snapshot's append fails with
+   * `CheckpointConflictError` instead of deciding on old facts.
+   */
+  readonly state?: Session.SessionState
 }
 
 export type FileToolError = ToolInputError | UnsafePathError | WorkspaceIOError | CheckpointerError
@@ -117,7 +123,7 @@ export const make = (options: FileToolsOptions = {}) =>
         }
         // Invalid input fails here, before anything is recorded or changed.
         const target = yield* next(current)
-        const state = yield* stateOf(context.sessionId)
+        const state = context.state ?? (yield* stateOf(context.sessionId))
         const snapshot = Session.needsSnapshot(state, path)
           ? oversized
             ? new FileSnapshot({
