@@ -4,7 +4,9 @@
  * holds something else.
  */
 import { describe, expect, it } from "vitest"
-import { promptFromSession, UNANSWERED_TOOL_CALL } from "../src/agent/prompt.js"
+import * as Prompt from "@effect/ai/Prompt"
+import { Schema } from "effect"
+import { promptFromSession, promptOf, UNANSWERED_TOOL_CALL } from "../src/agent/prompt.js"
 import {
   AssistantMessage,
   BackgroundCompleted,
@@ -115,5 +117,17 @@ describe("promptFromSession", () => {
     expect(messages.map((message) => message.role)).toEqual(["user", "assistant", "user"])
     expect(messages[0]).toEqual({ role: "user", content: [{ type: "text", text: "[lite-agent note]\nthe conversation continues" }] })
     expect(messages[1]).toEqual({ role: "assistant", content: [{ type: "text", text: "kept answer" }] })
+  })
+
+  it("promptOf builds the same prompt that LanguageModel would decode from the encoded messages", () => {
+    const state = fold([
+      user("go"),
+      new AssistantMessage({ content: [{ type: "text", text: "on it" }, call("t1", "write_file")] }),
+      new ToolResult({ toolUseId: "t1", toolName: "write_file", content: "wrote a", isError: false }),
+      new RuntimeMessage({ kind: "repair", content: "note" }),
+      new AssistantMessage({ content: [call("t2")] })
+    ])
+    const encode = Schema.encodeSync(Prompt.Prompt)
+    expect(encode(promptOf(state, "sys"))).toEqual(encode(Prompt.make(promptFromSession(state, "sys"))))
   })
 })

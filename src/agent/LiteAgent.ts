@@ -66,7 +66,7 @@ import * as FileTools from "../tools/FileTools.js"
 import { type RestoreError, type RestoreOptions, type RestoreProgress, type RestoreResult, TimeTravel } from "../tools/TimeTravel.js"
 import * as TimeTravelModule from "../tools/TimeTravel.js"
 import * as Workspace from "../tools/Workspace.js"
-import { promptFromSession } from "./prompt.js"
+import { promptOf } from "./prompt.js"
 import { SessionPointer } from "./SessionPointer.js"
 import { type CommandOutcome, runCommand } from "./Shell.js"
 import { agentToolkitForModel, runToolCall, type ToolOutcome } from "./tools.js"
@@ -498,7 +498,7 @@ export const make = (options: LiteAgentOptions = {}) =>
             steps++
             yield* drainInbox(cursor)
             const response = yield* model.generateText({
-              prompt: promptFromSession(cursor.state, options.systemPrompt),
+              prompt: promptOf(cursor.state, options.systemPrompt),
               toolkit: agentToolkitForModel,
               disableToolCallResolution: true
             }).pipe(Effect.mapError((error) => new ModelError({ sessionId, ...describeModelFailure(error), cause: error })))

@@ -9,7 +9,7 @@
  * unanswered — so the mapping groups each user turn, puts its tool results first, and answers
  * any call left without a result with a failure the model can read.
  */
-import type * as Prompt from "@effect/ai/Prompt"
+import * as Prompt from "@effect/ai/Prompt"
 import { contentText, type ToolUseBlock } from "../core/events.js"
 import * as Session from "../core/session.js"
 
@@ -134,3 +134,46 @@ export const promptFromSession = (
   }
   return messages
 }
+
+/**
+ * The same prompt as a built `Prompt`, made with the constructors: `LanguageModel` takes it as
+ * it is, where encoded messages would be decoded again on every model call (a cost that grows
+ * with the conversation).
+ */
+export const promptOf = (state: Session.SessionState, systemPrompt: string | undefined): Prompt.Prompt =>
+  Prompt.fromMessages(promptFromSession(state, systemPrompt).map((message): Prompt.Message => {
+    switch (message.role) {
+      case "system":
+        return Prompt.systemMessage({ content: message.content })
+      case "user":
+        return Prompt.userMessage({
+          content: typeof message.content === "string"
+            ? [Prompt.textPart({ text: message.content })]
+            : message.content.flatMap((part) => (part.type === "text" ? [Prompt.textPart({ text: part.text })] : []))
+        })
+      case "assistant":
+        return Prompt.assistantMessage({
+          content: typeof message.content === "string"
+            ? [Prompt.textPart({ text: message.content })]
+            : message.content.flatMap((part): Array<Prompt.AssistantMessagePart> =>
+              part.type === "text"
+                ? [Prompt.textPart({ text: part.text })]
+                : part.type === "tool-call"
+                ? [Prompt.toolCallPart({ id: part.id, name: part.name, params: part.params, providerExecuted: false })]
+                : []
+            )
+        })
+      case "tool":
+        return Prompt.toolMessage({
+          content: message.content.map((part) =>
+            Prompt.toolResultPart({
+              id: part.id,
+              name: part.name,
+              isFailure: part.isFailure,
+              result: part.result,
+              providerExecuted: false
+            })
+          )
+        })
+    }
+  }))
