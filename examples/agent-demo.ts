@@ -51,7 +51,7 @@ const SCRIPT: ReadonlyArray<ScriptedTurn> = [
     toolCalls: [
       { name: "edit_file", input: { path: "src/greet.ts", old_string: "export const greet", new_string: "export const hello" } },
       { name: "delete_file", input: { path: "README.md" } },
-      { name: "bash", input: { command: "wc -l src/greet.ts" } }
+      { name: "shell", input: { command: "wc -l src/greet.ts" } }
     ]
   },
   { text: "Renamed greet to hello, deleted README.md; src/greet.ts has 2 lines." }

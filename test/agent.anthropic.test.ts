@@ -68,7 +68,7 @@ describe("the agent on the Anthropic provider (fake server)", () => {
     expect(first!.model).toBe("claude-test-model")
     expect(JSON.stringify(first!.system)).toContain("You are terse.")
     expect(first!.tools?.map((tool) => tool.name).sort()).toEqual(
-      ["bash", "chmod_file", "delete_file", "edit_file", "list_files", "read_file", "write_file"]
+      ["chmod_file", "delete_file", "edit_file", "list_files", "read_file", "shell", "write_file"]
     )
     expect(first!.tools?.find((tool) => tool.name === "write_file")?.input_schema.required).toEqual(["path", "content"])
     // The second request carries the assistant's tool_use and our tool_result with the same id.

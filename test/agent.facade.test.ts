@@ -45,7 +45,7 @@ describe.each(BACKENDS)("createLiteAgent on the %s backend", (backend) => {
 
   it("send runs the tool loop and persists every event it announces", async () => {
     const { agent, checkpointer, model, workdir } = setup([
-      { text: "Writing.", toolCalls: [write("notes.md", "# Notes\n"), { name: "bash", input: { command: "cat notes.md" } }] },
+      { text: "Writing.", toolCalls: [write("notes.md", "# Notes\n"), { name: "shell", input: { command: "cat notes.md" } }] },
       { text: "Created notes.md." }
     ])
     const seen: Array<AgentEvent> = []
@@ -59,7 +59,7 @@ describe.each(BACKENDS)("createLiteAgent on the %s backend", (backend) => {
     expect(result.stopReason).toBe("stop")
     expect(result.toolCalls.map((call) => [call.name, call.isError, call.output])).toEqual([
       ["write_file", false, "wrote notes.md (8 bytes)"],
-      ["bash", false, "# Notes\n[exit code 0]"]
+      ["shell", false, "# Notes\n[exit code 0]"]
     ])
     expect(result.usage.inputTokens).toBeGreaterThan(0)
     expect(result.usage.outputTokens).toBeGreaterThan(0)
@@ -88,9 +88,9 @@ describe.each(BACKENDS)("createLiteAgent on the %s backend", (backend) => {
       "user: Create notes.md",
       "assistant: Writing.",
       `assistant calls write_file({"path":"notes.md","content":"# Notes\\n"})`,
-      `assistant calls bash({"command":"cat notes.md"})`,
+      `assistant calls shell({"command":"cat notes.md"})`,
       "tool(write_file): wrote notes.md (8 bytes)",
-      "tool(bash): # Notes\n[exit code 0]"
+      "tool(shell): # Notes\n[exit code 0]"
     ])
   })
 

@@ -30,7 +30,7 @@ describe("an agent process killed mid-turn", () => {
     const workdir = makeTempDir("agent-work")
     const sessionId = "crash-in-tool"
     const worker = run({ mode: "tool", dir, workdir, sessionId, prompt: "write a.txt and run the long command" })
-    await worker.waitForLine((line) => line === "tool_start bash")
+    await worker.waitForLine((line) => line === "tool_start shell")
     // bash has started: its pid file appears; then the agent process dies without warning.
     const pidFile = join(workdir, "bash.pid")
     while (!existsSync(pidFile) || readFileSync(pidFile, "utf8").trim() === "") await new Promise((r) => setTimeout(r, 10))
@@ -64,7 +64,7 @@ describe("an agent process killed mid-turn", () => {
       const [closed, note] = added
       expect(closed).toBeInstanceOf(ToolResult)
       expect(closed instanceof ToolResult && [closed.toolName, closed.isError, closed.content]).toEqual([
-        "bash",
+        "shell",
         true,
         INTERRUPTED_TOOL_RESULT
       ])
@@ -80,7 +80,7 @@ describe("an agent process killed mid-turn", () => {
         // The write finished before the crash, so restore can undo it; the command cannot be undone.
         const restored = await agent.restore(sessionId, checkpoints[0]!.seq)
         expect(restored.restoredFiles).toEqual(["a.txt"])
-        expect(restored.commandsNotUndone.map((command) => command.tool)).toEqual(["bash"])
+        expect(restored.commandsNotUndone.map((command) => command.tool)).toEqual(["shell"])
         expect(existsSync(join(workdir, "a.txt"))).toBe(false)
         expect(await checkpointer.head(sessionId)).toBe(1)
       } finally {

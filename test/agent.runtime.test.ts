@@ -41,7 +41,7 @@ const setup = (turns: Parameters<typeof scripted>[0], options: { readonly maxSte
   return { workdir, checkpointer, model, agent }
 }
 
-const bash = (command: string, extra: Record<string, unknown> = {}) => ({ name: "bash", input: { command, ...extra } })
+const bash = (command: string, extra: Record<string, unknown> = {}) => ({ name: "shell", input: { command, ...extra } })
 
 describe("background tasks", () => {
   it("return at once; the completion enters the log (not a checkpoint) and the model sees it next turn", async () => {

@@ -1,8 +1,10 @@
-import { execFileSync } from "node:child_process"
+import { execFile, execFileSync } from "node:child_process"
+import { promisify } from "node:util"
 import { mkdtempSync, readdirSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { describe, expect, it } from "vitest"
+import { reply, startFakeAnthropic } from "./support/fakeAnthropic.js"
 
 const root = resolve(import.meta.dirname, "..")
 /** Offline: without ANTHROPIC_API_KEY the examples use the scripted model. */
@@ -58,6 +60,39 @@ describe("examples", () => {
     const output = runExample("agent-layers.ts")
     for (const name of ["memory", "file  ", "sqlite"]) {
       expect(output).toContain(`${name}: Wrote hello.txt. (head 7; checkpoints: 2 hello.txt)`)
+    }
+  })
+
+  it("agent-demo.ts with ANTHROPIC_API_KEY runs the same script through the Anthropic provider (fake server)", async () => {
+    const server = await startFakeAnthropic()
+    try {
+      const use = (id: string, name: string, input: Record<string, unknown>) => ({ type: "tool_use" as const, id, name, input })
+      server.enqueue(
+        reply.message([use("toolu_1", "write_file", { path: "src/greet.ts", content: "export const greet = 1\n" })]),
+        reply.text("Created it."),
+        reply.message([use("toolu_2", "write_file", { path: "README.md", content: "# greet\n" })]),
+        reply.text("Added the README."),
+        reply.message([use("toolu_3", "delete_file", { path: "README.md" }), use("toolu_4", "shell", { command: "wc -l src/greet.ts" })]),
+        reply.text("Deleted it."),
+        reply.text("We built src/greet.ts.")
+      )
+      const home = mkdtempSync(join(tmpdir(), "lite-agent-demo-live-home-"))
+      const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", resolve(root, "examples", "agent-demo.ts")], {
+        cwd: root,
+        env: { ...offlineEnv(), LITE_AGENT_HOME: home, ANTHROPIC_API_KEY: "sk-demo-test", ANTHROPIC_BASE_URL: server.url }
+      })
+      expect(stdout).toContain("lite-agent demo (Anthropic)")
+      expect(stdout).toContain("[tool] write_file src/greet.ts -> wrote src/greet.ts (23 bytes)")
+      expect(stdout).toContain("restored files: README.md")
+      expect(stdout).toContain("We built src/greet.ts.")
+      // Seven model calls, the last from the resuming process, which sent the persisted conversation.
+      expect(server.requests.length).toBe(7)
+      expect(server.requests.every((request) => request.headers["x-api-key"] === "sk-demo-test")).toBe(true)
+      const last = JSON.stringify(server.requests[6]!.body)
+      expect(last).toContain("Create src/greet.ts exporting greet(name)")
+      expect(last).toContain("What have we built so far?")
+    } finally {
+      await server.close()
     }
   })
 })

@@ -81,9 +81,9 @@ export interface LiteAgentOptions {
   readonly systemPrompt?: string
   /** Model calls per turn at most. Default 25. */
   readonly maxSteps?: number
-  /** Default timeout of a foreground `bash` call. Default 120 000 ms. */
+  /** Default timeout of a foreground `shell` call. Default 120 000 ms. */
   readonly bashTimeoutMs?: number
-  /** Timeout of a background `bash` task unless the call gives one. Default 30 minutes. */
+  /** Timeout of a background `shell` task unless the call gives one. Default 30 minutes. */
   readonly backgroundTimeoutMs?: number
   /** `false`: nothing is meant to persist, and the session methods fail with `SessionsDisabledError`. Default true. */
   readonly sessions?: boolean

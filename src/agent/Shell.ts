@@ -1,5 +1,5 @@
 /**
- * The process runner under the agent's `bash` tool: one shell command in its own process
+ * The process runner under the agent's `shell` tool: one shell command in its own process
  * group, output captured (capped), a timeout, and interruption — both of which kill the
  * whole group, grandchildren included, and wait until it is gone. It never fails: whatever
  * happened (including "could not start") is described by the outcome.

@@ -1,6 +1,6 @@
 /**
  * The tools the agent offers the model: the file tools (which snapshot before they write) and
- * `bash`. The model sees them through `@effect/ai` tool definitions; the runtime runs every call
+ * `shell` (commands run with bash -c). The model sees them through `@effect/ai` tool definitions; the runtime runs every call
  * itself (`disableToolCallResolution`), so that each call's records and result land in the
  * session log in order.
  *
@@ -57,7 +57,8 @@ export const agentToolkit = Toolkit.make(
     description: "Change a file's permission bits.",
     parameters: { path: param("string", PATH), mode: param("integer", "POSIX permission bits, e.g. 493 for 0o755.") }
   }),
-  Tool.make("bash", {
+  // Not "bash": @effect/ai-anthropic turns every tool_use named "bash" into its built-in AnthropicBash tool.
+  Tool.make("shell", {
     description: "Run a shell command in the working directory. Its changes to files are not undone by restore. " +
       "With background: true it returns at once and its completion is reported in a later message.",
     parameters: {
@@ -94,7 +95,7 @@ const InputSchemas = {
   edit_file: Schema.Struct({ path: Path, old_string: Schema.String, new_string: Schema.String }),
   delete_file: Schema.Struct({ path: Path }),
   chmod_file: Schema.Struct({ path: Path, mode: Mode }),
-  bash: Schema.Struct({
+  shell: Schema.Struct({
     command: Schema.String.pipe(Schema.minLength(1)),
     timeout_ms: Schema.optional(Schema.Int.pipe(Schema.positive())),
     background: Schema.optional(Schema.Boolean)
@@ -124,9 +125,9 @@ export interface ToolOutcome {
 
 export interface ToolRunSettings {
   readonly workdir: string
-  /** Default timeout of a foreground `bash` call. */
+  /** Default timeout of a foreground `shell` call. */
   readonly bashTimeoutMs: number
-  /** Hands a `bash` call with `background: true` to the runtime; resolves to the task id. */
+  /** Hands a `shell` call with `background: true` to the runtime; resolves to the task id. */
   readonly startBackground: (sessionId: string, command: string, timeoutMs: number | undefined) => Effect.Effect<string>
 }
 
@@ -184,8 +185,8 @@ export const runToolCall = (
         const result = yield* files.chmodFile(context, input)
         return ok(`changed the mode of ${result.path} to 0o${input.mode.toString(8)}`)
       }
-      case "bash": {
-        const input = yield* decodeInput("bash", InputSchemas.bash, call.input)
+      case "shell": {
+        const input = yield* decodeInput("shell", InputSchemas.shell, call.input)
         if (input.background === true) {
           const taskId = yield* settings.startBackground(call.sessionId, input.command, input.timeout_ms)
           return ok(`started background task ${taskId}; its completion will be reported in a later message`)

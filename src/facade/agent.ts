@@ -30,7 +30,7 @@ export interface LiteAgentOptions {
   readonly model: ModelProvider
   /** Default: the provider's default model. */
   readonly modelName?: string
-  /** The directory the file tools and `bash` work in. Default: `process.cwd()`. */
+  /** The directory the file tools and `shell` work in. Default: `process.cwd()`. */
   readonly workdir?: string
   /** Where sessions persist. Default: `fileCheckpointer()` (closed with the agent). */
   readonly checkpointer?: PromiseCheckpointer
@@ -39,9 +39,9 @@ export interface LiteAgentOptions {
   readonly systemPrompt?: string
   /** Model calls per turn at most. Default 25. */
   readonly maxSteps?: number
-  /** Default timeout of a foreground `bash` call. Default 120 000 ms. */
+  /** Default timeout of a foreground `shell` call. Default 120 000 ms. */
   readonly bashTimeoutMs?: number
-  /** Timeout of background `bash` tasks. Default 30 minutes. */
+  /** Timeout of background `shell` tasks. Default 30 minutes. */
   readonly backgroundTimeoutMs?: number
   /** Files larger than this are not snapshotted (restore then refuses them). Default 10 MiB. */
   readonly snapshotMaxBytes?: number

@@ -5,7 +5,7 @@
  *   node --import tsx test/workers/agent-turn.ts '<json config>'
  *
  * - mode "tool": the promise facade with the file checkpointer and a scripted model whose
- *   first answer writes a.txt and then runs `bash` that records its pid and sleeps. Prints
+ *   first answer writes a.txt and then runs `shell` that records its pid and sleeps. Prints
  *   `tool_start <name>` and `event <seq> <tag>` lines as they happen.
  * - mode "model": the Effect layers (file checkpointer, a model that never answers): prints
  *   `calling model` once the model is called.
@@ -57,7 +57,7 @@ const main = async () => {
         text: "Writing a.txt, then a long command.",
         toolCalls: [
           { name: "write_file", input: { path: "a.txt", content: "from the crashed turn\n" } },
-          { name: "bash", input: { command: "echo $$ > bash.pid; sleep 60" } }
+          { name: "shell", input: { command: "echo $$ > bash.pid; sleep 60" } }
         ]
       }
     ])
