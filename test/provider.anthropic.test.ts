@@ -300,7 +300,7 @@ describe("anthropic provider", () => {
     { status: 401, errorType: "authentication_error", message: "invalid x-api-key" }
   ])("surfaces HTTP $status ($errorType) as a typed HttpResponseError", async ({ status, errorType, message }) => {
     server.enqueue(reply.error(status, errorType, message))
-    const error = await failureOf(LanguageModel.generateText({ prompt: "hi" }))
+    const error = await failureOf(LanguageModel.generateText({ prompt: "hi" }), modelLayer({ maxRetries: 0 }))
     expect(AiError.isAiError(error)).toBe(true)
     if (error._tag !== "HttpResponseError") throw new Error(`expected an HttpResponseError, got ${error._tag}: ${error.message}`)
     expect(error.response.status).toBe(status)
@@ -314,12 +314,42 @@ describe("anthropic provider", () => {
     expect(error.message).not.toContain(API_KEY)
   })
 
+  it("retries transient answers (529, 429, 5xx) and then succeeds", async () => {
+    server.enqueue(
+      reply.error(529, "overloaded_error", "Overloaded"),
+      reply.error(429, "rate_limit_error", "slow down"),
+      reply.text("third time lucky")
+    )
+    const response = await run(LanguageModel.generateText({ prompt: "hi" }))
+    expect(response.text).toBe("third time lucky")
+    expect(server.requests.length).toBe(3)
+  })
+
+  it("gives up after maxRetries and reports the last answer; never retries a 400", async () => {
+    server.enqueue(...Array.from({ length: 3 }, () => reply.error(529, "overloaded_error", "Overloaded")))
+    const error = await failureOf(LanguageModel.generateText({ prompt: "hi" }), modelLayer({ maxRetries: 2 }))
+    expect(error._tag === "HttpResponseError" && error.response.status).toBe(529)
+    expect(server.requests.length).toBe(3)
+
+    server.enqueue(reply.error(400, "invalid_request_error", "bad"), reply.text("not reached"))
+    const invalid = await failureOf(LanguageModel.generateText({ prompt: "hi" }))
+    expect(invalid._tag === "HttpResponseError" && invalid.response.status).toBe(400)
+    expect(server.requests.length).toBe(4)
+  })
+
+  it("rejects a negative or fractional maxRetries with ConfigurationError", async () => {
+    for (const maxRetries of [-1, 1.5]) {
+      const error = await configurationFailure(modelLayer({ maxRetries }))
+      expect(error.option).toBe("maxRetries")
+    }
+  })
+
   it("surfaces an unreachable server as a typed HttpRequestError, without the key", async () => {
     const url = server.url
     await server.close()
     const error = await failureOf(
       LanguageModel.generateText({ prompt: "hi" }),
-      anthropic({ apiKey: API_KEY, baseUrl: url }).layer("claude-test")
+      anthropic({ apiKey: API_KEY, baseUrl: url, maxRetries: 0 }).layer("claude-test")
     )
     if (error._tag !== "HttpRequestError") throw new Error(`expected an HttpRequestError, got ${error._tag}: ${error.message}`)
     expect(error.reason).toBe("Transport")
@@ -331,7 +361,7 @@ describe("anthropic provider", () => {
 
   it("streams API errors as typed errors too, without the key", async () => {
     server.enqueue(reply.error(529, "overloaded_error", "Overloaded"))
-    const error = await failureOf(Stream.runDrain(LanguageModel.streamText({ prompt: "hi" })))
+    const error = await failureOf(Stream.runDrain(LanguageModel.streamText({ prompt: "hi" })), modelLayer({ maxRetries: 0 }))
     if (error._tag !== "HttpResponseError") throw new Error(`expected an HttpResponseError, got ${error._tag}: ${error.message}`)
     expect(error.response.status).toBe(529)
     expect(JSON.stringify(error)).not.toContain(API_KEY)

@@ -9,7 +9,9 @@ import * as AnthropicLanguageModel from "@effect/ai-anthropic/AnthropicLanguageM
 import * as AiError from "@effect/ai/AiError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
-import { Effect, Layer, Predicate, Redacted, Stream } from "effect"
+import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import { Effect, Layer, Predicate, Redacted, Schedule, Stream } from "effect"
 import { ConfigurationError } from "../core/errors.js"
 import type { ModelProvider } from "./ModelProvider.js"
 
@@ -22,6 +24,12 @@ export interface AnthropicOptions {
   readonly maxTokens?: number
   /** The `anthropic-version` header. Defaults to the client library's (`2023-06-01`). */
   readonly anthropicVersion?: string
+  /**
+   * Retries of a request that failed transiently — 408, 429, 5xx including 529 "overloaded",
+   * or no response at all — with jittered exponential back-off from 500 ms. Default
+   * {@link DEFAULT_ANTHROPIC_MAX_RETRIES}; 0 turns retrying off.
+   */
+  readonly maxRetries?: number
 }
 
 export const DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
@@ -32,6 +40,8 @@ export const DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
  */
 export const DEFAULT_ANTHROPIC_MAX_TOKENS = 8192
 
+export const DEFAULT_ANTHROPIC_MAX_RETRIES = 2
+
 const API_KEY_ENV = "ANTHROPIC_API_KEY"
 const BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 
@@ -41,6 +51,7 @@ interface Settings {
   readonly apiUrl: string | undefined
   readonly maxTokens: number
   readonly anthropicVersion: string | undefined
+  readonly maxRetries: number
 }
 
 const invalid = (option: string, detail: string) => new ConfigurationError({ option, detail })
@@ -107,9 +118,13 @@ const resolveSettings = (
     if (anthropicVersion !== undefined && (typeof anthropicVersion !== "string" || !/^\S+$/.test(anthropicVersion))) {
       return yield* invalid("anthropicVersion", `must be a non-empty header value such as "2023-06-01", got ${JSON.stringify(anthropicVersion)}`)
     }
+    const maxRetries = options.maxRetries ?? DEFAULT_ANTHROPIC_MAX_RETRIES
+    if (!Number.isSafeInteger(maxRetries) || maxRetries < 0) {
+      return yield* invalid("maxRetries", `must be a non-negative integer, got ${String(maxRetries)}`)
+    }
     const apiKey = yield* resolveApiKey(options)
     const apiUrl = yield* resolveBaseUrl(options)
-    return { modelName, apiKey, apiUrl, maxTokens, anthropicVersion }
+    return { modelName, apiKey, apiUrl, maxTokens, anthropicVersion, maxRetries }
   })
 
 const API_KEY_HEADER = "x-api-key"
@@ -167,13 +182,39 @@ const scrubbedClient = Layer.effect(
     }))
 )
 
+const isTransientStatus = (status: number) => status === 408 || status === 429 || status >= 500
+
+/**
+ * Repeat a transient answer (or a request that got none) a few times before the client turns
+ * it into an error: Anthropic answers 529 when overloaded and 429 when rate-limited, and both
+ * usually pass within seconds. `@effect/platform`'s `retryTransient` does not count 529.
+ */
+const withRetries = (maxRetries: number) => (client: HttpClient.HttpClient): HttpClient.HttpClient => {
+  if (maxRetries === 0) return client
+  const backoff = Schedule.exponential("500 millis").pipe(Schedule.jittered)
+  // The repeat must end with the last answer, not with the schedule's delay.
+  const lastAnswer = Schedule.intersect(Schedule.identity<HttpClientResponse.HttpClientResponse>(), backoff).pipe(
+    Schedule.map(([answer]) => answer)
+  )
+  return HttpClient.transformResponse(client, (response) =>
+    response.pipe(
+      Effect.repeat({ schedule: lastAnswer, times: maxRetries, while: (answer) => isTransientStatus(answer.status) }),
+      Effect.retry({
+        schedule: backoff,
+        times: maxRetries,
+        while: (error) => error._tag === "RequestError" && error.reason === "Transport"
+      })
+    ))
+}
+
 const layerFromSettings = (settings: Settings): Layer.Layer<LanguageModel.LanguageModel> =>
   AnthropicLanguageModel.layer({ model: settings.modelName, config: { max_tokens: settings.maxTokens } }).pipe(
     Layer.provide(scrubbedClient),
     Layer.provide(AnthropicClient.layer({
       apiKey: settings.apiKey,
       apiUrl: settings.apiUrl,
-      anthropicVersion: settings.anthropicVersion
+      anthropicVersion: settings.anthropicVersion,
+      transformClient: withRetries(settings.maxRetries)
     })),
     Layer.provide(FetchHttpClient.layer)
   )

@@ -7,6 +7,7 @@ export {
   anthropic,
   anthropicLayer,
   type AnthropicOptions,
+  DEFAULT_ANTHROPIC_MAX_RETRIES,
   DEFAULT_ANTHROPIC_MAX_TOKENS,
   DEFAULT_ANTHROPIC_MODEL
 } from "./anthropic.js"
