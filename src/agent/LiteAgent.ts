@@ -16,13 +16,13 @@
  * - appends carry the expected head, so a write by another process in the middle of a step
  *   fails the turn with `CheckpointConflictError` instead of interleaving silently.
  */
+import type * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import { randomBytes } from "node:crypto"
 import {
   Chunk,
   Context,
   Effect,
-  Either,
   Exit,
   Layer,
   Mailbox,
@@ -212,23 +212,19 @@ const withCount = (runs: ReadonlyMap<string, number>, sessionId: string, delta: 
   return next
 }
 
-const finishReasonToString = (reason: string) => reason
-
 const toJsonValue = (value: unknown): JsonValue =>
   Option.getOrElse(
     Schema.decodeUnknownOption(JsonValue)(value === undefined ? {} : JSON.parse(JSON.stringify(value)) as unknown),
     (): JsonValue => ({})
   )
 
-const describeModelFailure = (error: unknown): { readonly detail: string; readonly status?: number } => {
-  const status = typeof error === "object" && error !== null && "response" in error &&
-      typeof error.response === "object" && error.response !== null && "status" in error.response &&
-      typeof error.response.status === "number"
-    ? error.response.status
-    : undefined
-  const detail = error instanceof Error ? error.message : String(error)
-  return status === undefined ? { detail } : { detail, status }
-}
+const modelError = (sessionId: string, error: AiError.AiError) =>
+  new ModelError({
+    sessionId,
+    detail: error.message,
+    cause: error,
+    ...(error._tag === "HttpResponseError" ? { status: error.response.status } : {})
+  })
 
 /**
  * What a turn that ended abnormally (a crash, a failed model call) left open, closed so the
@@ -255,6 +251,28 @@ export const repairs = (state: Session.SessionState): ReadonlyArray<SessionEvent
     return [new RuntimeMessage({ kind: "repair", content: "The previous prompt got no answer: the run stopped before the model replied." })]
   }
   return []
+}
+
+/** Why an operation cannot start, or undefined: maintenance blocks everything; `needsIdle` also waits for no turn and no background task. */
+const whyBusy = (
+  current: Activity,
+  needsIdle: boolean
+): { readonly reason: AgentBusyError["reason"]; readonly detail: string } | undefined => {
+  if (current.maintenance !== undefined) {
+    return {
+      reason: "maintenance",
+      detail: `${current.maintenance.operation} of session "${current.maintenance.sessionId}" is running; retry when it is done`
+    }
+  }
+  if (!needsIdle) return undefined
+  if (current.runs.size > 0) {
+    return { reason: "run_in_flight", detail: `turns are running or waiting in session(s) ${[...current.runs.keys()].join(", ")}` }
+  }
+  if (current.background.size > 0) {
+    const tasks = [...current.background.values()].map((task) => `${task.taskId} (${task.command})`)
+    return { reason: "background_task", detail: `background task(s) still running: ${tasks.join(", ")}` }
+  }
+  return undefined
 }
 
 export const make = (options: LiteAgentOptions = {}) =>
@@ -303,10 +321,7 @@ export const make = (options: LiteAgentOptions = {}) =>
     const restoreProgress = yield* timeTravel.subscribe
     yield* Effect.forkIn(Effect.forever(Effect.flatMap(Queue.take(restoreProgress), publish)), scope)
 
-    const requireSessions = (operation: string) => Either.match(pointer.requireSessions(operation), {
-      onLeft: Effect.fail,
-      onRight: () => Effect.void
-    })
+    const requireSessions = (operation: string) => pointer.requireSessions(operation)
 
     // -- the session as the running turn sees it ------------------------------------------
 
@@ -433,25 +448,19 @@ export const make = (options: LiteAgentOptions = {}) =>
 
     // -- one turn ------------------------------------------------------------------------
 
+    /**
+     * Start `operation` if nothing forbids it, changing the activity in the same step: a turn
+     * only needs no maintenance running; maintenance needs the whole agent idle.
+     */
+    const claim = (operation: string, sessionId: string, needsIdle: boolean, change: (current: Activity) => Activity) =>
+      Effect.flatten(Ref.modify(activity, (current): [Effect.Effect<void, AgentBusyError>, Activity] => {
+        const busy = whyBusy(current, needsIdle)
+        return busy === undefined
+          ? [Effect.void, change(current)]
+          : [Effect.fail(new AgentBusyError({ operation, sessionId, ...busy })), current]
+      }))
     const admit = (operation: string, sessionId: string) =>
-      Effect.flatMap(
-        Ref.modify(activity, (current): [Either.Either<void, AgentBusyError>, Activity] =>
-          current.maintenance !== undefined
-            ? [
-              Either.left(
-                new AgentBusyError({
-                  operation,
-                  reason: "maintenance",
-                  sessionId,
-                  detail: `${current.maintenance.operation} of session "${current.maintenance.sessionId}" is running; retry when it is done`
-                })
-              ),
-              current
-            ]
-            : [Either.void, { ...current, runs: withCount(current.runs, sessionId, 1) }]
-        ),
-        Either.match({ onLeft: Effect.fail, onRight: () => Effect.void })
-      )
+      claim(operation, sessionId, false, (current) => ({ ...current, runs: withCount(current.runs, sessionId, 1) }))
     const release = (sessionId: string) =>
       Ref.update(activity, (current) => ({ ...current, runs: withCount(current.runs, sessionId, -1) }))
 
@@ -501,7 +510,7 @@ export const make = (options: LiteAgentOptions = {}) =>
               prompt: promptOf(cursor.state, options.systemPrompt),
               toolkit: agentToolkitForModel,
               disableToolCallResolution: true
-            }).pipe(Effect.mapError((error) => new ModelError({ sessionId, ...describeModelFailure(error), cause: error })))
+            }).pipe(Effect.mapError((error) => modelError(sessionId, error)))
 
             const blocks: Array<AssistantBlock> = []
             for (const part of response.content) {
@@ -517,7 +526,7 @@ export const make = (options: LiteAgentOptions = {}) =>
             yield* commit(cursor, [
               new AssistantMessage({
                 content: blocks,
-                stopReason: finishReasonToString(response.finishReason),
+                stopReason: response.finishReason,
                 usage: stepUsage,
                 ...(options.modelName === undefined ? {} : { model: options.modelName })
               })
@@ -563,29 +572,7 @@ export const make = (options: LiteAgentOptions = {}) =>
 
     /** Enter maintenance for `operation` if the whole agent is idle; fail with the reason otherwise. */
     const enterMaintenance = (operation: string, sessionId: string) =>
-      Effect.flatMap(
-        Ref.modify(activity, (current): [Either.Either<void, AgentBusyError>, Activity] => {
-          const busy = (reason: AgentBusyError["reason"], detail: string) =>
-            [Either.left(new AgentBusyError({ operation, reason, sessionId, detail })), current] as [
-              Either.Either<void, AgentBusyError>,
-              Activity
-            ]
-          if (current.maintenance !== undefined) {
-            return busy("maintenance", `${current.maintenance.operation} of session "${current.maintenance.sessionId}" is running`)
-          }
-          if (current.runs.size > 0) {
-            return busy("run_in_flight", `turns are running or waiting in session(s) ${[...current.runs.keys()].join(", ")}`)
-          }
-          if (current.background.size > 0) {
-            return busy(
-              "background_task",
-              `background task(s) still running: ${[...current.background.values()].map((task) => `${task.taskId} (${task.command})`).join(", ")}`
-            )
-          }
-          return [Either.void, { ...current, maintenance: { operation, sessionId } }]
-        }),
-        Either.match({ onLeft: Effect.fail, onRight: () => Effect.void })
-      )
+      claim(operation, sessionId, true, (current) => ({ ...current, maintenance: { operation, sessionId } }))
     const leaveMaintenance = Ref.update(activity, (current) => ({ ...current, maintenance: undefined }))
 
     const service: LiteAgentService = {
@@ -601,8 +588,9 @@ export const make = (options: LiteAgentOptions = {}) =>
           )
           return Mailbox.toStream(mailbox)
         })),
-      resume: (sessionId) => Either.match(pointer.resume(sessionId), { onLeft: Effect.fail, onRight: () => Effect.void }),
-      clear: () => Either.match(pointer.clear(), { onLeft: Effect.fail, onRight: Effect.succeed }),
+      // The pointer's checks are synchronous (the facade needs them so); an Either is an Effect.
+      resume: (sessionId) => pointer.resume(sessionId),
+      clear: () => pointer.clear(),
       listSessions: () =>
         Effect.zipRight(
           requireSessions("listSessions"),

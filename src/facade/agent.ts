@@ -3,7 +3,7 @@
  * is the Effect service's, run on one `ManagedRuntime` built from the options' layers, and
  * rejects with the library's own error instances.
  */
-import { Cause, Effect, Either, Exit, Fiber, Layer, ManagedRuntime } from "effect"
+import { Effect, Either, Exit, Fiber, Layer, ManagedRuntime } from "effect"
 import * as MemoryCheckpointer from "../backends/memory.js"
 import { AgentClosedError, ConfigurationError } from "../core/errors.js"
 import type { Checkpoint } from "../core/session.js"
@@ -23,7 +23,7 @@ import type { ModelProvider } from "../provider/ModelProvider.js"
 import type { RestoreOptions, RestoreResult } from "../tools/TimeTravel.js"
 import * as FileCheckpointer from "../backends/file/FileCheckpointer.js"
 import { type PromiseCheckpointer, toPromiseCheckpointer } from "./checkpointer.js"
-import { iterateStream, runForPromise } from "./run.js"
+import { iterateStream, runForPromise, valueOrThrow } from "./run.js"
 
 export interface LiteAgentOptions {
   /** Where the model comes from: `anthropic()` or `scripted(turns)` from `@lite-agent/sdk/provider`. */
@@ -151,9 +151,8 @@ export const createLiteAgent = (options: LiteAgentOptions): LiteAgent => {
     inFlight.add(fiber)
     try {
       const exit = await Effect.runPromise(Fiber.await(fiber))
-      if (Exit.isSuccess(exit)) return exit.value
       if (closed && Exit.isInterrupted(exit)) throw new AgentClosedError()
-      throw Cause.squash(exit.cause)
+      return valueOrThrow(exit)
     } finally {
       inFlight.delete(fiber)
     }

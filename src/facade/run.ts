@@ -1,17 +1,16 @@
 import { Cause, Effect, Exit, Fiber, type ManagedRuntime, Stream } from "effect"
 
-/**
- * Run an effect for a promise caller: resolve with its value, or reject with the very
- * error it failed with (not a `FiberFailure` wrapper), so `instanceof` works.
- */
-export const runForPromise = async <A, E, R>(
-  runtime: ManagedRuntime.ManagedRuntime<R, unknown>,
-  effect: Effect.Effect<A, E, R>
-): Promise<A> => {
-  const exit = await runtime.runPromiseExit(effect)
+/** The value of an exit, or the very error it failed with (not a `FiberFailure` wrapper), so `instanceof` works. */
+export const valueOrThrow = <A, E>(exit: Exit.Exit<A, E>): A => {
   if (Exit.isSuccess(exit)) return exit.value
   throw Cause.squash(exit.cause)
 }
+
+/** Run an effect for a promise caller: resolve with its value, or reject with its own error. */
+export const runForPromise = async <A, E, R>(
+  runtime: ManagedRuntime.ManagedRuntime<R, unknown>,
+  effect: Effect.Effect<A, E, R>
+): Promise<A> => valueOrThrow(await runtime.runPromiseExit(effect))
 
 /**
  * A stream as an async iterable for a promise caller: errors are the stream's own error
@@ -49,11 +48,8 @@ export async function* iterateStream<A, E, R>(
         continue
       }
       if (finished !== undefined) {
-        if (Exit.isFailure(finished)) {
-          if (Exit.isInterrupted(finished) && options.interrupted !== undefined) throw options.interrupted()
-          throw Cause.squash(finished.cause)
-        }
-        return
+        if (Exit.isInterrupted(finished) && options.interrupted !== undefined) throw options.interrupted()
+        return valueOrThrow(finished)
       }
       await new Promise<void>((resolve) => {
         wake = resolve

@@ -1,52 +1,201 @@
 /**
- * Worker for test/file.processes.test.ts: a long-lived writer process driven over IPC, so
- * one set of processes can serve several tests (starting Node with Effect loaded costs
- * seconds on a small machine).
+ * Worker for test/sqlite.processes.test.ts: a long-lived process with one
+ * `sqliteCheckpointer` on a shared database file, driven over IPC, so one set of processes
+ * can serve several tests (starting Node with Effect loaded costs seconds on a small machine).
  *
- *   node --import tsx test/workers/writer.ts <dir> <writer>
+ *   node --import tsx test/workers/sqlite-writer.ts <file> <writer>
  *
- * Sends `{ type: "ready" }` once its checkpointer on `<dir>` is open, then answers:
+ * Sends `{ type: "ready", writer }` once its checkpointer is open, then answers the
+ * commands of `SqliteWriterCommand` (one at a time), each with one reply:
  *
- * - `{ type: "retry", session, count }`: `count` single-event appends, each `head()` then
- *   `append(id, [event], head)`, re-reading the head and retrying on
- *   `CheckpointConflictError`. Event contents are "w<writer>:<index>". Replies
- *   `{ type: "retry-result", heads, expected, conflicts }` (the head each append returned
- *   and the expected head it succeeded with).
- * - `{ type: "batch", session, count, size }`: `count` appends of `size`-event batches
- *   without an expected head ("w<writer>:b<index>:<part>/<size>"). Replies
- *   `{ type: "batch-result", heads }`.
- * - `{ type: "round", session, round, expectedHead }`: one append of "r<round>:w<writer>"
- *   with that expected head. Replies `{ type: "round-result", round, writer, ok: true, head }`
- *   or `{ ..., ok: false, tag, sessionId, expected, actual }` (the error's fields).
- * - `{ type: "exit" }`: closes the checkpointer and exits.
+ * - `retry`: `count` single-event appends, each `head()` then `append(id, [event], head)`;
+ *   re-reads the head and retries on `CheckpointConflictError` (checking the error's fields
+ *   against the head it read) and on `CheckpointBusyError`. Contents "w<writer>:<index>".
+ * - `batch`: `count` appends of `size`-event batches without an expected head
+ *   ("w<writer>:b<index>:<part>/<size>"), retrying on `CheckpointBusyError`.
+ * - `round`: one append of "r<round>:w<writer>" with the given expected head; replies with
+ *   the head or the error's tag and fields.
+ * - `churn`: like `retry` with contents "<prefix><writer>:<index>", recording for every
+ *   append the seq it returned and the (monotonic clock) interval of the attempt that
+ *   succeeded, and taking a snapshot of the whole session every `snapshotEvery` appends —
+ *   alternately a plain `read` and a slow `readIterable` that pauses every 128 events, so
+ *   the log changes while it pages through.
+ * - `truncator`: `count` truncates, each `head()` then `truncate(id, toSeq, head)` to a random
+ *   smaller seq — a few events back, anywhere, or just below a read page boundary, never
+ *   below the number of truncates still to come, so it never runs out of events to cut
+ *   (the session must hold `count` events to start with) — retrying with a fresh head on
+ *   `CheckpointConflictError`. Records each successful truncate's `toSeq` and interval and
+ *   takes a snapshot after each; pauses up to `pauseMs` between them.
+ * - `exit`: closes the checkpointer and exits.
+ *
+ * Times are microseconds of `process.hrtime` (CLOCK_MONOTONIC: one clock for every process
+ * of the machine), so the parent can order operations of different processes: an operation
+ * took effect somewhere inside its `[start, end]`.
+ *
+ * A snapshot is retried when its read fails with `CheckpointConflictError` (the log was
+ * truncated while the read paged through it); each such failure is reported with its
+ * interval. Any other error ends the process with the error on stderr.
  */
-import { CheckpointConflictError, fileCheckpointer, UserMessage } from "../../src/index.js"
+import { setTimeout as sleep } from "node:timers/promises"
+import { sqliteCheckpointer } from "../../src/checkpoint-sqlite.js"
+import { CheckpointBusyError, CheckpointConflictError, type StoredEvent, UserMessage } from "../../src/index.js"
 
-const [dir, writerArg] = process.argv.slice(2)
-if (dir === undefined || writerArg === undefined) throw new Error("usage: writer.ts <dir> <writer>")
+const [file, writerArg] = process.argv.slice(2)
+if (file === undefined || writerArg === undefined) throw new Error("usage: sqlite-writer.ts <file> <writer>")
 const writer = Number(writerArg)
 
-export type WriterCommand =
+export type SqliteWriterCommand =
   | { readonly type: "retry"; readonly session: string; readonly count: number }
   | { readonly type: "batch"; readonly session: string; readonly count: number; readonly size: number }
   | { readonly type: "round"; readonly session: string; readonly round: number; readonly expectedHead: number }
+  | {
+    readonly type: "churn"
+    readonly session: string
+    readonly prefix: string
+    readonly count: number
+    readonly snapshotEvery: number
+  }
+  | {
+    readonly type: "truncator"
+    readonly session: string
+    readonly count: number
+    /** Chance that a truncate cuts to a uniformly random seq below the head. */
+    readonly deepChance: number
+    /**
+     * Chance that a truncate, when the head is past `boundary`, cuts to 1-10 events below
+     * `boundary` (a read page boundary: where a paging reader could mix old and new logs).
+     */
+    readonly boundaryChance: number
+    readonly boundary: number
+    /** Otherwise it cuts 1 to `shallowMax` events. */
+    readonly shallowMax: number
+    readonly pauseMs: number
+  }
   | { readonly type: "exit" }
 
-const send = (message: object) =>
+/** A closed interval of `process.hrtime` microseconds. */
+export interface Interval {
+  readonly start: number
+  readonly end: number
+}
+
+export interface Snapshot extends Interval {
+  readonly reader: string
+  readonly seqs: ReadonlyArray<number>
+  readonly contents: ReadonlyArray<string>
+}
+
+export interface AppendRecord extends Interval {
+  readonly content: string
+  readonly seq: number
+}
+
+export interface TruncateRecord extends Interval {
+  readonly toSeq: number
+  readonly expectedHead: number
+}
+
+export type SqliteWriterReply =
+  | { readonly type: "ready"; readonly writer: number }
+  | {
+    readonly type: "retry-result"
+    readonly heads: ReadonlyArray<number>
+    readonly expected: ReadonlyArray<number>
+    readonly conflicts: number
+    readonly busy: number
+  }
+  | { readonly type: "batch-result"; readonly heads: ReadonlyArray<number>; readonly busy: number }
+  | { readonly type: "round-result"; readonly round: number; readonly writer: number; readonly ok: true; readonly head: number }
+  | {
+    readonly type: "round-result"
+    readonly round: number
+    readonly writer: number
+    readonly ok: false
+    readonly tag: string
+    readonly sessionId?: string
+    readonly expected?: number
+    readonly actual?: number
+    readonly detail?: string
+  }
+  | {
+    readonly type: "churn-result"
+    readonly writer: number
+    readonly appends: ReadonlyArray<AppendRecord>
+    readonly snapshots: ReadonlyArray<Snapshot>
+    readonly readConflicts: ReadonlyArray<Interval>
+    readonly conflicts: number
+    readonly busy: number
+  }
+  | {
+    readonly type: "truncator-result"
+    readonly truncates: ReadonlyArray<TruncateRecord>
+    readonly snapshots: ReadonlyArray<Snapshot>
+    readonly readConflicts: ReadonlyArray<Interval>
+    readonly conflicts: number
+    readonly busy: number
+  }
+
+const micros = () => Number(process.hrtime.bigint() / 1000n)
+
+const send = (message: SqliteWriterReply) =>
   new Promise<void>((resolve, reject) => {
-    if (process.send === undefined) return reject(new Error("writer.ts needs an IPC channel"))
+    if (process.send === undefined) return reject(new Error("sqlite-writer.ts needs an IPC channel"))
     process.send(message, undefined, {}, (error) => (error ? reject(error) : resolve()))
   })
 
 const tagOf = (error: unknown) =>
   typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "unknown"
 
-const checkpointer = fileCheckpointer({ dir })
+const checkpointer = sqliteCheckpointer({ file })
+
+const contentOf = (stored: StoredEvent): string => {
+  const event = stored.event
+  if (event._tag !== "UserMessage" || typeof event.content !== "string") {
+    throw new Error(`seq ${stored.seq}: unexpected event ${JSON.stringify(event)}`)
+  }
+  return event.content
+}
+
+const checkConflict = (error: CheckpointConflictError, session: string, head: number) => {
+  if (error.sessionId !== session || error.expected !== head || error.actual === head) {
+    throw new Error(`inconsistent conflict ${JSON.stringify(error)} after reading head ${head}`)
+  }
+}
+
+const SLOW_READ_EVERY = 128
+const SLOW_READ_PAUSE_MS = 8
+
+/** The whole session, read at once or slowly (pausing every 128 events). */
+const readAll = async (session: string, slow: boolean): Promise<Array<StoredEvent>> => {
+  if (!slow) return checkpointer.read(session)
+  const events: Array<StoredEvent> = []
+  for await (const stored of checkpointer.readIterable(session)) {
+    events.push(stored)
+    if (events.length % SLOW_READ_EVERY === 0) await sleep(SLOW_READ_PAUSE_MS)
+  }
+  return events
+}
+
+/** Read the whole session; a read that meets a concurrent truncate is recorded and retried. */
+const snapshot = async (session: string, readConflicts: Array<Interval>, slow = false): Promise<Snapshot> => {
+  for (;;) {
+    const start = micros()
+    try {
+      const events = await readAll(session, slow)
+      const end = micros()
+      return { reader: `w${writer}`, start, end, seqs: events.map((e) => e.seq), contents: events.map(contentOf) }
+    } catch (error) {
+      if (!(error instanceof CheckpointConflictError)) throw error
+      readConflicts.push({ start, end: micros() })
+    }
+  }
+}
 
 const retry = async (session: string, count: number) => {
   const heads: Array<number> = []
   const expected: Array<number> = []
   let conflicts = 0
+  let busy = 0
   for (let index = 0; index < count; index++) {
     const event = new UserMessage({ content: `w${writer}:${index}` })
     for (;;) {
@@ -56,27 +205,38 @@ const retry = async (session: string, count: number) => {
         expected.push(head)
         break
       } catch (error) {
-        if (!(error instanceof CheckpointConflictError)) throw error
-        if (error.sessionId !== session || error.expected !== head || error.actual === head) {
-          throw new Error(`inconsistent conflict ${JSON.stringify(error)} after reading head ${head}`)
+        if (error instanceof CheckpointBusyError) {
+          busy++
+          continue
         }
+        if (!(error instanceof CheckpointConflictError)) throw error
+        checkConflict(error, session, head)
         conflicts++
       }
     }
   }
-  await send({ type: "retry-result", heads, expected, conflicts })
+  await send({ type: "retry-result", heads, expected, conflicts, busy })
 }
 
 const batch = async (session: string, count: number, size: number) => {
   const heads: Array<number> = []
+  let busy = 0
   for (let index = 0; index < count; index++) {
     const events = Array.from(
       { length: size },
       (_, part) => new UserMessage({ content: `w${writer}:b${index}:${part}/${size}` })
     )
-    heads.push(await checkpointer.append(session, events))
+    for (;;) {
+      try {
+        heads.push(await checkpointer.append(session, events))
+        break
+      } catch (error) {
+        if (!(error instanceof CheckpointBusyError)) throw error
+        busy++
+      }
+    }
   }
-  await send({ type: "batch-result", heads })
+  await send({ type: "batch-result", heads, busy })
 }
 
 const round = async (session: string, round: number, expectedHead: number) => {
@@ -93,12 +253,99 @@ const round = async (session: string, round: number, expectedHead: number) => {
   }
 }
 
+const churn = async (session: string, prefix: string, count: number, snapshotEvery: number) => {
+  const appends: Array<AppendRecord> = []
+  const snapshots: Array<Snapshot> = []
+  const readConflicts: Array<Interval> = []
+  let conflicts = 0
+  let busy = 0
+  for (let index = 0; index < count; index++) {
+    const content = `${prefix}${writer}:${index}`
+    const event = new UserMessage({ content })
+    for (;;) {
+      const head = await checkpointer.head(session)
+      const start = micros()
+      try {
+        const seq = await checkpointer.append(session, [event], head)
+        const end = micros()
+        if (seq !== head + 1) throw new Error(`append of ${content} at expected head ${head} returned ${seq}`)
+        appends.push({ content, seq, start, end })
+        break
+      } catch (error) {
+        if (error instanceof CheckpointBusyError) {
+          busy++
+          continue
+        }
+        if (!(error instanceof CheckpointConflictError)) throw error
+        checkConflict(error, session, head)
+        conflicts++
+      }
+    }
+    if ((index + 1) % snapshotEvery === 0) {
+      snapshots.push(await snapshot(session, readConflicts, snapshots.length % 2 === 1))
+    }
+  }
+  await send({ type: "churn-result", writer, appends, snapshots, readConflicts, conflicts, busy })
+}
+
+const truncator = async (
+  session: string,
+  count: number,
+  deepChance: number,
+  boundaryChance: number,
+  boundary: number,
+  shallowMax: number,
+  pauseMs: number
+) => {
+  const truncates: Array<TruncateRecord> = []
+  const snapshots: Array<Snapshot> = []
+  const readConflicts: Array<Interval> = []
+  let conflicts = 0
+  let busy = 0
+  while (truncates.length < count) {
+    await sleep(Math.floor(Math.random() * pauseMs))
+    for (;;) {
+      const head = await checkpointer.head(session)
+      // Never cut below the number of truncates still to come, so there is always something
+      // left to cut even once the appenders are done (the session must start with >= count events).
+      const floor = count - truncates.length - 1
+      if (head <= floor) throw new Error(`head ${head} leaves nothing to cut for the ${floor + 1} truncates to come`)
+      const dice = Math.random()
+      const candidate = dice < deepChance
+        ? Math.floor(Math.random() * head)
+        : dice < deepChance + boundaryChance && head > boundary
+        ? boundary - 1 - Math.floor(Math.random() * 10)
+        : head - 1 - Math.floor(Math.random() * Math.min(head, shallowMax))
+      const toSeq = Math.max(floor, candidate)
+      const start = micros()
+      try {
+        const result = await checkpointer.truncate(session, toSeq, head)
+        if (result !== toSeq) throw new Error(`truncate to ${toSeq} returned ${result}`)
+        truncates.push({ toSeq, expectedHead: head, start, end: micros() })
+        snapshots.push(await snapshot(session, readConflicts))
+        break
+      } catch (error) {
+        if (error instanceof CheckpointBusyError) {
+          busy++
+          continue
+        }
+        if (!(error instanceof CheckpointConflictError)) throw error
+        checkConflict(error, session, head)
+        conflicts++
+      }
+    }
+  }
+  await send({ type: "truncator-result", truncates, snapshots, readConflicts, conflicts, busy })
+}
+
 const fail = (error: unknown) => {
-  process.stderr.write(`writer ${writer} failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
+  process.stderr.write(
+    `sqlite writer ${writer} failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`
+  )
   process.exit(1)
 }
 
-process.on("message", (command: WriterCommand) => {
+process.on("message", (command: SqliteWriterCommand) => {
   switch (command.type) {
     case "retry":
       return void retry(command.session, command.count).catch(fail)
@@ -106,10 +353,22 @@ process.on("message", (command: WriterCommand) => {
       return void batch(command.session, command.count, command.size).catch(fail)
     case "round":
       return void round(command.session, command.round, command.expectedHead).catch(fail)
+    case "churn":
+      return void churn(command.session, command.prefix, command.count, command.snapshotEvery).catch(fail)
+    case "truncator":
+      return void truncator(
+        command.session,
+        command.count,
+        command.deepChance,
+        command.boundaryChance,
+        command.boundary,
+        command.shallowMax,
+        command.pauseMs
+      ).catch(fail)
     case "exit":
       return void checkpointer.close().then(() => process.exit(0), fail)
   }
 })
 
-// Open the checkpointer (directory checks, runtime) before reporting ready.
+// Open the checkpointer (schema checks, runtime) before reporting ready.
 checkpointer.list().then(() => send({ type: "ready", writer }), fail)
