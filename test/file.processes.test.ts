@@ -11,21 +11,12 @@
 import { readdirSync } from "node:fs"
 import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
-import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { MAX_POLL_MS } from "../src/backends/file/lock.js"
-import { CheckpointBusyError, fileCheckpointer, type StoredEvent, UserMessage } from "../src/index.js"
+import { CheckpointBusyError, fileCheckpointer, UserMessage } from "../src/index.js"
 import type { AppenderConfig } from "./workers/appender.js"
-import {
-  contentOf,
-  expectCleanExit,
-  isRunning,
-  live,
-  makeTempDir,
-  removeTempDirs,
-  startWorker,
-  type Worker
-} from "./support/processes.js"
-import type { WriterCommand } from "./workers/writer.js"
+import { contentOf, expectCleanExit, isRunning, makeTempDir, startWorker } from "./support/processes.js"
+import { expectContiguous, readFresh as readStore, writerPool, writerScenarios } from "./support/writers.js"
 
 // ---------------------------------------------------------------------------------------
 // Temp directories and child processes
@@ -41,219 +32,13 @@ const startAppender = (config: AppenderConfig) => {
   return { worker, go }
 }
 
-/** Everything in the session, read by a checkpointer opened just for this. */
-const readFresh = async (dir: string, session: string) => {
-  const checkpointer = fileCheckpointer({ dir })
-  try {
-    const head = await checkpointer.head(session)
-    const events = await checkpointer.read(session)
-    return { head, events, contents: events.map(contentOf) }
-  } finally {
-    await checkpointer.close()
-  }
-}
-
-const expectContiguous = (events: ReadonlyArray<StoredEvent>, head: number) => {
-  expect(events.length).toBe(head)
-  events.forEach((stored, index) => {
-    if (stored.seq !== index + 1) throw new Error(`position ${index} holds seq ${stored.seq}, expected ${index + 1}`)
-  })
-}
+const readFresh = (dir: string, session: string) => readStore("file", dir, session)
 
 // ---------------------------------------------------------------------------------------
-// Shared writer processes (test/workers/writer.ts), driven over IPC
+// 1-2. Many writers, and racing on one expected head (shared with the SQLite backend)
 // ---------------------------------------------------------------------------------------
 
-const WRITERS = [0, 1, 2, 3] as const
-
-interface WriterPool {
-  readonly dir: string
-  readonly writers: ReadonlyArray<Worker>
-}
-
-let pool: WriterPool | undefined
-
-/** Four writer processes on one directory, ready for commands; restarted if any of them died. */
-const writerPool = async (): Promise<WriterPool> => {
-  if (pool !== undefined && pool.writers.every((worker) => isRunning(worker.child) && worker.child.connected)) return pool
-  for (const worker of pool?.writers ?? []) worker.child.kill("SIGKILL")
-  pool = undefined
-  const dir = makeTempDir("writers")
-  const writers = WRITERS.map((writer) => startWorker("writer.ts", [dir, String(writer)], { ipc: true }))
-  for (const worker of writers) expect(await worker.nextMessage()).toMatchObject({ type: "ready" })
-  pool = { dir, writers }
-  return pool
-}
-
-const command = (worker: Worker, message: WriterCommand) => worker.child.send(message)
-
-afterEach(({ task }) => {
-  // Workers of a test are done when it passes; a failed test must not leave any running
-  // (shared writers included: the next test starts fresh ones).
-  const failed = task.result?.state === "fail"
-  for (const child of live) {
-    if (failed || !(pool?.writers.some((worker) => worker.child === child) ?? false)) child.kill("SIGKILL")
-  }
-  if (failed) pool = undefined
-})
-
-afterAll(async () => {
-  if (pool !== undefined) {
-    for (const worker of pool.writers) if (worker.child.connected) command(worker, { type: "exit" })
-    await Promise.all(pool.writers.map((worker) => worker.closed))
-  }
-  for (const child of live) child.kill("SIGKILL")
-  removeTempDirs()
-})
-
-// ---------------------------------------------------------------------------------------
-// 1. Many writers
-// ---------------------------------------------------------------------------------------
-
-describe("file backend: concurrent writer processes", () => {
-  it("4 processes × 200 appends with expected head and conflict retry: 800 events, each writer's exactly once, in order", async () => {
-    const { dir, writers } = await writerPool()
-    const session = "contended"
-    const count = 200
-    // All four start together.
-    for (const worker of writers) command(worker, { type: "retry", session, count })
-    const results = (await Promise.all(writers.map((worker) => worker.nextMessage()))) as Array<{
-      type: "retry-result"
-      heads: Array<number>
-      expected: Array<number>
-      conflicts: number
-    }>
-
-    const { contents, events, head } = await readFresh(dir, session)
-    expect(head).toBe(800)
-    expectContiguous(events, 800)
-    expect(new Set(contents).size).toBe(800)
-
-    for (const writer of WRITERS) {
-      // The writer's events, in log order, are exactly w<writer>:0 … w<writer>:199.
-      const mine = contents.filter((content) => content.startsWith(`w${writer}:`))
-      expect(mine).toEqual(Array.from({ length: count }, (_, index) => `w${writer}:${index}`))
-      // Every acknowledged append landed at the seq it returned, right after the head it expected.
-      const result = results[writer]!
-      expect(result.type).toBe("retry-result")
-      expect(result.heads.length).toBe(count)
-      result.heads.forEach((returned, index) => {
-        expect(returned).toBe(result.expected[index]! + 1)
-        expect(contents[returned - 1]).toBe(`w${writer}:${index}`)
-      })
-    }
-
-    // The writers really ran at the same time: their events interleave and they conflicted.
-    const writerOf = (content: string) => content.slice(0, content.indexOf(":"))
-    const switches = contents.filter((content, index) => index > 0 && writerOf(content) !== writerOf(contents[index - 1]!))
-    const conflicts = results.reduce((sum, result) => sum + result.conflicts, 0)
-    console.log(`retry test: ${conflicts} conflicts retried, ${switches.length} writer switches in the log`)
-    expect(switches.length).toBeGreaterThan(3)
-    expect(conflicts).toBeGreaterThan(0)
-  }, 120_000)
-
-  it("4 processes × 50 appends of 3-event batches without expected head: 600 events, every batch contiguous", async () => {
-    const { dir, writers } = await writerPool()
-    const session = "batches"
-    const count = 50
-    const size = 3
-    for (const worker of writers) command(worker, { type: "batch", session, count, size })
-    const results = (await Promise.all(writers.map((worker) => worker.nextMessage()))) as Array<{
-      type: "batch-result"
-      heads: Array<number>
-    }>
-
-    const { contents, events, head } = await readFresh(dir, session)
-    expect(head).toBe(600)
-    expectContiguous(events, 600)
-    expect(new Set(contents).size).toBe(600)
-
-    // The log is a sequence of whole batches: the three parts of one batch back to back.
-    for (let start = 0; start < contents.length; start += size) {
-      const match = /^(w\d+:b\d+):0\/3$/.exec(contents[start]!)
-      if (match === null) throw new Error(`seq ${start + 1} does not start a batch: ${contents[start]}`)
-      expect(contents.slice(start, start + size)).toEqual([0, 1, 2].map((part) => `${match[1]}:${part}/3`))
-    }
-    for (const writer of WRITERS) {
-      const firsts = contents.filter((content) => content.startsWith(`w${writer}:`) && content.endsWith(":0/3"))
-      expect(firsts).toEqual(Array.from({ length: count }, (_, index) => `w${writer}:b${index}:0/3`))
-      // Each append returned the seq of its batch's last event.
-      const result = results[writer]!
-      expect(result.type).toBe("batch-result")
-      expect(result.heads.length).toBe(count)
-      result.heads.forEach((returned, index) => expect(contents[returned - 1]).toBe(`w${writer}:b${index}:2/3`))
-    }
-    const writerOf = (content: string) => content.slice(0, content.indexOf(":"))
-    const switches = contents.filter((content, index) => index > 0 && writerOf(content) !== writerOf(contents[index - 1]!))
-    console.log(`batch test: ${switches.length} writer switches in the log`)
-  }, 120_000)
-})
-
-// ---------------------------------------------------------------------------------------
-// 2. Racing on one expected head
-// ---------------------------------------------------------------------------------------
-
-type RoundResult =
-  | { type: "round-result"; round: number; writer: number; ok: true; head: number }
-  | {
-    type: "round-result"
-    round: number
-    writer: number
-    ok: false
-    tag: string
-    sessionId?: string
-    expected?: number
-    actual?: number
-    detail?: string
-  }
-
-describe("file backend: processes racing on one expected head", () => {
-  it("20 rounds of 4 processes appending with the same expected head: exactly one winner each round", async () => {
-    const { dir, writers } = await writerPool()
-    const session = "race"
-    const rounds = 20
-    const parent = fileCheckpointer({ dir })
-    try {
-      for (let round = 0; round < rounds; round++) {
-        const expectedHead = await parent.head(session)
-        expect(expectedHead).toBe(round)
-        // Send in a random order, so no writer is always first off the mark.
-        const order = [...writers].sort(() => Math.random() - 0.5)
-        for (const worker of order) command(worker, { type: "round", session, round, expectedHead })
-        const results = (await Promise.all(writers.map((worker) => worker.nextMessage()))) as Array<RoundResult>
-
-        const successes = results.filter((result) => result.ok)
-        expect(successes.length, `round ${round}: ${JSON.stringify(results)}`).toBe(1)
-        const winner = successes[0]!
-        expect(winner).toEqual({ type: "round-result", round, writer: winner.writer, ok: true, head: expectedHead + 1 })
-        for (const result of results.filter((r) => !r.ok)) {
-          expect(result).toEqual({
-            type: "round-result",
-            round,
-            writer: result.writer,
-            ok: false,
-            tag: "CheckpointConflictError",
-            sessionId: session,
-            expected: expectedHead,
-            actual: expectedHead + 1
-          })
-        }
-        // The stored event is the winner's, and nothing else was written.
-        const stored = await parent.read(session, { sinceSeq: expectedHead })
-        expect(stored.map((s) => [s.seq, contentOf(s)])).toEqual([[expectedHead + 1, `r${round}:w${winner.writer}`]])
-      }
-    } finally {
-      await parent.close()
-    }
-
-    const { contents, events, head } = await readFresh(dir, session)
-    expect(head).toBe(rounds)
-    expectContiguous(events, rounds)
-    contents.forEach((content, round) => expect(content).toMatch(new RegExp(`^r${round}:w[0-3]$`)))
-    const wins = WRITERS.map((writer) => contents.filter((content) => content.endsWith(`:w${writer}`)).length)
-    console.log(`expected-head rounds: wins per writer ${JSON.stringify(wins)}`)
-  }, 120_000)
-})
+writerScenarios(writerPool("file", async () => makeTempDir("writers")), { retryCount: 200, timeoutMs: 120_000 })
 
 // ---------------------------------------------------------------------------------------
 // 3. SIGKILL during appends
@@ -340,7 +125,7 @@ describe("file backend: writer processes killed with SIGKILL", () => {
         // At most the one append in flight (up to 5 events) can be stored but unacknowledged.
         expect(head - lastAck).toBeLessThanOrEqual(5)
         if (head > lastAck) unacknowledged++
-        expectContiguous(events, head)
+        expectContiguous(events.map((e) => e.seq), head)
         checkWholeBatches(events.map(contentOf), acknowledged)
         const integrity = await checkpointer.checkIntegrity()
         expect(integrity.ok, integrity.detail).toBe(true)
@@ -367,7 +152,7 @@ describe("file backend: writer processes killed with SIGKILL", () => {
 
     const { contents, events, head } = await readFresh(dir, session)
     expect(head).toBe(target)
-    expectContiguous(events, target)
+    expectContiguous(events.map((e) => e.seq), target)
     const batches = checkWholeBatches(contents, acknowledged)
     const tornFiles = readdirSync(join(dir, session)).filter((name) => name.startsWith("torn-"))
     console.log(
@@ -456,7 +241,7 @@ describe("file backend: the process holding the session lock is killed", () => {
 
       const { contents, events, head } = await readFresh(dir, session)
       expect(head).toBe(1)
-      expectContiguous(events, 1)
+      expectContiguous(events.map((e) => e.seq), 1)
       expect(contents).toEqual([`after takeover ${trial}`])
     }
 

@@ -1,6 +1,6 @@
 /**
  * The SQLite backend under real concurrency and real crashes: separate Node processes
- * (test/workers/sqlite-*.ts) share one database file in a temp directory, append to and
+ * (test/workers/writer.ts, sqlite-*.ts) share one database file in a temp directory, append to and
  * truncate the same session, race on expected heads, get killed with SIGKILL mid-append;
  * then damaged and too-new database files are opened. Everything is checked from the
  * processes' own reports and from fresh `sqliteCheckpointer`s on the same file.
@@ -14,27 +14,21 @@ import { closeSync, existsSync, openSync, readFileSync, statSync, writeSync } fr
 import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import Database from "better-sqlite3"
-import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { SqliteCheckpointer, sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import { CheckpointConflictError, CheckpointIntegrityError, SchemaVersionError, type StoredEvent, UserMessage } from "../src/index.js"
-import {
-  contentOf,
-  isRunning,
-  live,
-  makeTempDir,
-  removeTempDirs,
-  startWorker,
-  type Worker
-} from "./support/processes.js"
+import { contentOf, isRunning, makeTempDir, startWorker } from "./support/processes.js"
 import type { SqliteCrasherConfig } from "./workers/sqlite-crasher.js"
-import type {
-  AppendRecord,
-  Interval,
-  Snapshot,
-  SqliteWriterCommand,
-  SqliteWriterReply,
-  TruncateRecord
-} from "./workers/sqlite-writer.js"
+import type { AppendRecord, Interval, Snapshot, TruncateRecord } from "./workers/writer.js"
+import {
+  command,
+  expectContiguous,
+  nextReply,
+  readFresh as readStore,
+  writerOf,
+  writerPool,
+  writerScenarios
+} from "./support/writers.js"
 
 
 // ---------------------------------------------------------------------------------------
@@ -44,24 +38,7 @@ import type {
 /** A database file in a fresh temporary directory. */
 const makeTempFile = (label: string) => join(makeTempDir(`sqlite-${label}`), "sessions.db")
 
-/** Everything in the session, read by a checkpointer opened just for this. */
-const readFresh = async (file: string, session: string) => {
-  const checkpointer = sqliteCheckpointer({ file })
-  try {
-    const head = await checkpointer.head(session)
-    const events = await checkpointer.read(session)
-    return { head, events, contents: events.map(contentOf) }
-  } finally {
-    await checkpointer.close()
-  }
-}
-
-const expectContiguous = (seqs: ReadonlyArray<number>, head: number, what = "the log") => {
-  expect(seqs.length, what).toBe(head)
-  seqs.forEach((seq, index) => {
-    if (seq !== index + 1) throw new Error(`${what}: position ${index} holds seq ${seq}, expected ${index + 1}`)
-  })
-}
+const readFresh = (file: string, session: string) => readStore("sqlite", file, session)
 
 /** The thrown value of a promise that must reject. */
 const rejection = (promise: Promise<unknown>): Promise<unknown> =>
@@ -71,195 +48,19 @@ const rejection = (promise: Promise<unknown>): Promise<unknown> =>
   )
 
 // ---------------------------------------------------------------------------------------
-// Shared writer processes (test/workers/sqlite-writer.ts), driven over IPC
+// 1-2. Many writers, and racing on one expected head (shared with the file backend)
 // ---------------------------------------------------------------------------------------
 
-const WRITERS = [0, 1, 2, 3] as const
-
-interface WriterPool {
-  readonly file: string
-  readonly writers: ReadonlyArray<Worker>
-}
-
-let pool: WriterPool | undefined
-
-/** Four writer processes on one database file, ready for commands; restarted if any of them died. */
-const writerPool = async (): Promise<WriterPool> => {
-  if (pool !== undefined && pool.writers.every((worker) => isRunning(worker.child) && worker.child.connected)) return pool
-  for (const worker of pool?.writers ?? []) worker.child.kill("SIGKILL")
-  pool = undefined
+const pool = writerPool("sqlite", async () => {
   const file = makeTempFile("writers")
   // Create the database (schema, WAL mode) first: these tests are about processes sharing a
   // database, not about several processes creating one at the same moment.
   const creator = sqliteCheckpointer({ file })
   await creator.list()
   await creator.close()
-  const writers = WRITERS.map((writer) => startWorker("sqlite-writer.ts", [file, String(writer)], { ipc: true }))
-  for (const worker of writers) expect(await worker.nextMessage()).toMatchObject({ type: "ready" })
-  pool = { file, writers }
-  return pool
-}
-
-const command = (worker: Worker, message: SqliteWriterCommand) => worker.child.send(message)
-
-/** The next reply of a writer, which must be of type `type`. */
-const nextReply = async <T extends SqliteWriterReply["type"]>(
-  worker: Worker,
-  type: T
-): Promise<Extract<SqliteWriterReply, { type: T }>> => {
-  const message = (await worker.nextMessage()) as SqliteWriterReply
-  if (message.type !== type) throw new Error(`expected a ${type} reply, got ${JSON.stringify(message).slice(0, 1000)}`)
-  return message as Extract<SqliteWriterReply, { type: T }>
-}
-
-afterEach(({ task }) => {
-  // Workers of a test are done when it passes; a failed test must not leave any running
-  // (shared writers included: the next test starts fresh ones).
-  const failed = task.result?.state === "fail"
-  for (const child of live) {
-    if (failed || !(pool?.writers.some((worker) => worker.child === child) ?? false)) child.kill("SIGKILL")
-  }
-  if (failed) pool = undefined
+  return file
 })
-
-afterAll(async () => {
-  if (pool !== undefined) {
-    for (const worker of pool.writers) if (worker.child.connected) command(worker, { type: "exit" })
-    await Promise.all(pool.writers.map((worker) => worker.closed))
-  }
-  for (const child of live) child.kill("SIGKILL")
-  removeTempDirs()
-})
-
-const writerOf = (content: string) => content.slice(0, content.indexOf(":"))
-const writerSwitches = (contents: ReadonlyArray<string>) =>
-  contents.filter((content, index) => index > 0 && writerOf(content) !== writerOf(contents[index - 1]!)).length
-
-// ---------------------------------------------------------------------------------------
-// 1. Many writers
-// ---------------------------------------------------------------------------------------
-
-describe("sqlite backend: concurrent writer processes", () => {
-  it("4 processes × 500 appends with expected head, retrying conflicts: 2,000 events, each writer's exactly once, in order", async () => {
-    const { file, writers } = await writerPool()
-    const session = "contended"
-    const count = 500
-    // All four start together.
-    for (const worker of writers) command(worker, { type: "retry", session, count })
-    const results = await Promise.all(writers.map((worker) => nextReply(worker, "retry-result")))
-
-    const { contents, events, head } = await readFresh(file, session)
-    expect(head).toBe(2_000)
-    expectContiguous(events.map((e) => e.seq), 2_000)
-    expect(new Set(contents).size).toBe(2_000)
-
-    for (const writer of WRITERS) {
-      // The writer's events, in log order, are exactly w<writer>:0 … w<writer>:499.
-      const mine = contents.filter((content) => content.startsWith(`w${writer}:`))
-      expect(mine).toEqual(Array.from({ length: count }, (_, index) => `w${writer}:${index}`))
-      // Every acknowledged append landed at the seq it returned, right after the head it expected.
-      const result = results[writer]!
-      expect(result.heads.length).toBe(count)
-      result.heads.forEach((returned, index) => {
-        expect(returned).toBe(result.expected[index]! + 1)
-        expect(contents[returned - 1]).toBe(`w${writer}:${index}`)
-      })
-    }
-    // No two acknowledged appends returned the same head.
-    expect(new Set(results.flatMap((result) => result.heads)).size).toBe(2_000)
-
-    // The writers really ran at the same time: their events interleave and they conflicted.
-    const switches = writerSwitches(contents)
-    const conflicts = results.reduce((sum, result) => sum + result.conflicts, 0)
-    const busy = results.reduce((sum, result) => sum + result.busy, 0)
-    console.log(`sqlite retry test: ${conflicts} conflicts and ${busy} busy errors retried, ${switches} writer switches`)
-    expect(switches).toBeGreaterThan(3)
-    expect(conflicts).toBeGreaterThan(0)
-  }, 180_000)
-
-  it("4 processes × 50 appends of 3-event batches without expected head: 600 events, every batch contiguous", async () => {
-    const { file, writers } = await writerPool()
-    const session = "batches"
-    const count = 50
-    const size = 3
-    for (const worker of writers) command(worker, { type: "batch", session, count, size })
-    const results = await Promise.all(writers.map((worker) => nextReply(worker, "batch-result")))
-
-    const { contents, events, head } = await readFresh(file, session)
-    expect(head).toBe(600)
-    expectContiguous(events.map((e) => e.seq), 600)
-    expect(new Set(contents).size).toBe(600)
-
-    // The log is a sequence of whole batches: the three parts of one batch back to back.
-    for (let start = 0; start < contents.length; start += size) {
-      const match = /^(w\d+:b\d+):0\/3$/.exec(contents[start]!)
-      if (match === null) throw new Error(`seq ${start + 1} does not start a batch: ${contents[start]}`)
-      expect(contents.slice(start, start + size)).toEqual([0, 1, 2].map((part) => `${match[1]}:${part}/3`))
-    }
-    for (const writer of WRITERS) {
-      const firsts = contents.filter((content) => content.startsWith(`w${writer}:`) && content.endsWith(":0/3"))
-      expect(firsts).toEqual(Array.from({ length: count }, (_, index) => `w${writer}:b${index}:0/3`))
-      // Each append returned the seq of its batch's last event.
-      const result = results[writer]!
-      expect(result.heads.length).toBe(count)
-      result.heads.forEach((returned, index) => expect(contents[returned - 1]).toBe(`w${writer}:b${index}:2/3`))
-    }
-    const busy = results.reduce((sum, result) => sum + result.busy, 0)
-    console.log(`sqlite batch test: ${writerSwitches(contents)} writer switches, ${busy} busy errors retried`)
-  }, 180_000)
-})
-
-// ---------------------------------------------------------------------------------------
-// 2. Racing on one expected head
-// ---------------------------------------------------------------------------------------
-
-describe("sqlite backend: processes racing on one expected head", () => {
-  it("20 rounds of 4 processes appending with the same expected head: exactly one winner each round", async () => {
-    const { file, writers } = await writerPool()
-    const session = "race"
-    const rounds = 20
-    const parent = sqliteCheckpointer({ file })
-    try {
-      for (let round = 0; round < rounds; round++) {
-        const expectedHead = await parent.head(session)
-        expect(expectedHead).toBe(round)
-        // Send in a random order, so no writer is always first off the mark.
-        const order = [...writers].sort(() => Math.random() - 0.5)
-        for (const worker of order) command(worker, { type: "round", session, round, expectedHead })
-        const results = await Promise.all(writers.map((worker) => nextReply(worker, "round-result")))
-
-        const successes = results.filter((result) => result.ok)
-        expect(successes.length, `round ${round}: ${JSON.stringify(results)}`).toBe(1)
-        const winner = successes[0]!
-        expect(winner).toEqual({ type: "round-result", round, writer: winner.writer, ok: true, head: expectedHead + 1 })
-        for (const result of results.filter((r) => !r.ok)) {
-          expect(result).toEqual({
-            type: "round-result",
-            round,
-            writer: result.writer,
-            ok: false,
-            tag: "CheckpointConflictError",
-            sessionId: session,
-            expected: expectedHead,
-            actual: expectedHead + 1
-          })
-        }
-        // The stored event is the winner's, and nothing else was written.
-        const stored = await parent.read(session, { sinceSeq: expectedHead })
-        expect(stored.map((s) => [s.seq, contentOf(s)])).toEqual([[expectedHead + 1, `r${round}:w${winner.writer}`]])
-      }
-    } finally {
-      await parent.close()
-    }
-
-    const { contents, events, head } = await readFresh(file, session)
-    expect(head).toBe(rounds)
-    expectContiguous(events.map((e) => e.seq), rounds)
-    contents.forEach((content, round) => expect(content).toMatch(new RegExp(`^r${round}:w[0-3]$`)))
-    const wins = WRITERS.map((writer) => contents.filter((content) => content.endsWith(`:w${writer}`)).length)
-    console.log(`sqlite expected-head rounds: wins per writer ${JSON.stringify(wins)}`)
-  }, 180_000)
-})
+writerScenarios(pool, { retryCount: 500, timeoutMs: 180_000 })
 
 // ---------------------------------------------------------------------------------------
 // 3. Truncating while others append and read
@@ -378,7 +179,7 @@ const checkSnapshots = (
 
 describe("sqlite backend: a process truncating while others append and read", () => {
   it("3 appenders, 1 truncator, readers in 5 processes: every snapshot a real contiguous state, content changes only across a truncate", async () => {
-    const { file, writers } = await writerPool()
+    const { location: file, writers } = await pool.get()
     const session = "churn"
     const appenders = writers.slice(0, 3)
     const truncatorWorker = writers[3]!

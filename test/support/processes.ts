@@ -8,7 +8,6 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { expect } from "vitest"
-import type { StoredEvent } from "../../src/index.js"
 
 const root = resolve(import.meta.dirname, "..", "..")
 const workers = resolve(import.meta.dirname, "..", "workers")
@@ -115,11 +114,4 @@ export const expectCleanExit = async (worker: Worker) => {
   expect({ code, signal, stderr: worker.stderr() }).toEqual({ code: 0, signal: null, stderr: "" })
 }
 
-/** The content string of a stored UserMessage (every event these tests write is one). */
-export const contentOf = (stored: StoredEvent): string => {
-  const event = stored.event
-  if (event._tag !== "UserMessage" || typeof event.content !== "string") {
-    throw new Error(`seq ${stored.seq}: unexpected event ${JSON.stringify(event)}`)
-  }
-  return event.content
-}
+export { contentOf } from "./contents.js"

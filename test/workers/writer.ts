@@ -1,12 +1,13 @@
 /**
- * Worker for test/sqlite.processes.test.ts: a long-lived process with one
- * `sqliteCheckpointer` on a shared database file, driven over IPC, so one set of processes
- * can serve several tests (starting Node with Effect loaded costs seconds on a small machine).
+ * Worker for test/file.processes.test.ts and test/sqlite.processes.test.ts: a long-lived
+ * process with one checkpointer on a shared store — a session directory (`file`) or a database
+ * file (`sqlite`) — driven over IPC, so one set of processes can serve several tests (starting
+ * Node with Effect loaded costs seconds on a small machine).
  *
- *   node --import tsx test/workers/sqlite-writer.ts <file> <writer>
+ *   node --import tsx test/workers/writer.ts <file|sqlite> <directory or database file> <writer>
  *
  * Sends `{ type: "ready", writer }` once its checkpointer is open, then answers the
- * commands of `SqliteWriterCommand` (one at a time), each with one reply:
+ * commands of `WriterCommand` (one at a time), each with one reply:
  *
  * - `retry`: `count` single-event appends, each `head()` then `append(id, [event], head)`;
  *   re-reads the head and retries on `CheckpointConflictError` (checking the error's fields
@@ -37,14 +38,16 @@
  * interval. Any other error ends the process with the error on stderr.
  */
 import { setTimeout as sleep } from "node:timers/promises"
-import { sqliteCheckpointer } from "../../src/checkpoint-sqlite.js"
-import { CheckpointBusyError, CheckpointConflictError, type StoredEvent, UserMessage } from "../../src/index.js"
+import { CheckpointBusyError, CheckpointConflictError, fileCheckpointer, type StoredEvent, UserMessage } from "../../src/index.js"
+import { contentOf } from "../support/contents.js"
 
-const [file, writerArg] = process.argv.slice(2)
-if (file === undefined || writerArg === undefined) throw new Error("usage: sqlite-writer.ts <file> <writer>")
+const [backend, location, writerArg] = process.argv.slice(2)
+if ((backend !== "file" && backend !== "sqlite") || location === undefined || writerArg === undefined) {
+  throw new Error("usage: writer.ts <file|sqlite> <directory or database file> <writer>")
+}
 const writer = Number(writerArg)
 
-export type SqliteWriterCommand =
+export type WriterCommand =
   | { readonly type: "retry"; readonly session: string; readonly count: number }
   | { readonly type: "batch"; readonly session: string; readonly count: number; readonly size: number }
   | { readonly type: "round"; readonly session: string; readonly round: number; readonly expectedHead: number }
@@ -95,7 +98,7 @@ export interface TruncateRecord extends Interval {
   readonly expectedHead: number
 }
 
-export type SqliteWriterReply =
+export type WriterReply =
   | { readonly type: "ready"; readonly writer: number }
   | {
     readonly type: "retry-result"
@@ -137,24 +140,19 @@ export type SqliteWriterReply =
 
 const micros = () => Number(process.hrtime.bigint() / 1000n)
 
-const send = (message: SqliteWriterReply) =>
+const send = (message: WriterReply) =>
   new Promise<void>((resolve, reject) => {
-    if (process.send === undefined) return reject(new Error("sqlite-writer.ts needs an IPC channel"))
+    if (process.send === undefined) return reject(new Error("writer.ts needs an IPC channel"))
     process.send(message, undefined, {}, (error) => (error ? reject(error) : resolve()))
   })
 
 const tagOf = (error: unknown) =>
   typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "unknown"
 
-const checkpointer = sqliteCheckpointer({ file })
-
-const contentOf = (stored: StoredEvent): string => {
-  const event = stored.event
-  if (event._tag !== "UserMessage" || typeof event.content !== "string") {
-    throw new Error(`seq ${stored.seq}: unexpected event ${JSON.stringify(event)}`)
-  }
-  return event.content
-}
+// Only the SQLite store loads the native module.
+const checkpointer = backend === "sqlite"
+  ? (await import("../../src/checkpoint-sqlite.js")).sqliteCheckpointer({ file: location })
+  : fileCheckpointer({ dir: location })
 
 const checkConflict = (error: CheckpointConflictError, session: string, head: number) => {
   if (error.sessionId !== session || error.expected !== head || error.actual === head) {
@@ -191,31 +189,45 @@ const snapshot = async (session: string, readConflicts: Array<Interval>, slow = 
   }
 }
 
+interface RetryCounts {
+  conflicts: number
+  busy: number
+}
+
+/**
+ * Append one event at the head just read, re-reading and retrying on a conflict (checking the
+ * error against that head) or a busy store. Returns the head it expected, the seq it got and
+ * the interval of the attempt that succeeded.
+ */
+const appendAtHead = async (session: string, event: UserMessage, counts: RetryCounts) => {
+  for (;;) {
+    const head = await checkpointer.head(session)
+    const start = micros()
+    try {
+      const seq = await checkpointer.append(session, [event], head)
+      return { head, seq, start, end: micros() }
+    } catch (error) {
+      if (error instanceof CheckpointBusyError) {
+        counts.busy++
+        continue
+      }
+      if (!(error instanceof CheckpointConflictError)) throw error
+      checkConflict(error, session, head)
+      counts.conflicts++
+    }
+  }
+}
+
 const retry = async (session: string, count: number) => {
   const heads: Array<number> = []
   const expected: Array<number> = []
-  let conflicts = 0
-  let busy = 0
+  const counts = { conflicts: 0, busy: 0 }
   for (let index = 0; index < count; index++) {
-    const event = new UserMessage({ content: `w${writer}:${index}` })
-    for (;;) {
-      const head = await checkpointer.head(session)
-      try {
-        heads.push(await checkpointer.append(session, [event], head))
-        expected.push(head)
-        break
-      } catch (error) {
-        if (error instanceof CheckpointBusyError) {
-          busy++
-          continue
-        }
-        if (!(error instanceof CheckpointConflictError)) throw error
-        checkConflict(error, session, head)
-        conflicts++
-      }
-    }
+    const { head, seq } = await appendAtHead(session, new UserMessage({ content: `w${writer}:${index}` }), counts)
+    heads.push(seq)
+    expected.push(head)
   }
-  await send({ type: "retry-result", heads, expected, conflicts, busy })
+  await send({ type: "retry-result", heads, expected, ...counts })
 }
 
 const batch = async (session: string, count: number, size: number) => {
@@ -257,35 +269,17 @@ const churn = async (session: string, prefix: string, count: number, snapshotEve
   const appends: Array<AppendRecord> = []
   const snapshots: Array<Snapshot> = []
   const readConflicts: Array<Interval> = []
-  let conflicts = 0
-  let busy = 0
+  const counts = { conflicts: 0, busy: 0 }
   for (let index = 0; index < count; index++) {
     const content = `${prefix}${writer}:${index}`
-    const event = new UserMessage({ content })
-    for (;;) {
-      const head = await checkpointer.head(session)
-      const start = micros()
-      try {
-        const seq = await checkpointer.append(session, [event], head)
-        const end = micros()
-        if (seq !== head + 1) throw new Error(`append of ${content} at expected head ${head} returned ${seq}`)
-        appends.push({ content, seq, start, end })
-        break
-      } catch (error) {
-        if (error instanceof CheckpointBusyError) {
-          busy++
-          continue
-        }
-        if (!(error instanceof CheckpointConflictError)) throw error
-        checkConflict(error, session, head)
-        conflicts++
-      }
-    }
+    const { end, head, seq, start } = await appendAtHead(session, new UserMessage({ content }), counts)
+    if (seq !== head + 1) throw new Error(`append of ${content} at expected head ${head} returned ${seq}`)
+    appends.push({ content, seq, start, end })
     if ((index + 1) % snapshotEvery === 0) {
       snapshots.push(await snapshot(session, readConflicts, snapshots.length % 2 === 1))
     }
   }
-  await send({ type: "churn-result", writer, appends, snapshots, readConflicts, conflicts, busy })
+  await send({ type: "churn-result", writer, appends, snapshots, readConflicts, ...counts })
 }
 
 const truncator = async (
@@ -340,12 +334,12 @@ const truncator = async (
 
 const fail = (error: unknown) => {
   process.stderr.write(
-    `sqlite writer ${writer} failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`
+    `${backend} writer ${writer} failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`
   )
   process.exit(1)
 }
 
-process.on("message", (command: SqliteWriterCommand) => {
+process.on("message", (command: WriterCommand) => {
   switch (command.type) {
     case "retry":
       return void retry(command.session, command.count).catch(fail)
@@ -370,5 +364,5 @@ process.on("message", (command: SqliteWriterCommand) => {
   }
 })
 
-// Open the checkpointer (schema checks, runtime) before reporting ready.
+// Open the checkpointer (directory or schema checks, runtime) before reporting ready.
 checkpointer.list().then(() => send({ type: "ready", writer }), fail)

@@ -1,0 +1,11 @@
+/** Shared by the tests and the worker processes (so it must not import vitest). */
+import type { StoredEvent } from "../../src/index.js"
+
+/** The content string of a stored UserMessage (every event these tests write is one). */
+export const contentOf = (stored: StoredEvent): string => {
+  const event = stored.event
+  if (event._tag !== "UserMessage" || typeof event.content !== "string") {
+    throw new Error(`seq ${stored.seq}: unexpected event ${JSON.stringify(event)}`)
+  }
+  return event.content
+}
