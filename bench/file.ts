@@ -9,8 +9,8 @@ import { join } from "node:path"
 import { Effect, Stream } from "effect"
 import { lockAddress, withProcessLock } from "../src/backends/file/lock.js"
 import { recordLine } from "../src/backends/file/format.js"
-import { Checkpointer, encodeStoredEvent, Session } from "../src/core/index.js"
-import { eventFor, median, ms, ratio } from "./shared.js"
+import { encodeStoredEvent, Session } from "../src/core/index.js"
+import { eventFor, foldRate, median, ms, ratio } from "./shared.js"
 import { fileCheckpointer } from "../src/index.js"
 
 
@@ -86,13 +86,7 @@ export const runFileBench = async () => {
     parsed++
   }
   const rawReplay = parsed / (ms(parseStart) / 1000)
-  // Effect API: fold the stream (a warm-up pass first, as the baseline's JSON.parse is warm too).
-  const foldAll = Effect.flatMap(Checkpointer, (checkpointer) =>
-    Stream.runFold(checkpointer.read("replay"), Session.emptySessionState, Session.step)).pipe(Effect.provide(c.layer))
-  await Effect.runPromise(foldAll)
-  const replayStart = process.hrtime.bigint()
-  const folded = await Effect.runPromise(foldAll)
-  const replay = folded.head / (ms(replayStart) / 1000)
+  const replay = await foldRate(c.layer, "replay")
   rows.push([`read + decode + fold (Effect stream), ${events.toLocaleString()} events`, `${replay.toFixed(0)}/s`, `${rawReplay.toFixed(0)}/s (JSON.parse)`, ratio(replay, rawReplay)])
   const iterateStart = process.hrtime.bigint()
   let state = Session.emptySessionState

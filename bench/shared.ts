@@ -1,6 +1,7 @@
 /** Pieces every benchmark shares: timing, medians, ratios, the events written, raw SQL appends. */
 import type Database from "better-sqlite3"
-import { AssistantMessage, UserMessage } from "../src/core/index.js"
+import { Effect, type Layer, Stream } from "effect"
+import { AssistantMessage, Checkpointer, Session, UserMessage } from "../src/core/index.js"
 
 export const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6
 export const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
@@ -29,4 +30,17 @@ export const rawSqliteAppender = (db: Database.Database, sessionId: string) => {
     upsert.run(sessionId, next, Date.now())
   })
   return (eventJson: string) => append.immediate(eventJson)
+}
+
+/**
+ * Events per second of read + decode + fold of `sessionId` through the Effect stream, measured
+ * on a second pass (the first warms up, as the raw baselines' JSON.parse is warm too).
+ */
+export const foldRate = async (layer: Layer.Layer<Checkpointer, unknown>, sessionId: string) => {
+  const fold = Effect.flatMap(Checkpointer, (checkpointer) =>
+    Stream.runFold(checkpointer.read(sessionId), Session.emptySessionState, Session.step)).pipe(Effect.provide(layer))
+  await Effect.runPromise(fold)
+  const start = process.hrtime.bigint()
+  const state = await Effect.runPromise(fold)
+  return state.head / (ms(start) / 1000)
 }

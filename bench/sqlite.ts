@@ -8,10 +8,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import Database from "better-sqlite3"
-import { Effect, Stream } from "effect"
 import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
-import { Checkpointer, encodeStoredEvent, Session } from "../src/core/index.js"
-import { eventFor, median, ms, ratio, rawSqliteAppender } from "./shared.js"
+import { encodeStoredEvent } from "../src/core/index.js"
+import { eventFor, foldRate, median, ms, ratio, rawSqliteAppender } from "./shared.js"
 
 const run = promisify(execFile)
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "bench-sqlite-")), "sessions.db")
@@ -91,13 +90,8 @@ export const runSqliteBench = async () => {
   }
   const rawRate = parsed / (ms(rawStart) / 1000)
   raw.close()
-  const fold = Effect.flatMap(Checkpointer, (checkpointer) =>
-    Stream.runFold(checkpointer.read("replay"), Session.emptySessionState, Session.step)).pipe(Effect.provide(c.layer))
-  await Effect.runPromise(fold)
-  const foldStart = process.hrtime.bigint()
-  const state = await Effect.runPromise(fold)
-  const foldRate = state.head / (ms(foldStart) / 1000)
-  rows.push(["read + decode + fold (Effect stream), 100,000 events", `${foldRate.toFixed(0)}/s`, `${rawRate.toFixed(0)}/s (SELECT + JSON.parse)`, ratio(foldRate, rawRate)])
+  const replay = await foldRate(c.layer, "replay")
+  rows.push(["read + decode + fold (Effect stream), 100,000 events", `${replay.toFixed(0)}/s`, `${rawRate.toFixed(0)}/s (SELECT + JSON.parse)`, ratio(replay, rawRate)])
   await c.close()
 
   // Event-loop delay of one writer among 4 processes hammering one session.
