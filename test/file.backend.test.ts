@@ -17,7 +17,8 @@ import {
   CodecError,
   FileCheckpointer,
   type LogCodecService,
-  LogCodec
+  LogCodec,
+  SessionLock
 } from "../src/core/index.js"
 import {
   aes256gcmCodec,
@@ -264,7 +265,8 @@ describe("codecs", () => {
     })
     const layer = FileCheckpointer.layerWithoutDependencies({ dir }).pipe(
       Layer.provide(LogCodec.layerGzip),
-      Layer.provide(LogFilesModule.layerNode)
+      Layer.provide(LogFilesModule.layerNode),
+      Layer.provide(SessionLock.layerNode())
     )
     const stored = await Effect.runPromise(program.pipe(Effect.provide(layer)))
     expect((stored[0]!.event as UserMessage).content).toBe("via layer")
@@ -299,7 +301,8 @@ describe("I/O failures", () => {
         Effect.provide(
           FileCheckpointer.layerWithoutDependencies({ dir }).pipe(
             Layer.provide(LogCodec.layerJson),
-            Layer.provide(faultyFiles(fault))
+            Layer.provide(faultyFiles(fault)),
+            Layer.provide(SessionLock.layerNode())
           )
         )
       )
@@ -361,6 +364,9 @@ describe("options and the directory", () => {
     const cases: Array<Parameters<typeof fileCheckpointer>[0]> = [
       { dir, synchronous: "fast" as "full" },
       { dir, lockTimeoutMs: -1 },
+      { dir, lockLeaseMs: 99 },
+      { dir, lockLeaseMs: Number.NaN },
+      { dir, lockLeaseMs: "5000" as unknown as number },
       { dir: aFile },
       { dir: join(aFile, "below-a-file") },
       { dir: "" }
@@ -369,6 +375,7 @@ describe("options and the directory", () => {
       const c = checkpointer(options)
       const error = await c.head("s").catch((e: unknown) => e)
       expect(error, JSON.stringify(options)).toBeInstanceOf(ConfigurationError)
+      if (options !== undefined && "lockLeaseMs" in options) expect(error).toMatchObject({ option: "lockLeaseMs" })
     }
   })
 
@@ -384,7 +391,8 @@ describe("options and the directory", () => {
         Effect.provide(
           FileCheckpointer.layerWithoutDependencies({ dir: "/srv/sessions" }).pipe(
             Layer.provide(LogCodec.layerJson),
-            Layer.provide(denied)
+            Layer.provide(denied),
+            Layer.provide(SessionLock.layerInProcess)
           )
         ),
         Effect.catchAll((error) => Effect.succeed({ _tag: "BuildFailed" as const, error }))

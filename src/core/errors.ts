@@ -137,6 +137,20 @@ export class CheckpointBusyError extends Schema.TaggedError<CheckpointBusyError>
   }
 }
 
+/**
+ * A writer found, right before writing, that its session lock was no longer its own: it had
+ * not renewed the lock for longer than the lease (the process was paused, or its event loop
+ * stalled) and another process took it over. Nothing was written; re-read the head and retry.
+ */
+export class CheckpointLockLostError extends Schema.TaggedError<CheckpointLockLostError>()(
+  "CheckpointLockLostError",
+  { sessionId: Schema.String, detail: Schema.String }
+) {
+  override get message(): string {
+    return `session "${this.sessionId}": the session lock was lost before writing, nothing was written: ${this.detail}`
+  }
+}
+
 /** A path that resolves outside the workdir, or through a symlink. Nothing was touched. */
 export class UnsafePathError extends Schema.TaggedError<UnsafePathError>()("UnsafePathError", {
   path: Schema.String,
@@ -278,3 +292,4 @@ export type CheckpointerError =
   | CheckpointerClosedError
   | StorageError
   | CheckpointBusyError
+  | CheckpointLockLostError

@@ -11,9 +11,10 @@
  * <dir>/.trash/                           deleted sessions on their way out
  * ```
  *
- * Mutations hold the session lock (in-process semaphore + cross-process socket lock, see
- * lock.ts) for their whole duration, codec included; each one re-reads the real tail of
- * the file after taking it.
+ * Mutations hold the session lock (the `SessionLock` service: lock files in `<dir>/.locks`
+ * by default, see lockFile.ts) for their whole duration, codec included; each one re-reads
+ * the real tail of the file after taking it, and confirms it still holds the lock right
+ * before it writes.
  */
 import { homedir } from "node:os"
 import { join } from "node:path"
@@ -32,8 +33,9 @@ import { sessionIdProblem } from "../../core/sessionId.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { jsonCodec, LogCodec, type LogCodecService } from "./codec.js"
 import { findCommittedEnd, ForwardScanner, headerLine, type LogHeader, parseHeader, recordLine } from "./format.js"
-import { lockAddress, withProcessLock } from "./lock.js"
 import { layerNode, type LogHandle, LogFiles } from "./LogFiles.js"
+import { type HeldSessionLock, SessionLock } from "./SessionLock.js"
+import * as SessionLocks from "./SessionLock.js"
 
 export interface FileCheckpointerOptions {
   /**
@@ -49,6 +51,12 @@ export interface FileCheckpointerOptions {
   readonly synchronous?: "normal" | "full"
   /** How long a mutation waits for another process's session lock before `CheckpointBusyError`. Default 10000. */
   readonly lockTimeoutMs?: number
+  /**
+   * How long a lock holder that stops renewing its lock (paused, stalled, or on another
+   * kernel and dead) keeps it; see the README's "Locking". A dead holder on this machine loses
+   * it at once. Default 5000, at least 100; every process sharing the directory should agree.
+   */
+  readonly lockLeaseMs?: number
 }
 
 export const defaultDirectory = (): string =>
@@ -105,20 +113,9 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     const sessionDir = (sessionId: string) => join(realDir, sessionId)
     const logPath = (sessionId: string) => join(realDir, sessionId, LOG_FILE)
 
-    const semaphores = new Map<string, Effect.Semaphore>()
-    const semaphoreFor = (sessionId: string) =>
-      Effect.sync(() => {
-        let semaphore = semaphores.get(sessionId)
-        if (semaphore === undefined) {
-          semaphore = Effect.unsafeMakeSemaphore(1)
-          semaphores.set(sessionId, semaphore)
-        }
-        return semaphore
-      })
-
-    const withSessionLock = <A, E>(sessionId: string, effect: Effect.Effect<A, E>) =>
-      Effect.flatMap(semaphoreFor(sessionId), (semaphore) =>
-        semaphore.withPermits(1)(withProcessLock(lockAddress(realDir, sessionId), sessionId, lockTimeoutMs, effect)))
+    const lock = yield* SessionLock
+    const withSessionLock = <A, E>(sessionId: string, use: (held: HeldSessionLock) => Effect.Effect<A, E>) =>
+      lock.withLock({ directory: realDir, sessionId, timeoutMs: lockTimeoutMs }, use)
 
     // ---------------------------------------------------------------------------------
     // Reading
@@ -208,8 +205,16 @@ export const make = (options: FileCheckpointerOptions = {}) =>
 
     const randomSuffix = Effect.map(Random.nextInt, (n) => `${process.pid}-${Math.abs(n).toString(36)}`)
 
-    /** Write `contents` to a new file beside `target`, flush it, rename it into place, flush the directory. */
-    const replaceAtomically = (directory: string, target: string, contents: ReadonlyArray<Uint8Array>) =>
+    /**
+     * Write `contents` to a new file beside `target`, flush it, rename it into place (once
+     * `held` confirms the lock is still ours), flush the directory.
+     */
+    const replaceAtomically = (
+      held: HeldSessionLock,
+      directory: string,
+      target: string,
+      contents: ReadonlyArray<Uint8Array>
+    ) =>
       Effect.gen(function*() {
         const temp = join(directory, `${LOG_FILE}.tmp-${yield* randomSuffix}`)
         const written = Effect.scoped(Effect.gen(function*() {
@@ -224,6 +229,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
         }))
         // onError also runs on interruption: no temporary file is left behind either way.
         yield* written.pipe(
+          Effect.zipRight(held.ensureHeld),
           Effect.zipRight(files.rename(temp, target)),
           Effect.onError(() => files.remove(temp).pipe(Effect.ignore))
         )
@@ -295,8 +301,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       })
 
     const withSession: Checkpointer.CheckpointerDriver["withSession"] = (sessionId, use) =>
-      withSessionLock(
-        sessionId,
+      withSessionLock(sessionId, (held) =>
         Effect.scoped(Effect.gen(function*() {
           const file = yield* files.open(logPath(sessionId), "update")
           if (file === undefined) {
@@ -307,10 +312,11 @@ export const make = (options: FileCheckpointerOptions = {}) =>
                 Effect.gen(function*() {
                   // Encode first: a failing codec leaves no trace.
                   const lines = yield* encodeLines(sessionId, records)
+                  yield* held.ensureHeld
                   yield* files.makeDirectory(directory)
                   if (durable) yield* files.flushDirectory(realDir)
                   const header = Buffer.from(headerLine(codec.name, codec.keyId), "utf8")
-                  yield* replaceAtomically(directory, logPath(sessionId), [header, lines])
+                  yield* replaceAtomically(held, directory, logPath(sessionId), [header, lines])
                 }),
               truncate: () => Effect.void
             })
@@ -328,6 +334,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
               Effect.gen(function*() {
                 // Encode first: a failing codec leaves the file exactly as it was.
                 const lines = yield* encodeLines(sessionId, records)
+                yield* held.ensureHeld
                 yield* repair
                 const written = file.writeAt(tail.committedEnd, lines).pipe(
                   Effect.zipRight(durable ? file.flush : Effect.void)
@@ -338,12 +345,12 @@ export const make = (options: FileCheckpointerOptions = {}) =>
             truncate: (toSeq) =>
               Effect.gen(function*() {
                 const contents = yield* truncatedContents(sessionId, file, tail.headerEnd, tail.committedEnd, toSeq)
+                yield* held.ensureHeld
                 yield* repair
-                yield* replaceAtomically(sessionDir(sessionId), logPath(sessionId), contents)
+                yield* replaceAtomically(held, sessionDir(sessionId), logPath(sessionId), contents)
               })
           })
-        }))
-      )
+        })))
 
     const list = Effect.gen(function*() {
       const entries = yield* files.list(realDir)
@@ -357,18 +364,17 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     })
 
     const remove = (sessionId: string) =>
-      withSessionLock(
-        sessionId,
+      withSessionLock(sessionId, (held) =>
         Effect.gen(function*() {
           if ((yield* files.modifiedAt(sessionDir(sessionId))) === undefined) return
           const doomed = join(trashDir, `${sessionId}.${yield* randomSuffix}`)
           yield* files.makeDirectory(trashDir)
+          yield* held.ensureHeld
           // One rename takes the whole session out of sight; removing the files can then fail harmlessly.
           yield* files.rename(sessionDir(sessionId), doomed)
           if (durable) yield* files.flushDirectory(realDir)
           yield* files.remove(doomed).pipe(Effect.ignore)
-        })
-      )
+        }))
 
     const service = yield* Checkpointer.make({ withSession, read, head, list, delete: remove })
 
@@ -397,22 +403,30 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     return { service, integrity: { checkIntegrity } }
   })
 
-/** Requires `LogFiles` and a `LogCodec`: the seam for injected file systems and codecs. */
+/** Requires `LogFiles`, a `LogCodec` and a `SessionLock`: the seam for injected file systems, codecs and locks. */
 export const layerWithoutDependencies = (
   options: FileCheckpointerOptions = {}
 ): Layer.Layer<
   Checkpointer.Checkpointer | CheckpointerIntegrity,
   ConfigurationError | StorageError,
-  LogFiles | LogCodec
+  LogFiles | LogCodec | SessionLock
 > =>
   Layer.scopedContext(Effect.map(make(options), ({ integrity, service }) =>
     Context.make(Checkpointer.Checkpointer, service).pipe(Context.add(CheckpointerIntegrity, integrity))))
 
-/** The file backend on Node's file system, with `options.codec` (default: plain JSON lines). */
+/**
+ * The file backend on Node's file system, with `options.codec` (default: plain JSON lines) and
+ * the lock-file `SessionLock` (`options.lockLeaseMs`).
+ */
 export const layer = (
   options: FileCheckpointerOptions & { readonly codec?: LogCodecService } = {}
-): Layer.Layer<Checkpointer.Checkpointer | CheckpointerIntegrity, ConfigurationError | StorageError> =>
-  layerWithoutDependencies(options).pipe(
+): Layer.Layer<Checkpointer.Checkpointer | CheckpointerIntegrity, ConfigurationError | StorageError> => {
+  const leaseMs = options.lockLeaseMs ?? SessionLocks.DEFAULT_LEASE_MS
+  const leaseProblem = SessionLocks.leaseProblem(leaseMs)
+  if (leaseProblem !== undefined) return Layer.fail(new ConfigurationError({ option: "lockLeaseMs", detail: leaseProblem }))
+  return layerWithoutDependencies(options).pipe(
     Layer.provide(Layer.succeed(LogCodec, options.codec ?? jsonCodec)),
-    Layer.provide(layerNode)
+    Layer.provide(layerNode),
+    Layer.provide(SessionLocks.layerNode({ leaseMs }))
   )
+}

@@ -17,10 +17,9 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Context, Duration, Effect, Layer, Option, Random, Scope, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Option, Scope, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
-  CheckpointBusyError,
   CheckpointConflictError,
   type CheckpointerError,
   CheckpointIntegrityError,
@@ -29,6 +28,7 @@ import {
   StorageError
 } from "../../core/errors.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
+import { Busy, retryWhileBusy } from "../busy.js"
 
 export interface SqliteCheckpointerOptions {
   /** Path of the database file; `":memory:"` for a temporary database private to this process. */
@@ -165,31 +165,23 @@ export const make = (options: SqliteCheckpointerOptions) =>
      * Run `attempt` again while SQLite reports it busy — another process writing, creating the
      * schema, switching to WAL or resetting the WAL — pausing asynchronously with jittered
      * exponential back-off (the event loop keeps running), up to `busyTimeoutMs`; then
-     * `CheckpointBusyError`. Any other SQL failure becomes the library's own error.
+     * `CheckpointBusyError` — the wait every backend shares (../busy.ts). Any other SQL failure
+     * becomes the library's own error.
      */
     const whileBusy = <A, E>(attempt: Effect.Effect<A, E | SqlError>, operation: string, sessionId?: string) =>
-      Effect.gen(function*() {
-        const started = Date.now()
-        let pauseMs = 1
-        while (true) {
-          const outcome = yield* Effect.either(attempt)
-          if (outcome._tag === "Right") return outcome.right
-          const error = outcome.left
-          if (!(error instanceof SqlError)) return yield* Effect.fail(error)
-          if (!isBusy(error)) return yield* Effect.fail(toCheckpointerError(operation)(error))
-          const waited = Date.now() - started
-          if (waited >= config.busyTimeoutMs) {
-            return yield* new CheckpointBusyError({
-              ...(sessionId === undefined ? {} : { sessionId }),
-              waitedMs: waited,
-              detail: `${operation}: another connection held the database lock`
-            })
-          }
-          const jitter = yield* Random.nextRange(0.5, 1)
-          yield* Effect.sleep(Duration.millis(Math.min(pauseMs * jitter, config.busyTimeoutMs - waited)))
-          pauseMs = Math.min(pauseMs * 2, MAX_BACKOFF_MS)
-        }
-      })
+      retryWhileBusy(
+        Effect.catchIf(
+          attempt,
+          (error): error is SqlError => error instanceof SqlError,
+          (error) =>
+            Effect.fail(
+              isBusy(error)
+                ? new Busy({ detail: `${operation}: another connection held the database lock` })
+                : toCheckpointerError(operation)(error)
+            )
+        ),
+        { timeoutMs: config.busyTimeoutMs, maxPauseMs: MAX_BACKOFF_MS, sessionId }
+      )
     const readStatement = <A>(statement: Effect.Effect<A, SqlError>, operation: string) =>
       whileBusy<A, never>(statement, operation)
     const onOpen = readStatement

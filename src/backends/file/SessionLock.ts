@@ -1,0 +1,217 @@
+/**
+ * The file backend's per-session lock, as a service: the backend takes it from its context,
+ * so tests and unusual deployments can swap it.
+ *
+ * - `layerNode` (the default): fibers of one process queue on an in-process mutex, and
+ *   processes exclude each other through lock files in the sessions directory (lockFile.ts),
+ *   which hold across containers, sandboxes and every Linux namespace, and on macOS.
+ * - `layerInProcess`: the in-process mutex alone, for a directory no other process writes.
+ *
+ * A holder calls `ensureHeld` right before each write; it fails with `CheckpointLockLostError`
+ * when the lock is no longer its own, so a writer that was paused past its lease writes nothing.
+ */
+import { join } from "node:path"
+import { Context, Effect, Layer } from "effect"
+import { CheckpointBusyError, CheckpointLockLostError, ConfigurationError, StorageError } from "../../core/errors.js"
+import { Busy, retryWhileBusy } from "../busy.js"
+import * as LockFile from "./lockFile.js"
+
+export interface SessionLockTarget {
+  /** The sessions directory (its real path: every process must name it alike). */
+  readonly directory: string
+  readonly sessionId: string
+  /** How long to wait for another process before `CheckpointBusyError`. */
+  readonly timeoutMs: number
+}
+
+export interface HeldSessionLock {
+  /** Succeeds while the lock is still this holder's; run it right before every write. */
+  readonly ensureHeld: Effect.Effect<void, CheckpointLockLostError | StorageError>
+}
+
+export interface SessionLockService {
+  /** Run `use` holding the lock of one session; released when `use` ends, however it ends. */
+  readonly withLock: <A, E, R>(
+    target: SessionLockTarget,
+    use: (held: HeldSessionLock) => Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | CheckpointBusyError | StorageError, R>
+}
+
+export class SessionLock extends Context.Tag("@lite-agent/core/SessionLock")<SessionLock, SessionLockService>() {}
+
+// ---------------------------------------------------------------------------------------
+// In-process exclusion
+// ---------------------------------------------------------------------------------------
+
+export interface KeyedMutex {
+  readonly withKey: <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** Keys someone holds or waits for: an idle key has no entry. */
+  readonly activeKeys: () => number
+}
+
+/** One permit per key, for the fibers of this process; a key's entry lives only while in use. */
+export const makeKeyedMutex = (): KeyedMutex => {
+  const entries = new Map<string, { readonly semaphore: Effect.Semaphore; users: number }>()
+  return {
+    withKey: (key, effect) =>
+      Effect.acquireUseRelease(
+        Effect.sync(() => {
+          let entry = entries.get(key)
+          if (entry === undefined) {
+            entry = { semaphore: Effect.unsafeMakeSemaphore(1), users: 0 }
+            entries.set(key, entry)
+          }
+          entry.users++
+          return entry
+        }),
+        (entry) => entry.semaphore.withPermits(1)(effect),
+        (entry) =>
+          Effect.sync(() => {
+            if (--entry.users === 0) entries.delete(key)
+          })
+      ),
+    activeKeys: () => entries.size
+  }
+}
+
+const keyOf = (target: SessionLockTarget) => `${target.directory}\0${target.sessionId}`
+
+const alwaysHeld: HeldSessionLock = { ensureHeld: Effect.void }
+
+/** For a sessions directory that no other process writes: fibers exclude each other, nothing more. */
+export const makeInProcess = (): SessionLockService => {
+  const mutex = makeKeyedMutex()
+  return { withLock: (target, use) => mutex.withKey(keyOf(target), Effect.suspend(() => use(alwaysHeld))) }
+}
+
+export const layerInProcess: Layer.Layer<SessionLock> = Layer.sync(SessionLock, makeInProcess)
+
+// ---------------------------------------------------------------------------------------
+// Across processes: lock files (see lockFile.ts for the protocol)
+// ---------------------------------------------------------------------------------------
+
+export interface NodeSessionLockOptions {
+  /**
+   * How long a holder that stops renewing its lock keeps it. A dead holder on the same kernel
+   * (any container or namespace of this machine) loses its lock at once; the lease bounds the
+   * wait for a holder that is paused or that runs on another kernel. Default 5000; at least 100.
+   */
+  readonly leaseMs?: number
+}
+
+export const DEFAULT_LEASE_MS = 5_000
+/** Longest pause between two attempts to take a held lock. */
+export const MAX_POLL_MS = 25
+
+const storageError = (operation: string) => (cause: unknown) =>
+  new StorageError({ operation, detail: `session lock: ${cause instanceof Error ? cause.message : String(cause)}`, cause })
+
+/** What is wrong with a lease, or `undefined` when it is fine. */
+export const leaseProblem = (leaseMs: unknown): string | undefined =>
+  typeof leaseMs === "number" && Number.isFinite(leaseMs) && leaseMs >= 100
+    ? undefined
+    : `must be a number >= 100, got ${String(leaseMs)}`
+
+const resolveLease = (options: NodeSessionLockOptions): Effect.Effect<number, ConfigurationError> => {
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS
+  const problem = leaseProblem(leaseMs)
+  return problem === undefined
+    ? Effect.succeed(leaseMs)
+    : Effect.fail(new ConfigurationError({ option: "leaseMs", detail: problem }))
+}
+
+const lostLock = (sessionId: string, leaseMs: number) =>
+  new CheckpointLockLostError({
+    sessionId,
+    detail: `another process took the lock over after this one had not renewed it for ${leaseMs} ms ` +
+      "(the process was paused, or its event loop stalled)"
+  })
+
+/** The lock-file service; its liveness FIFOs are removed when the scope closes. */
+export const makeNode = (options: NodeSessionLockOptions = {}) =>
+  Effect.gen(function*() {
+    const leaseMs = yield* resolveLease(options)
+    const kernel = LockFile.kernelIdentity()
+    const mutex = makeKeyedMutex()
+    const owners = new Map<string, LockFile.Owner>()
+    const held = new Set<LockFile.HeldFile>()
+
+    // One timer renews every lock this service holds. Unref'd: it never keeps a process alive.
+    const heartbeat = setInterval(() => {
+      for (const file of held) {
+        try {
+          LockFile.renew(file)
+        } catch {
+          // A renewal that fails leaves the lease to run out; the next ensureHeld reports it.
+        }
+      }
+    }, leaseMs / 5)
+    heartbeat.unref()
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        clearInterval(heartbeat)
+        for (const owner of owners.values()) LockFile.closeOwner(owner)
+        owners.clear()
+      })
+    )
+
+    // This service's presence in each directory it locks in, set up on first use.
+    const openOwner = yield* Effect.cachedFunction((directory: string) =>
+      Effect.tryPromise({
+        try: () => LockFile.openOwner(directory, leaseMs, kernel),
+        catch: storageError("open locks directory")
+      }).pipe(Effect.tap((owner) => Effect.sync(() => owners.set(directory, owner)))))
+    const ownerOf = (directory: string) =>
+      Effect.suspend(() => {
+        const owner = owners.get(directory)
+        return owner === undefined ? openOwner(directory) : Effect.succeed(owner)
+      })
+
+    const locked = <A, E, R>(
+      owner: LockFile.Owner,
+      target: SessionLockTarget,
+      use: (lock: HeldSessionLock) => Effect.Effect<A, E, R>
+    ) =>
+      Effect.suspend(() => {
+        const path = join(owner.locksDir, target.sessionId)
+        // Set in the same synchronous step that creates the file, and released on every exit
+        // (interruption included), so a taken lock can never be left behind.
+        let acquired: LockFile.HeldFile | undefined
+        const attempt = Effect.try({
+          try: () => (acquired = LockFile.tryAcquire(owner, path)),
+          catch: storageError("lock")
+        }).pipe(
+          Effect.flatMap((file) =>
+            file === undefined ? Effect.fail(new Busy({ detail: "another process holds the session lock" })) : Effect.succeed(file)
+          )
+        )
+        return retryWhileBusy(attempt, { timeoutMs: target.timeoutMs, maxPauseMs: MAX_POLL_MS, sessionId: target.sessionId })
+          .pipe(
+            Effect.flatMap((file) => {
+              held.add(file)
+              const ensureHeld = Effect.suspend((): Effect.Effect<void, CheckpointLockLostError | StorageError> => {
+                try {
+                  return LockFile.confirm(owner, file) ? Effect.void : Effect.fail(lostLock(target.sessionId, leaseMs))
+                } catch (cause) {
+                  return Effect.fail(storageError("lock")(cause))
+                }
+              })
+              return use({ ensureHeld })
+            }),
+            Effect.ensuring(Effect.sync(() => {
+              if (acquired === undefined) return
+              held.delete(acquired)
+              LockFile.release(acquired)
+            }))
+          )
+      })
+
+    const withLock: SessionLockService["withLock"] = (target, use) =>
+      mutex.withKey(keyOf(target), Effect.flatMap(ownerOf(target.directory), (owner) => locked(owner, target, use)))
+
+    return { withLock } satisfies SessionLockService
+  })
+
+/** The default: lock files in the sessions directory, held across processes, containers and namespaces. */
+export const layerNode = (options: NodeSessionLockOptions = {}): Layer.Layer<SessionLock, ConfigurationError> =>
+  Layer.scoped(SessionLock, makeNode(options))

@@ -1,0 +1,348 @@
+/**
+ * The session lock's files, on Node's file system. Everything lives in the sessions directory
+ * itself, so every process that can open the directory takes part, whatever Linux namespaces
+ * (network, PID, mount, user) it runs in:
+ *
+ * ```
+ * <dir>/.locks/<sessionId>         the lock: created exclusively (O_EXCL), names its holder
+ * <dir>/.locks/.owner-<token>      a holder's liveness FIFO, open for reading while it lives
+ * <dir>/.locks/.stale-<token>-<n>  a stale lock being removed (a moment; leftovers are swept)
+ * ```
+ *
+ * - Taking the lock is creating its file exclusively; releasing it is removing the file.
+ * - Death: each lock service keeps a FIFO open for reading, and its lock files name it. The
+ *   kernel closes a dead process's files, SIGKILL included, and from then on opening the FIFO
+ *   for writing without blocking fails with ENXIO: the holder is provably dead and the lock is
+ *   taken over at once. The proof is only trusted between processes of one kernel (the lock
+ *   file names its holder's kernel; containers share their host's); any doubt means "alive".
+ * - Lease: a holder renews its lock (the file's modification time) every lease / 5 while it
+ *   holds it. A lock not renewed for longer than its lease is stale whoever holds it: the
+ *   holder was paused (SIGSTOP, a laptop asleep), its event loop stalled, or it runs on another
+ *   kernel and died. That is the takeover bound wherever the FIFO cannot tell.
+ * - A stale lock is moved aside (one rename), checked to be the very file judged stale (same
+ *   inode, same modification time), and only then removed; anything else is put back.
+ * - Right before writing, a holder renews its lease and checks the lock file is still its own;
+ *   if not, it writes nothing (`CheckpointLockLostError`).
+ *
+ * These functions are synchronous: each is a few system calls on small local files, cheaper
+ * than the thread-pool round trips of the asynchronous API. Waiting is left to the caller.
+ */
+import { execFile } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import { hostname, uptime } from "node:os"
+import { join } from "node:path"
+
+/** The directory beside the sessions that holds their locks (session ids never start with "."). */
+export const LOCKS_DIR = ".locks"
+
+const OWNER_PREFIX = ".owner-"
+const STALE_PREFIX = ".stale-"
+const FIFO_TEMP_PREFIX = ".fifo-"
+/** Leftovers of a crash in the middle of a takeover or a set-up are swept once this many leases old. */
+const LEFTOVER_LEASES = 10
+
+/** What a holder writes into its lock file. */
+export interface LockRecord {
+  readonly v: 1
+  /** The holding lock service (one per process and directory). */
+  readonly owner: string
+  /** File name of the holder's liveness FIFO in the locks directory, if it has one. */
+  readonly fifo?: string
+  /** The kernel the holder runs on: FIFO liveness is only meaningful on the same one. */
+  readonly kernel: string
+  /** The holder renews the lock at least every leaseMs / 5. */
+  readonly leaseMs: number
+  readonly pid: number
+  readonly host: string
+}
+
+/** A lock file this process holds. */
+export interface HeldFile {
+  readonly path: string
+  readonly fd: number
+  readonly ino: bigint
+  /** `performance.now()` of the last renewal. */
+  renewedAt: number
+}
+
+/** One lock service's presence in one sessions directory. */
+export interface Owner {
+  readonly locksDir: string
+  readonly token: string
+  readonly kernel: string
+  readonly leaseMs: number
+  /** The record every lock file of this owner carries. */
+  readonly record: Buffer
+  /** The liveness FIFO, held open for reading until `closeOwner`. */
+  readonly fifo: { readonly name: string; readonly fd: number } | undefined
+  staleCounter: number
+}
+
+const codeOf = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
+
+/** Linux's boot id is the kernel's (containers see their host's); elsewhere host name and boot minute. */
+export const kernelIdentity = (): string => {
+  try {
+    return `linux:${fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim()}`
+  } catch {
+    return `${process.platform}:${hostname()}:${Math.floor((Date.now() / 1000 - uptime()) / 60)}`
+  }
+}
+
+const mkfifo = (path: string): Promise<boolean> =>
+  new Promise((resolve) => execFile("mkfifo", ["-m", "600", path], (error) => resolve(error === null)))
+
+/**
+ * Make the liveness FIFO: created under a temporary name, opened, and only then renamed into
+ * place, so a FIFO under an owner's name has had its reader from the moment it appeared.
+ * Without `mkfifo` (or on a file system without FIFOs) there is none, and others judge this
+ * owner's locks by their lease alone.
+ */
+const makeFifo = async (locksDir: string, token: string) => {
+  const temp = join(locksDir, `${FIFO_TEMP_PREFIX}${token}`)
+  if (!(await mkfifo(temp))) return undefined
+  try {
+    const fd = fs.openSync(temp, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+    const name = `${OWNER_PREFIX}${token}`
+    fs.renameSync(temp, join(locksDir, name))
+    return { name, fd }
+  } catch {
+    fs.rmSync(temp, { force: true })
+    return undefined
+  }
+}
+
+export const openOwner = async (directory: string, leaseMs: number, kernel: string): Promise<Owner> => {
+  const locksDir = join(directory, LOCKS_DIR)
+  fs.mkdirSync(locksDir, { recursive: true, mode: 0o700 })
+  const token = randomBytes(12).toString("hex")
+  const fifo = await makeFifo(locksDir, token)
+  const record: LockRecord = {
+    v: 1,
+    owner: token,
+    ...(fifo === undefined ? {} : { fifo: fifo.name }),
+    kernel,
+    leaseMs,
+    pid: process.pid,
+    host: hostname()
+  }
+  const owner: Owner = { locksDir, token, kernel, leaseMs, record: Buffer.from(JSON.stringify(record)), fifo, staleCounter: 0 }
+  sweep(owner)
+  return owner
+}
+
+export const closeOwner = (owner: Owner) => {
+  if (owner.fifo === undefined) return
+  fs.rmSync(join(owner.locksDir, owner.fifo.name), { force: true })
+  fs.closeSync(owner.fifo.fd)
+}
+
+export type Liveness = "alive" | "dead" | "unknown"
+
+/** Is a process holding the FIFO at `path` open for reading? ENXIO is the kernel saying no. */
+export const probe = (path: string): Liveness => {
+  let fd: number
+  try {
+    fd = fs.openSync(path, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK)
+  } catch (error) {
+    return codeOf(error) === "ENXIO" ? "dead" : "unknown"
+  }
+  try {
+    // A regular file of that name opens too, and proves nothing.
+    return fs.fstatSync(fd).isFIFO() ? "alive" : "unknown"
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+const parseRecord = (bytes: Buffer): LockRecord | undefined => {
+  try {
+    const value = JSON.parse(bytes.toString("utf8")) as Partial<LockRecord>
+    return value.v === 1 && typeof value.owner === "string" && typeof value.kernel === "string" &&
+        typeof value.leaseMs === "number"
+      ? (value as LockRecord)
+      : undefined
+  } catch {
+    // Being written right now (created, not yet filled), or damaged: judged by its age alone.
+    return undefined
+  }
+}
+
+/** The lock file at `path` and what it says, read through one descriptor so both belong to one file. */
+const inspect = (path: string): { readonly stat: fs.BigIntStats; readonly record: LockRecord | undefined } | undefined => {
+  let fd: number
+  try {
+    fd = fs.openSync(path, "r")
+  } catch (error) {
+    if (codeOf(error) === "ENOENT") return undefined
+    throw error
+  }
+  try {
+    const stat = fs.fstatSync(fd, { bigint: true })
+    const buffer = Buffer.alloc(Math.min(Number(stat.size), 4096))
+    const length = fs.readSync(fd, buffer, 0, buffer.length, 0)
+    return { stat, record: parseRecord(buffer.subarray(0, length)) }
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+export type Verdict =
+  | { readonly _tag: "gone" }
+  | { readonly _tag: "live"; readonly record: LockRecord | undefined }
+  | { readonly _tag: "stale"; readonly stat: fs.BigIntStats; readonly why: "dead" | "expired" }
+
+/** Whether the lock file at `path`, held by someone else, may be taken over now. */
+export const judge = (owner: Owner, path: string): Verdict => {
+  const found = inspect(path)
+  if (found === undefined) return { _tag: "gone" }
+  const { record, stat } = found
+  // A holder that asked for a longer lease gets it.
+  const leaseMs = Math.max(owner.leaseMs, record?.leaseMs ?? 0)
+  if (Date.now() - Number(stat.mtimeNs / 1_000_000n) > leaseMs) return { _tag: "stale", stat, why: "expired" }
+  if (record?.fifo !== undefined && record.kernel === owner.kernel && probe(join(owner.locksDir, record.fifo)) === "dead") {
+    return { _tag: "stale", stat, why: "dead" }
+  }
+  return { _tag: "live", record }
+}
+
+/**
+ * Remove the lock file at `path` if it is still the one judged stale (`judged`): move it aside
+ * in one rename, compare, then delete it — or put it back when it turns out to be another
+ * (a newer lock, or the same one renewed since by a holder that woke up).
+ */
+export const removeStale = (owner: Owner, path: string, judged: fs.BigIntStats) => {
+  const aside = join(owner.locksDir, `${STALE_PREFIX}${owner.token}-${owner.staleCounter++}`)
+  try {
+    fs.renameSync(path, aside)
+  } catch (error) {
+    if (codeOf(error) === "ENOENT") return
+    throw error
+  }
+  let same = false
+  try {
+    const moved = fs.statSync(aside, { bigint: true })
+    same = moved.ino === judged.ino && moved.dev === judged.dev && moved.mtimeNs === judged.mtimeNs
+  } finally {
+    if (!same) {
+      try {
+        fs.linkSync(aside, path)
+      } catch {
+        // Someone created a new lock meanwhile; the file moved aside lost its lock, and its
+        // holder finds out before its next write.
+      }
+    }
+    fs.rmSync(aside, { force: true })
+  }
+}
+
+/** Create the lock file exclusively; `undefined` when it exists. */
+export const create = (owner: Owner, path: string): HeldFile | undefined => {
+  let fd: number
+  try {
+    fd = fs.openSync(path, "wx", 0o600)
+  } catch (error) {
+    if (codeOf(error) === "EEXIST") return undefined
+    if (codeOf(error) !== "ENOENT") throw error
+    // The locks directory was removed (with the sessions directory, say): make it again.
+    fs.mkdirSync(owner.locksDir, { recursive: true, mode: 0o700 })
+    return create(owner, path)
+  }
+  try {
+    fs.writeSync(fd, owner.record)
+    return { path, fd, ino: fs.fstatSync(fd, { bigint: true }).ino, renewedAt: performance.now() }
+  } catch (error) {
+    fs.rmSync(path, { force: true })
+    fs.closeSync(fd)
+    throw error
+  }
+}
+
+/** Take the lock at `path` if it is free or stale; `undefined` while someone else holds it. */
+export const tryAcquire = (owner: Owner, path: string): HeldFile | undefined => {
+  // A round per lock file met: a stale one is removed and the creation tried again.
+  for (let round = 0; round < 3; round++) {
+    const held = create(owner, path)
+    if (held !== undefined) return held
+    const verdict = judge(owner, path)
+    if (verdict._tag === "live") return undefined
+    if (verdict._tag === "stale") removeStale(owner, path, verdict.stat)
+  }
+  return undefined
+}
+
+/** Renew the lease: the file's modification time is what waiters judge. */
+export const renew = (held: HeldFile) => {
+  const now = Date.now() / 1000
+  fs.futimesSync(held.fd, now, now)
+  held.renewedAt = performance.now()
+}
+
+/** Is the lock file at the holder's path still the one it created? */
+export const stillHeld = (held: HeldFile): boolean => {
+  try {
+    return fs.statSync(held.path, { bigint: true }).ino === held.ino
+  } catch (error) {
+    if (codeOf(error) === "ENOENT") return false
+    throw error
+  }
+}
+
+/**
+ * Right before a write: renew the lease if a quarter of it has passed (so no waiter can judge
+ * it expired for most of a lease), then check the lock file is still this holder's.
+ */
+export const confirm = (owner: Owner, held: HeldFile): boolean => {
+  if (performance.now() - held.renewedAt > owner.leaseMs / 4) renew(held)
+  return stillHeld(held)
+}
+
+/** Remove the lock file if it is still this holder's, and close it. Never fails. */
+export const release = (held: HeldFile) => {
+  try {
+    if (stillHeld(held)) fs.unlinkSync(held.path)
+  } catch {
+    // Left behind, it expires with its lease.
+  } finally {
+    fs.closeSync(held.fd)
+  }
+}
+
+/**
+ * Clean up after processes that died: liveness FIFOs of dead owners that no lock file names
+ * any more, and files left by a crash in the middle of a takeover or a FIFO's set-up.
+ */
+export const sweep = (owner: Owner) => {
+  let names: Array<string>
+  try {
+    names = fs.readdirSync(owner.locksDir)
+  } catch {
+    return
+  }
+  const named = new Set<string>()
+  for (const name of names) {
+    if (name.startsWith(".")) continue
+    try {
+      const fifo = inspect(join(owner.locksDir, name))?.record?.fifo
+      if (fifo !== undefined) named.add(fifo)
+    } catch {
+      // Unreadable: leave everything it might name alone.
+      return
+    }
+  }
+  const oldEnough = Date.now() - LEFTOVER_LEASES * owner.leaseMs
+  for (const name of names) {
+    const path = join(owner.locksDir, name)
+    try {
+      if (name.startsWith(OWNER_PREFIX)) {
+        if (name !== owner.fifo?.name && !named.has(name) && probe(path) === "dead") fs.rmSync(path, { force: true })
+      } else if (name.startsWith(STALE_PREFIX) || name.startsWith(FIFO_TEMP_PREFIX)) {
+        if (fs.statSync(path).mtimeMs < oldEnough) fs.rmSync(path, { force: true })
+      }
+    } catch {
+      // Gone already, or not ours to judge.
+    }
+  }
+}

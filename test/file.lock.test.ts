@@ -1,0 +1,460 @@
+/**
+ * The file backend's session lock in one process, on real files: the lock-file protocol
+ * (lockFile.ts), the `SessionLock` service and its in-process mutex, the shared busy wait, and
+ * the file backend's use of `ensureHeld`. Other processes and namespaces: file.namespaces.test.ts.
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Deferred, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { afterAll, describe, expect, it } from "vitest"
+import { Busy, retryWhileBusy } from "../src/backends/busy.js"
+import * as LockFile from "../src/backends/file/lockFile.js"
+import {
+  CheckpointBusyError,
+  Checkpointer,
+  CheckpointLockLostError,
+  ConfigurationError,
+  FileCheckpointer,
+  LogCodec,
+  type LogCodecService,
+  LogFiles,
+  SessionLock,
+  StorageError,
+  UserMessage
+} from "../src/core/index.js"
+
+const dirs: Array<string> = []
+const freshDir = () => {
+  const dir = fs.realpathSync(fs.mkdtempSync(join(tmpdir(), "lite-agent-lock-")))
+  dirs.push(dir)
+  return dir
+}
+afterAll(() => dirs.forEach((dir) => fs.rmSync(dir, { recursive: true, force: true })))
+
+const locksOf = (dir: string) => join(dir, LockFile.LOCKS_DIR)
+const lockPath = (dir: string, session: string) => join(locksOf(dir), session)
+const entries = (dir: string) => fs.readdirSync(locksOf(dir)).sort()
+const recordOf = (dir: string, session: string) =>
+  JSON.parse(fs.readFileSync(lockPath(dir, session), "utf8")) as LockFile.LockRecord
+
+/** Run `program` with a fresh Node lock service of its own (as another process would have). */
+const withService = <A, E>(program: Effect.Effect<A, E, SessionLock.SessionLock>, leaseMs?: number) =>
+  Effect.runPromise(program.pipe(Effect.provide(SessionLock.layerNode(leaseMs === undefined ? {} : { leaseMs })))) 
+
+const lock = <A, E>(
+  dir: string,
+  session: string,
+  timeoutMs: number,
+  use: (held: SessionLock.HeldSessionLock) => Effect.Effect<A, E>
+) => Effect.flatMap(SessionLock.SessionLock, (service) => service.withLock({ directory: dir, sessionId: session, timeoutMs }, use))
+
+const errorOf = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.flip(effect)
+
+/** A FIFO at `path`; with `reader`, held open for reading by this process (a live holder). */
+const makeFifo = (path: string, reader: boolean) => {
+  execFileSync("mkfifo", ["-m", "600", path])
+  return reader ? fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK) : undefined
+}
+
+/** Plant a lock file as another holder would have left it. */
+const plantLock = (
+  dir: string,
+  session: string,
+  record: Partial<LockFile.LockRecord> | string,
+  ageMs = 0
+) => {
+  fs.mkdirSync(locksOf(dir), { recursive: true })
+  const path = lockPath(dir, session)
+  fs.writeFileSync(
+    path,
+    typeof record === "string"
+      ? record
+      : JSON.stringify({ v: 1, owner: "planted", kernel: LockFile.kernelIdentity(), leaseMs: 5_000, pid: 1, host: "h", ...record })
+  )
+  const when = (Date.now() - ageMs) / 1000
+  fs.utimesSync(path, when, when)
+  return path
+}
+
+describe("the lock file", () => {
+  it("names its holder while held and is removed on release; the holder's FIFO goes with the service", async () => {
+    const dir = freshDir()
+    const seen = await withService(lock(dir, "s", 1_000, () =>
+      Effect.sync(() => ({ record: recordOf(dir, "s"), entries: entries(dir) }))))
+    expect(seen.record).toMatchObject({ v: 1, kernel: LockFile.kernelIdentity(), leaseMs: 5_000, pid: process.pid })
+    expect(seen.record.fifo).toMatch(/^\.owner-[0-9a-f]{24}$/)
+    expect(seen.entries).toEqual([seen.record.fifo, "s"].sort())
+    // Released, and the service's scope closed: nothing is left.
+    expect(entries(dir)).toEqual([])
+  })
+
+  it("a FIFO tells a live holder from a dead one; anything else proves nothing", () => {
+    const dir = freshDir()
+    fs.mkdirSync(locksOf(dir))
+    const live = join(locksOf(dir), ".owner-live")
+    const dead = join(locksOf(dir), ".owner-dead")
+    const reader = makeFifo(live, true)!
+    makeFifo(dead, false)
+    fs.writeFileSync(join(locksOf(dir), ".owner-file"), "")
+    expect(LockFile.probe(live)).toBe("alive")
+    expect(LockFile.probe(dead)).toBe("dead")
+    expect(LockFile.probe(join(locksOf(dir), ".owner-file"))).toBe("unknown")
+    expect(LockFile.probe(join(locksOf(dir), ".owner-missing"))).toBe("unknown")
+    fs.closeSync(reader)
+    expect(LockFile.probe(live)).toBe("dead")
+  })
+
+  it("a stale lock is only removed if it is still the file judged stale; anything else is put back", async () => {
+    const dir = freshDir()
+    const owner = await LockFile.openOwner(dir, 5_000, LockFile.kernelIdentity())
+    try {
+      const path = plantLock(dir, "s", { owner: "old" }, 60_000)
+      const judged = fs.statSync(path, { bigint: true })
+      // Between the judgement and the removal, another waiter took it over and made a new lock.
+      fs.rmSync(path)
+      plantLock(dir, "s", { owner: "newer" })
+      const newer = fs.statSync(path, { bigint: true })
+      LockFile.removeStale(owner, path, judged)
+      expect(fs.statSync(path, { bigint: true }).ino).toBe(newer.ino)
+      expect(recordOf(dir, "s").owner).toBe("newer")
+      // The same file, renewed since by a holder that woke up, is put back too.
+      const renewed = plantLock(dir, "t", { owner: "sleeper" }, 60_000)
+      const before = fs.statSync(renewed, { bigint: true })
+      const now = Date.now() / 1000
+      fs.utimesSync(renewed, now, now)
+      LockFile.removeStale(owner, renewed, before)
+      expect(recordOf(dir, "t").owner).toBe("sleeper")
+      // The very file judged stale goes.
+      LockFile.removeStale(owner, renewed, fs.statSync(renewed, { bigint: true }))
+      expect(fs.existsSync(renewed)).toBe(false)
+      expect(entries(dir).filter((name) => name.startsWith(".stale-"))).toEqual([])
+    } finally {
+      LockFile.closeOwner(owner)
+    }
+  })
+})
+
+describe("taking a lock someone else holds", () => {
+  it("another holder alive: the waiter gets CheckpointBusyError after its timeout, and the lock once released", async () => {
+    const dir = freshDir()
+    const released = await withService(Effect.gen(function*() {
+      const holding = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(lock(dir, "s", 1_000, () => Deferred.succeed(holding, undefined).pipe(Effect.zipRight(Deferred.await(release)))))
+      yield* Deferred.await(holding)
+      // A second service is another holder, exactly as another process would be.
+      const busy = yield* Effect.promise(() => withService(errorOf(lock(dir, "s", 200, () => Effect.void))))
+      expect(busy).toBeInstanceOf(CheckpointBusyError)
+      expect(busy).toMatchObject({ sessionId: "s", detail: "another process holds the session lock" })
+      expect((busy as CheckpointBusyError).waitedMs).toBeGreaterThanOrEqual(200)
+      const waiter = Effect.runPromise(lock(dir, "s", 5_000, () => Effect.sync(() => recordOf(dir, "s").pid)).pipe(
+        Effect.provide(SessionLock.layerNode())
+      ))
+      yield* Effect.sleep("100 millis")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      return yield* Effect.promise(() => waiter)
+    }))
+    expect(released).toBe(process.pid)
+  })
+
+  it("a dead holder on this kernel (its FIFO has no reader) loses its lock at once, however fresh", async () => {
+    const dir = freshDir()
+    fs.mkdirSync(locksOf(dir))
+    makeFifo(join(locksOf(dir), ".owner-gone"), false)
+    plantLock(dir, "s", { owner: "gone", fifo: ".owner-gone" })
+    const owner = await withService(lock(dir, "s", 0, () => Effect.sync(() => recordOf(dir, "s").owner)))
+    expect(owner).not.toBe("gone")
+  })
+
+  it("a holder on another kernel is judged by its lease alone: a dead FIFO there proves nothing", async () => {
+    const dir = freshDir()
+    fs.mkdirSync(locksOf(dir))
+    makeFifo(join(locksOf(dir), ".owner-far"), false)
+    const path = plantLock(dir, "s", { owner: "far", fifo: ".owner-far", kernel: "linux:another-machine" })
+    const busy = await withService(errorOf(lock(dir, "s", 300, () => Effect.void)))
+    expect(busy).toBeInstanceOf(CheckpointBusyError)
+    // Once it has not been renewed for longer than its lease, it is stale.
+    const past = (Date.now() - 5_100) / 1000
+    fs.utimesSync(path, past, past)
+    expect(await withService(lock(dir, "s", 0, () => Effect.succeed("taken")))).toBe("taken")
+  })
+
+  it("a lock file being written (or damaged) is judged by its age alone", async () => {
+    const dir = freshDir()
+    const path = plantLock(dir, "s", "")
+    expect(await withService(errorOf(lock(dir, "s", 100, () => Effect.void)))).toBeInstanceOf(CheckpointBusyError)
+    plantLock(dir, "s", "{not json", 5_100)
+    expect(await withService(lock(dir, "s", 0, () => Effect.sync(() => recordOf(dir, "s").pid)))).toBe(process.pid)
+    expect(fs.existsSync(path)).toBe(false)
+  })
+
+  it("a live holder's lock is taken once it has not been renewed for its lease; a holder that asked for a longer one gets it", async () => {
+    const dir = freshDir()
+    fs.mkdirSync(locksOf(dir))
+    const reader = makeFifo(join(locksOf(dir), ".owner-paused"), true)!
+    try {
+      // Alive (its FIFO is open), but silent for 6 s of its 60 s lease: still held.
+      plantLock(dir, "s", { owner: "paused", fifo: ".owner-paused", leaseMs: 60_000 }, 6_000)
+      expect(await withService(errorOf(lock(dir, "s", 100, () => Effect.void)))).toBeInstanceOf(CheckpointBusyError)
+      // Silent for longer than its 5 s lease (paused, or its event loop stalled): taken over.
+      plantLock(dir, "s", { owner: "paused", fifo: ".owner-paused" }, 5_100)
+      expect(await withService(lock(dir, "s", 0, () => Effect.succeed("taken")))).toBe("taken")
+    } finally {
+      fs.closeSync(reader)
+    }
+  })
+
+  it("a holder renews its lock while it holds it, so a hold longer than the lease is not taken over", async () => {
+    const dir = freshDir()
+    const leaseMs = 200
+    const outcome = await withService(Effect.gen(function*() {
+      const holding = yield* Deferred.make<number>()
+      const holder = yield* Effect.fork(lock(dir, "s", 1_000, () =>
+        Effect.sync(() => fs.statSync(lockPath(dir, "s")).mtimeMs).pipe(
+          Effect.flatMap((mtime) => Deferred.succeed(holding, mtime)),
+          Effect.zipRight(Effect.sleep("900 millis")),
+          Effect.as(fs.statSync(lockPath(dir, "s")).mtimeMs)
+        )))
+      const firstMtime = yield* Deferred.await(holding)
+      // Another holder with the same short lease tries for 700 ms: more than three leases.
+      const waited = yield* Effect.promise(() => withService(errorOf(lock(dir, "s", 700, () => Effect.void)), leaseMs))
+      const lastMtime = yield* Effect.sync(() => fs.statSync(lockPath(dir, "s")).mtimeMs)
+      yield* Fiber.join(holder)
+      return { waited, renewedBy: lastMtime - firstMtime }
+    }), leaseMs)
+    expect(outcome.waited).toBeInstanceOf(CheckpointBusyError)
+    expect(outcome.renewedBy).toBeGreaterThan(0)
+  })
+})
+
+describe("interruption", () => {
+  it("a waiter interrupted leaves no lock behind; a holder interrupted releases its lock", async () => {
+    const dir = freshDir()
+    await withService(Effect.gen(function*() {
+      const holding = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(lock(dir, "s", 1_000, () => Deferred.succeed(holding, undefined).pipe(Effect.zipRight(Effect.never))))
+      yield* Deferred.await(holding)
+      const heldBy = recordOf(dir, "s").owner
+      const waiter = yield* Effect.fork(
+        lock(dir, "s", 10_000, () => Effect.void).pipe(Effect.provide(SessionLock.layerNode()))
+      )
+      yield* Effect.sleep("150 millis")
+      yield* Fiber.interrupt(waiter)
+      expect(recordOf(dir, "s").owner).toBe(heldBy)
+      yield* Fiber.interrupt(holder)
+      expect(fs.existsSync(lockPath(dir, "s"))).toBe(false)
+    }))
+    expect(entries(dir)).toEqual([])
+  })
+})
+
+describe("a lock lost before a write", () => {
+  /** Take the lock over under the holder's feet, as another process would after its lease. */
+  const takeOver = (dir: string, session: string) => {
+    const path = lockPath(dir, session)
+    fs.renameSync(path, `${path}.taken`)
+    plantLock(dir, session, { owner: "usurper" })
+  }
+
+  it("ensureHeld fails with CheckpointLockLostError once the lock file is not the holder's any more", async () => {
+    const dir = freshDir()
+    const error = await withService(lock(dir, "s", 1_000, (held) =>
+      held.ensureHeld.pipe(
+        Effect.zipRight(Effect.sync(() => takeOver(dir, "s"))),
+        Effect.zipRight(Effect.flip(held.ensureHeld))
+      )))
+    expect(error).toBeInstanceOf(CheckpointLockLostError)
+    expect(error.message).toMatch(/session "s": the session lock was lost before writing, nothing was written/)
+    // The holder's release leaves the usurper's lock alone.
+    expect(recordOf(dir, "s").owner).toBe("usurper")
+  })
+
+  /** The JSON codec, except that encoding lets `during` run first (the lock is held then). */
+  const codecRunning = (during: () => void): LogCodecService => ({
+    name: "json",
+    encode: (records) => Effect.sync(during).pipe(Effect.as(records.map((record) => record.payload))),
+    decode: (records) => Effect.succeed(records.map((record) => record.payload))
+  })
+
+  it("the file backend writes nothing when its lock was taken over while it encoded: append, first append, truncate, delete", async () => {
+    const dir = freshDir()
+    let steal: string | undefined
+    const layer = FileCheckpointer.layerWithoutDependencies({ dir }).pipe(
+      Layer.provide(Layer.succeed(LogCodec.LogCodec, codecRunning(() => {
+        if (steal !== undefined) takeOver(dir, steal)
+      }))),
+      Layer.provide(LogFiles.layerNode),
+      Layer.provide(SessionLock.layerNode())
+    )
+    const message = (text: string) => new UserMessage({ content: text })
+    const program = Effect.gen(function*() {
+      const c = yield* Checkpointer
+      yield* c.append("s", [message("one"), message("two")])
+      const logBefore = fs.readFileSync(join(dir, "s", "log"))
+
+      steal = "s"
+      const appendError = yield* Effect.flip(c.append("s", [message("three")]))
+      steal = "fresh"
+      const firstAppendError = yield* Effect.flip(c.append("fresh", [message("new")]))
+      steal = undefined
+      // The usurper's locks stay: the losers released nothing of theirs.
+      const usurped = [recordOf(dir, "s").owner, recordOf(dir, "fresh").owner]
+      return { appendError, firstAppendError, logBefore, usurped, head: yield* c.head("s"), fresh: yield* c.head("fresh") }
+    })
+    const result = await Effect.runPromise(program.pipe(Effect.provide(layer)))
+    expect(result.usurped).toEqual(["usurper", "usurper"])
+    expect(result.appendError).toBeInstanceOf(CheckpointLockLostError)
+    expect(result.firstAppendError).toBeInstanceOf(CheckpointLockLostError)
+    expect(fs.readFileSync(join(dir, "s", "log"))).toEqual(result.logBefore)
+    expect(result.head).toBe(2)
+    expect(result.fresh).toBe(0)
+    expect(fs.existsSync(join(dir, "fresh"))).toBe(false)
+  })
+
+  it("every write of the file backend asks the lock first: a lock that is always lost stops append, truncate and delete", async () => {
+    const dir = freshDir()
+    const message = (text: string) => new UserMessage({ content: text })
+    const base = FileCheckpointer.layer({ dir })
+    await Effect.runPromise(Effect.flatMap(Checkpointer, (c) => c.append("s", [message("one"), message("two")])).pipe(Effect.provide(base)))
+    const logBefore = fs.readFileSync(join(dir, "s", "log"))
+
+    let asked = 0
+    const alwaysLost = Layer.succeed(SessionLock.SessionLock, {
+      withLock: (target, use) =>
+        use({
+          ensureHeld: Effect.suspend(() => {
+            asked++
+            return Effect.fail(new CheckpointLockLostError({ sessionId: target.sessionId, detail: "test" }))
+          })
+        })
+    })
+    const layer = FileCheckpointer.layerWithoutDependencies({ dir }).pipe(
+      Layer.provide(LogCodec.layerJson),
+      Layer.provide(LogFiles.layerNode),
+      Layer.provide(alwaysLost)
+    )
+    const errors = await Effect.runPromise(Effect.gen(function*() {
+      const c = yield* Checkpointer
+      return [
+        yield* Effect.flip(c.append("s", [message("three")])),
+        yield* Effect.flip(c.append("new", [message("first")])),
+        yield* Effect.flip(c.truncate("s", 1)),
+        yield* Effect.flip(c.delete("s"))
+      ]
+    }).pipe(Effect.provide(layer)))
+    for (const error of errors) expect(error).toBeInstanceOf(CheckpointLockLostError)
+    expect(asked).toBe(4)
+    expect(fs.readFileSync(join(dir, "s", "log"))).toEqual(logBefore)
+    expect(fs.existsSync(join(dir, "new"))).toBe(false)
+    const stored = await Effect.runPromise(
+      Effect.flatMap(Checkpointer, (c) => Stream.runCollect(c.read("s"))).pipe(Effect.provide(base))
+    )
+    expect(stored.length).toBe(2)
+  })
+})
+
+describe("clean-up after dead processes", () => {
+  it("a new service sweeps dead holders' FIFOs no lock names, and old leftovers of interrupted takeovers", async () => {
+    const dir = freshDir()
+    const locks = locksOf(dir)
+    fs.mkdirSync(locks)
+    makeFifo(join(locks, ".owner-deadfree"), false)
+    makeFifo(join(locks, ".owner-deadnamed"), false)
+    const reader = makeFifo(join(locks, ".owner-alive"), true)!
+    plantLock(dir, "held", { owner: "deadnamed", fifo: ".owner-deadnamed", kernel: "linux:elsewhere" })
+    fs.writeFileSync(join(locks, ".stale-old-0"), "")
+    const longAgo = (Date.now() - 3_600_000) / 1000
+    fs.utimesSync(join(locks, ".stale-old-0"), longAgo, longAgo)
+    fs.writeFileSync(join(locks, ".stale-recent-0"), "")
+    try {
+      const during = await withService(lock(dir, "other", 0, () => Effect.sync(() => entries(dir))))
+      const mine = during.find((name) => name.startsWith(".owner-") && ![".owner-alive", ".owner-deadnamed"].includes(name))!
+      expect(during).toEqual([".owner-alive", ".owner-deadnamed", mine, ".stale-recent-0", "held", "other"].sort())
+    } finally {
+      fs.closeSync(reader)
+    }
+  })
+})
+
+describe("the in-process mutex", () => {
+  it("serialises one key, runs different keys side by side, and forgets a key once idle (also after failures and interruptions)", async () => {
+    const mutex = SessionLock.makeKeyedMutex()
+    const log: Array<string> = []
+    const step = (key: string, label: string) =>
+      mutex.withKey(key, Effect.sync(() => log.push(`${label}+`)).pipe(
+        Effect.zipRight(Effect.sleep("20 millis")),
+        Effect.zipRight(Effect.sync(() => log.push(`${label}-`)))
+      ))
+    await Effect.runPromise(Effect.all([step("a", "a1"), step("a", "a2"), step("b", "b1")], { concurrency: "unbounded" }))
+    expect(log.indexOf("a1-")).toBeLessThan(log.indexOf("a2+"))
+    expect(log.indexOf("b1+")).toBeLessThan(log.indexOf("a1-"))
+    expect(mutex.activeKeys()).toBe(0)
+
+    await Effect.runPromise(Effect.either(mutex.withKey("c", Effect.fail("boom"))))
+    const fiber = Effect.runFork(mutex.withKey("d", Effect.never))
+    const waiting = Effect.runFork(mutex.withKey("d", Effect.void))
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(mutex.activeKeys()).toBe(1)
+    await Effect.runPromise(Fiber.interrupt(waiting))
+    await Effect.runPromise(Fiber.interrupt(fiber))
+    expect(mutex.activeKeys()).toBe(0)
+  })
+
+  it("layerInProcess excludes the fibers of one process and always holds", async () => {
+    let inside = 0
+    let most = 0
+    await Effect.runPromise(Effect.flatMap(SessionLock.SessionLock, (service) =>
+      Effect.all(
+        Array.from({ length: 5 }, () =>
+          service.withLock({ directory: "/nowhere", sessionId: "s", timeoutMs: 0 }, (held) =>
+            held.ensureHeld.pipe(
+              Effect.zipRight(Effect.sync(() => (most = Math.max(most, ++inside)))),
+              Effect.zipRight(Effect.sleep("5 millis")),
+              Effect.zipRight(Effect.sync(() => inside--))
+            ))),
+        { concurrency: "unbounded" }
+      )).pipe(Effect.provide(SessionLock.layerInProcess)))
+    expect(most).toBe(1)
+  })
+})
+
+describe("options and the shared busy wait", () => {
+  it("a lease below 100 ms, or not a number, is a ConfigurationError", async () => {
+    for (const leaseMs of [99, -1, Number.NaN, "5000" as unknown as number]) {
+      const exit = await Effect.runPromiseExit(Effect.provide(SessionLock.SessionLock, SessionLock.layerNode({ leaseMs })))
+      expect(Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : exit).toBeInstanceOf(ConfigurationError)
+    }
+  })
+
+  it("retryWhileBusy retries only Busy, up to its timeout, and reports how long it waited", async () => {
+    let calls = 0
+    const freesAfter = (n: number) =>
+      Effect.suspend(() => (++calls < n ? Effect.fail(new Busy({ detail: "held" })) : Effect.succeed(calls)))
+    expect(await Effect.runPromise(retryWhileBusy(freesAfter(4), { timeoutMs: 1_000, maxPauseMs: 5 }))).toBe(4)
+
+    const started = Date.now()
+    const busy = await Effect.runPromise(Effect.flip(
+      retryWhileBusy(Effect.fail(new Busy({ detail: "always held" })), { timeoutMs: 150, maxPauseMs: 25, sessionId: "s" })
+    ))
+    expect(busy).toBeInstanceOf(CheckpointBusyError)
+    expect(busy).toMatchObject({ sessionId: "s", detail: "always held" })
+    expect(busy.waitedMs).toBeGreaterThanOrEqual(150)
+    expect(Date.now() - started).toBeLessThan(150 + 1_000)
+
+    calls = 0
+    const other = await Effect.runPromise(Effect.flip(retryWhileBusy(
+      Effect.suspend((): Effect.Effect<never, Busy | StorageError> =>
+        ++calls === 1 ? Effect.fail(new Busy({ detail: "held" })) : Effect.fail(new StorageError({ operation: "x", detail: "disk" }))
+      ),
+      { timeoutMs: 1_000, maxPauseMs: 5 }
+    )))
+    expect(other).toBeInstanceOf(StorageError)
+    expect(calls).toBe(2)
+
+    const once = await Effect.runPromise(Effect.flip(retryWhileBusy(Effect.fail(new Busy({ detail: "held" })), { timeoutMs: 0, maxPauseMs: 25 })))
+    expect(once.waitedMs).toBeLessThan(25)
+  })
+})
