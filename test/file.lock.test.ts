@@ -5,6 +5,7 @@
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
+import net from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Deferred, Effect, Exit, Fiber, Layer, Stream } from "effect"
@@ -52,11 +53,20 @@ const lock = <A, E>(
 
 const errorOf = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.flip(effect)
 
-/** A FIFO at `path`; with `reader`, held open for reading by this process (a live holder). */
-const makeFifo = (path: string, reader: boolean) => {
-  execFileSync("mkfifo", ["-m", "600", path])
-  return reader ? fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK) : undefined
+/** A socket file at `path` whose process is gone (it exited without closing it): a dead holder's. */
+const deadSocket = (path: string) => {
+  execFileSync(process.execPath, ["-e", "require('net').createServer().listen(process.argv[1], () => process.exit(0))", path])
 }
+
+/** A socket this process listens on at `path`: a live holder's. Close it to end it. */
+const liveSocket = (path: string) =>
+  new Promise<net.Server>((resolve, reject) => {
+    const server = net.createServer((connection) => connection.destroy())
+    server.once("error", reject)
+    server.listen(path, () => resolve(server))
+  })
+
+const closed = (server: net.Server) => new Promise<void>((resolve) => server.close(() => resolve()))
 
 /** Plant a lock file as another holder would have left it. */
 const plantLock = (
@@ -79,31 +89,31 @@ const plantLock = (
 }
 
 describe("the lock file", () => {
-  it("names its holder while held and is removed on release; the holder's FIFO goes with the service", async () => {
+  it("names its holder while held and is removed on release; the holder's socket goes with the service", async () => {
     const dir = freshDir()
     const seen = await withService(lock(dir, "s", 1_000, () =>
       Effect.sync(() => ({ record: recordOf(dir, "s"), entries: entries(dir) }))))
     expect(seen.record).toMatchObject({ v: 1, kernel: LockFile.kernelIdentity(), leaseMs: 5_000, pid: process.pid })
-    expect(seen.record.fifo).toMatch(/^\.owner-[0-9a-f]{24}$/)
-    expect(seen.entries).toEqual([seen.record.fifo, "s"].sort())
+    expect(seen.record.socket).toMatch(/^\.owner-[0-9a-f]{24}$/)
+    expect(seen.entries).toEqual([seen.record.socket, "s"].sort())
     // Released, and the service's scope closed: nothing is left.
     expect(entries(dir)).toEqual([])
   })
 
-  it("a FIFO tells a live holder from a dead one; anything else proves nothing", () => {
+  it("a socket tells a live holder from a dead one; anything else proves nothing", async () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))
     const live = join(locksOf(dir), ".owner-live")
     const dead = join(locksOf(dir), ".owner-dead")
-    const reader = makeFifo(live, true)!
-    makeFifo(dead, false)
+    const server = await liveSocket(live)
+    deadSocket(dead)
     fs.writeFileSync(join(locksOf(dir), ".owner-file"), "")
-    expect(LockFile.probe(live)).toBe("alive")
-    expect(LockFile.probe(dead)).toBe("dead")
-    expect(LockFile.probe(join(locksOf(dir), ".owner-file"))).toBe("unknown")
-    expect(LockFile.probe(join(locksOf(dir), ".owner-missing"))).toBe("unknown")
-    fs.closeSync(reader)
-    expect(LockFile.probe(live)).toBe("dead")
+    expect(await LockFile.probe(live)).toBe("alive")
+    expect(await LockFile.probe(dead)).toBe("dead")
+    expect(await LockFile.probe(join(locksOf(dir), ".owner-file"))).toBe("unknown")
+    expect(await LockFile.probe(join(locksOf(dir), ".owner-missing"))).toBe("unknown")
+    await closed(server)
+    expect(await LockFile.probe(live)).toBe("unknown") // closing removed it
   })
 
   it("a stale lock is only removed if it is still the file judged stale; anything else is put back", async () => {
@@ -160,20 +170,20 @@ describe("taking a lock someone else holds", () => {
     expect(released).toBe(process.pid)
   })
 
-  it("a dead holder on this kernel (its FIFO has no reader) loses its lock at once, however fresh", async () => {
+  it("a dead holder on this kernel (its socket refuses connections) loses its lock at once, however fresh", async () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))
-    makeFifo(join(locksOf(dir), ".owner-gone"), false)
-    plantLock(dir, "s", { owner: "gone", fifo: ".owner-gone" })
+    deadSocket(join(locksOf(dir), ".owner-gone"))
+    plantLock(dir, "s", { owner: "gone", socket: ".owner-gone" })
     const owner = await withService(lock(dir, "s", 0, () => Effect.sync(() => recordOf(dir, "s").owner)))
     expect(owner).not.toBe("gone")
   })
 
-  it("a holder on another kernel is judged by its lease alone: a dead FIFO there proves nothing", async () => {
+  it("a holder on another kernel is judged by its lease alone: a refused connection there proves nothing", async () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))
-    makeFifo(join(locksOf(dir), ".owner-far"), false)
-    const path = plantLock(dir, "s", { owner: "far", fifo: ".owner-far", kernel: "linux:another-machine" })
+    deadSocket(join(locksOf(dir), ".owner-far"))
+    const path = plantLock(dir, "s", { owner: "far", socket: ".owner-far", kernel: "linux:another-machine" })
     const busy = await withService(errorOf(lock(dir, "s", 300, () => Effect.void)))
     expect(busy).toBeInstanceOf(CheckpointBusyError)
     // Once it has not been renewed for longer than its lease, it is stale.
@@ -194,16 +204,19 @@ describe("taking a lock someone else holds", () => {
   it("a live holder's lock is taken once it has not been renewed for its lease; a holder that asked for a longer one gets it", async () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))
-    const reader = makeFifo(join(locksOf(dir), ".owner-paused"), true)!
+    const server = await liveSocket(join(locksOf(dir), ".owner-paused"))
     try {
-      // Alive (its FIFO is open), but silent for 6 s of its 60 s lease: still held.
-      plantLock(dir, "s", { owner: "paused", fifo: ".owner-paused", leaseMs: 60_000 }, 6_000)
+      // Alive (its socket answers), but silent for 6 s of its 60 s lease: still held.
+      plantLock(dir, "s", { owner: "paused", socket: ".owner-paused", leaseMs: 60_000 }, 6_000)
+      expect(await withService(errorOf(lock(dir, "s", 100, () => Effect.void)))).toBeInstanceOf(CheckpointBusyError)
+      // Alive and fresh: held.
+      plantLock(dir, "s", { owner: "paused", socket: ".owner-paused" })
       expect(await withService(errorOf(lock(dir, "s", 100, () => Effect.void)))).toBeInstanceOf(CheckpointBusyError)
       // Silent for longer than its 5 s lease (paused, or its event loop stalled): taken over.
-      plantLock(dir, "s", { owner: "paused", fifo: ".owner-paused" }, 5_100)
+      plantLock(dir, "s", { owner: "paused", socket: ".owner-paused" }, 5_100)
       expect(await withService(lock(dir, "s", 0, () => Effect.succeed("taken")))).toBe("taken")
     } finally {
-      fs.closeSync(reader)
+      await closed(server)
     }
   })
 
@@ -357,14 +370,14 @@ describe("a lock lost before a write", () => {
 })
 
 describe("clean-up after dead processes", () => {
-  it("a new service sweeps dead holders' FIFOs no lock names, and old leftovers of interrupted takeovers", async () => {
+  it("a new service sweeps dead holders' sockets no lock names, and old leftovers of interrupted takeovers", async () => {
     const dir = freshDir()
     const locks = locksOf(dir)
     fs.mkdirSync(locks)
-    makeFifo(join(locks, ".owner-deadfree"), false)
-    makeFifo(join(locks, ".owner-deadnamed"), false)
-    const reader = makeFifo(join(locks, ".owner-alive"), true)!
-    plantLock(dir, "held", { owner: "deadnamed", fifo: ".owner-deadnamed", kernel: "linux:elsewhere" })
+    deadSocket(join(locks, ".owner-deadfree"))
+    deadSocket(join(locks, ".owner-deadnamed"))
+    const server = await liveSocket(join(locks, ".owner-alive"))
+    plantLock(dir, "held", { owner: "deadnamed", socket: ".owner-deadnamed", kernel: "linux:elsewhere" })
     fs.writeFileSync(join(locks, ".stale-old-0"), "")
     const longAgo = (Date.now() - 3_600_000) / 1000
     fs.utimesSync(join(locks, ".stale-old-0"), longAgo, longAgo)
@@ -374,7 +387,7 @@ describe("clean-up after dead processes", () => {
       const mine = during.find((name) => name.startsWith(".owner-") && ![".owner-alive", ".owner-deadnamed"].includes(name))!
       expect(during).toEqual([".owner-alive", ".owner-deadnamed", mine, ".stale-recent-0", "held", "other"].sort())
     } finally {
-      fs.closeSync(reader)
+      await closed(server)
     }
   })
 })

@@ -43,10 +43,24 @@ export const live = new Set<ChildProcess>()
 
 export const isRunning = (child: ChildProcess) => child.exitCode === null && child.signalCode === null
 
-export const startWorker = (script: string, args: ReadonlyArray<string>, options: { readonly ipc?: boolean } = {}): Worker => {
-  const child = spawn(process.execPath, ["--import", "tsx", join(workers, script), ...args], {
+export interface WorkerOptions {
+  readonly ipc?: boolean
+  /**
+   * A command that runs Node for the worker, e.g. `["unshare", "--net"]` to start it in a
+   * network namespace of its own (the worker's process is then that command's).
+   */
+  readonly launcher?: ReadonlyArray<string>
+  /** Added to the environment. */
+  readonly env?: Readonly<Record<string, string>>
+}
+
+export const startWorker = (script: string, args: ReadonlyArray<string>, options: WorkerOptions = {}): Worker => {
+  const node = [process.execPath, "--import", "tsx", join(workers, script), ...args]
+  const [command, ...commandArgs] = [...(options.launcher ?? []), ...node]
+  const child = spawn(command!, commandArgs, {
     cwd: root,
-    stdio: options.ipc === true ? ["ignore", "pipe", "pipe", "ipc"] : ["pipe", "pipe", "pipe"]
+    stdio: options.ipc === true ? ["ignore", "pipe", "pipe", "ipc"] : ["pipe", "pipe", "pipe"],
+    ...(options.env === undefined ? {} : { env: { ...process.env, ...options.env } })
   })
   live.add(child)
   const lines: Array<string> = []

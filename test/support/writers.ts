@@ -63,14 +63,26 @@ export interface WriterPool {
  * process it started is killed (the shared writers too when the test failed); after all, the
  * writers exit and the temporary directories go.
  */
-export const writerPool = (backend: WriterBackend, makeStore: () => Promise<string>): WriterPool => {
+export const writerPool = (
+  backend: WriterBackend,
+  makeStore: () => Promise<string>,
+  options: {
+    /** How to start each writer (default: plain Node), e.g. in a namespace of its own. */
+    readonly launcher?: (writer: number) => ReadonlyArray<string>
+  } = {}
+): WriterPool => {
   let pool: { readonly location: string; readonly writers: ReadonlyArray<Worker> } | undefined
   const get = async () => {
     if (pool !== undefined && pool.writers.every((worker) => isRunning(worker.child) && worker.child.connected)) return pool
     for (const worker of pool?.writers ?? []) worker.child.kill("SIGKILL")
     pool = undefined
     const location = await makeStore()
-    const writers = WRITERS.map((writer) => startWorker("writer.ts", [backend, location, String(writer)], { ipc: true }))
+    const writers = WRITERS.map((writer) =>
+      startWorker("writer.ts", [backend, location, String(writer)], {
+        ipc: true,
+        ...(options.launcher === undefined ? {} : { launcher: options.launcher(writer) })
+      })
+    )
     for (const worker of writers) expect(await worker.nextMessage()).toMatchObject({ type: "ready" })
     pool = { location, writers }
     return pool
@@ -106,13 +118,19 @@ const total = (results: ReadonlyArray<{ readonly busy: number }>) => results.red
 /** The shared concurrency scenarios, registered for `pool`'s backend. */
 export const writerScenarios = (
   pool: WriterPool,
-  options: { readonly retryCount: number; readonly timeoutMs: number }
+  options: {
+    readonly retryCount: number
+    readonly timeoutMs: number
+    /** Says how the writers were started, in the test names (e.g. ", 2 in network namespaces of their own"). */
+    readonly setting?: string
+  }
 ) => {
   const { backend } = pool
   const { retryCount: count, timeoutMs } = options
   const events = count * WRITERS.length
+  const setting = options.setting ?? ""
 
-  describe(`${backend} backend: concurrent writer processes`, () => {
+  describe(`${backend} backend: concurrent writer processes${setting}`, () => {
     it(`4 processes × ${count} appends with expected head, retrying conflicts: ${events.toLocaleString("en")} events, each writer's exactly once, in order`, async () => {
       const { location, writers } = await pool.get()
       const session = "contended"
@@ -143,7 +161,7 @@ export const writerScenarios = (
       // The writers really ran at the same time: their events interleave and they conflicted.
       const switches = writerSwitches(contents)
       const conflicts = results.reduce((sum, result) => sum + result.conflicts, 0)
-      console.log(`${backend} retry test: ${conflicts} conflicts and ${total(results)} busy errors retried, ${switches} writer switches`)
+      console.log(`${backend}${setting} retry test: ${conflicts} conflicts and ${total(results)} busy errors retried, ${switches} writer switches`)
       expect(switches).toBeGreaterThan(3)
       expect(conflicts).toBeGreaterThan(0)
     }, timeoutMs)
@@ -175,11 +193,11 @@ export const writerScenarios = (
         expect(result.heads.length).toBe(count)
         result.heads.forEach((returned, index) => expect(contents[returned - 1]).toBe(`w${writer}:b${index}:2/3`))
       }
-      console.log(`${backend} batch test: ${writerSwitches(contents)} writer switches, ${total(results)} busy errors retried`)
+      console.log(`${backend}${setting} batch test: ${writerSwitches(contents)} writer switches, ${total(results)} busy errors retried`)
     }, timeoutMs)
   })
 
-  describe(`${backend} backend: processes racing on one expected head`, () => {
+  describe(`${backend} backend: processes racing on one expected head${setting}`, () => {
     it("20 rounds of 4 processes appending with the same expected head: exactly one winner each round", async () => {
       const { location, writers } = await pool.get()
       const session = "race"
@@ -223,7 +241,7 @@ export const writerScenarios = (
       expectContiguous(stored.map((e) => e.seq), rounds)
       contents.forEach((content, round) => expect(content).toMatch(new RegExp(`^r${round}:w[0-3]$`)))
       const wins = WRITERS.map((writer) => contents.filter((content) => content.endsWith(`:w${writer}`)).length)
-      console.log(`${backend} expected-head rounds: wins per writer ${JSON.stringify(wins)}`)
+      console.log(`${backend}${setting} expected-head rounds: wins per writer ${JSON.stringify(wins)}`)
     }, timeoutMs)
   })
 }

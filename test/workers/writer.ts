@@ -27,7 +27,13 @@
  *   (the session must hold `count` events to start with) — retrying with a fresh head on
  *   `CheckpointConflictError`. Records each successful truncate's `toSeq` and interval and
  *   takes a snapshot after each; pauses up to `pauseMs` between them.
+ * - `slow-append` (file only): one append of `content` with the expected head it reads first,
+ *   through a second checkpointer whose codec, while the session lock is held, replies
+ *   `{ type: "holding" }` and then pauses `pauseMs` before encoding — so the parent can stop
+ *   the process while it holds the lock. Replies with the head, or the error's tag.
  * - `exit`: closes the checkpointer and exits.
+ *
+ * `LITE_AGENT_TEST_LOCK_LEASE_MS` in the environment sets the file backend's `lockLeaseMs`.
  *
  * Times are microseconds of `process.hrtime` (CLOCK_MONOTONIC: one clock for every process
  * of the machine), so the parent can order operations of different processes: an operation
@@ -38,7 +44,16 @@
  * interval. Any other error ends the process with the error on stderr.
  */
 import { setTimeout as sleep } from "node:timers/promises"
-import { CheckpointBusyError, CheckpointConflictError, fileCheckpointer, type StoredEvent, UserMessage } from "../../src/index.js"
+import { Effect } from "effect"
+import {
+  CheckpointBusyError,
+  CheckpointConflictError,
+  fileCheckpointer,
+  jsonCodec,
+  type LogCodecService,
+  type StoredEvent,
+  UserMessage
+} from "../../src/index.js"
 import { contentOf } from "../support/contents.js"
 
 const [backend, location, writerArg] = process.argv.slice(2)
@@ -74,6 +89,7 @@ export type WriterCommand =
     readonly shallowMax: number
     readonly pauseMs: number
   }
+  | { readonly type: "slow-append"; readonly session: string; readonly content: string; readonly pauseMs: number }
   | { readonly type: "exit" }
 
 /** A closed interval of `process.hrtime` microseconds. */
@@ -100,6 +116,9 @@ export interface TruncateRecord extends Interval {
 
 export type WriterReply =
   | { readonly type: "ready"; readonly writer: number }
+  | { readonly type: "holding" }
+  | { readonly type: "slow-result"; readonly ok: true; readonly head: number; readonly expected: number }
+  | { readonly type: "slow-result"; readonly ok: false; readonly tag: string; readonly detail: string }
   | {
     readonly type: "retry-result"
     readonly heads: ReadonlyArray<number>
@@ -149,10 +168,13 @@ const send = (message: WriterReply) =>
 const tagOf = (error: unknown) =>
   typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "unknown"
 
+const leaseMs = process.env["LITE_AGENT_TEST_LOCK_LEASE_MS"]
+const fileOptions = { dir: location, ...(leaseMs === undefined ? {} : { lockLeaseMs: Number(leaseMs) }) }
+
 // Only the SQLite store loads the native module.
 const checkpointer = backend === "sqlite"
   ? (await import("../../src/checkpoint-sqlite.js")).sqliteCheckpointer({ file: location })
-  : fileCheckpointer({ dir: location })
+  : fileCheckpointer(fileOptions)
 
 const checkConflict = (error: CheckpointConflictError, session: string, head: number) => {
   if (error.sessionId !== session || error.expected !== head || error.actual === head) {
@@ -332,6 +354,29 @@ const truncator = async (
   await send({ type: "truncator-result", truncates, snapshots, readConflicts, conflicts, busy })
 }
 
+/** JSON lines, like the default codec, but pausing inside the lock first (see `slow-append`). */
+const pausingCodec = (pauseMs: number): LogCodecService => ({
+  ...jsonCodec,
+  encode: (records) =>
+    Effect.promise(() => send({ type: "holding" })).pipe(
+      Effect.zipRight(Effect.promise(() => sleep(pauseMs))),
+      Effect.zipRight(jsonCodec.encode(records))
+    )
+})
+
+const slowAppend = async (session: string, content: string, pauseMs: number) => {
+  const slow = fileCheckpointer({ ...fileOptions, codec: pausingCodec(pauseMs) })
+  try {
+    const expected = await slow.head(session)
+    const head = await slow.append(session, [new UserMessage({ content })], expected)
+    await send({ type: "slow-result", ok: true, head, expected })
+  } catch (error) {
+    await send({ type: "slow-result", ok: false, tag: tagOf(error), detail: String(error) })
+  } finally {
+    await slow.close()
+  }
+}
+
 const fail = (error: unknown) => {
   process.stderr.write(
     `${backend} writer ${writer} failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`
@@ -359,6 +404,8 @@ process.on("message", (command: WriterCommand) => {
         command.shallowMax,
         command.pauseMs
       ).catch(fail)
+    case "slow-append":
+      return void slowAppend(command.session, command.content, command.pauseMs).catch(fail)
     case "exit":
       return void checkpointer.close().then(() => process.exit(0), fail)
   }

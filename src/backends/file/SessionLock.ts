@@ -127,7 +127,7 @@ const lostLock = (sessionId: string, leaseMs: number) =>
       "(the process was paused, or its event loop stalled)"
   })
 
-/** The lock-file service; its liveness FIFOs are removed when the scope closes. */
+/** The lock-file service; its liveness sockets are closed when the scope closes. */
 export const makeNode = (options: NodeSessionLockOptions = {}) =>
   Effect.gen(function*() {
     const leaseMs = yield* resolveLease(options)
@@ -155,7 +155,7 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
       })
     )
 
-    // This service's presence in each directory it locks in, set up on first use.
+    // This service's presence (lock record, liveness socket) in each directory it locks in, set up on first use.
     const openOwner = yield* Effect.cachedFunction((directory: string) =>
       Effect.tryPromise({
         try: () => LockFile.openOwner(directory, leaseMs, kernel),
@@ -177,14 +177,19 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
         // Set in the same synchronous step that creates the file, and released on every exit
         // (interruption included), so a taken lock can never be left behind.
         let acquired: LockFile.HeldFile | undefined
-        const attempt = Effect.try({
-          try: () => (acquired = LockFile.tryAcquire(owner, path)),
+        const create = Effect.try({
+          try: () => (acquired = LockFile.create(owner, path)),
           catch: storageError("lock")
-        }).pipe(
-          Effect.flatMap((file) =>
-            file === undefined ? Effect.fail(new Busy({ detail: "another process holds the session lock" })) : Effect.succeed(file)
-          )
-        )
+        })
+        const busy = new Busy({ detail: "another process holds the session lock" })
+        // Create the lock; if someone has it, judge their lock, and if it was stale, create again.
+        const attempt = Effect.flatMap(create, (file) =>
+          file !== undefined
+            ? Effect.succeed(file)
+            : Effect.tryPromise({ try: () => LockFile.clearIfStale(owner, path), catch: storageError("lock") }).pipe(
+              Effect.flatMap((cleared) => (cleared ? create : Effect.succeed(undefined))),
+              Effect.flatMap((again) => (again === undefined ? Effect.fail(busy) : Effect.succeed(again)))
+            ))
         return retryWhileBusy(attempt, { timeoutMs: target.timeoutMs, maxPauseMs: MAX_POLL_MS, sessionId: target.sessionId })
           .pipe(
             Effect.flatMap((file) => {

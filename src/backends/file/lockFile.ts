@@ -5,31 +5,34 @@
  *
  * ```
  * <dir>/.locks/<sessionId>         the lock: created exclusively (O_EXCL), names its holder
- * <dir>/.locks/.owner-<token>      a holder's liveness FIFO, open for reading while it lives
+ * <dir>/.locks/.owner-<token>      a holder's liveness socket, listening while it lives
  * <dir>/.locks/.stale-<token>-<n>  a stale lock being removed (a moment; leftovers are swept)
  * ```
  *
  * - Taking the lock is creating its file exclusively; releasing it is removing the file.
- * - Death: each lock service keeps a FIFO open for reading, and its lock files name it. The
- *   kernel closes a dead process's files, SIGKILL included, and from then on opening the FIFO
- *   for writing without blocking fails with ENXIO: the holder is provably dead and the lock is
- *   taken over at once. The proof is only trusted between processes of one kernel (the lock
- *   file names its holder's kernel; containers share their host's); any doubt means "alive".
+ * - Death: each lock service listens on a Unix socket bound to a path in the locks directory,
+ *   and its lock files name it. Such a socket is found through the file system, so it can be
+ *   reached from any network or PID namespace. The kernel closes a dead process's sockets,
+ *   SIGKILL included, and from then on connecting to the path is refused (ECONNREFUSED): the
+ *   holder is provably dead and its lock is taken over at once. The proof is only trusted
+ *   between processes of one kernel (the lock file names its holder's kernel; containers share
+ *   their host's); any doubt means "alive".
  * - Lease: a holder renews its lock (the file's modification time) every lease / 5 while it
  *   holds it. A lock not renewed for longer than its lease is stale whoever holds it: the
  *   holder was paused (SIGSTOP, a laptop asleep), its event loop stalled, or it runs on another
- *   kernel and died. That is the takeover bound wherever the FIFO cannot tell.
+ *   kernel and died. That is the takeover bound wherever the socket cannot tell.
  * - A stale lock is moved aside (one rename), checked to be the very file judged stale (same
  *   inode, same modification time), and only then removed; anything else is put back.
  * - Right before writing, a holder renews its lease and checks the lock file is still its own;
  *   if not, it writes nothing (`CheckpointLockLostError`).
  *
- * These functions are synchronous: each is a few system calls on small local files, cheaper
- * than the thread-pool round trips of the asynchronous API. Waiting is left to the caller.
+ * Taking, renewing, checking and releasing are synchronous: a few system calls on small local
+ * files, cheaper than the thread-pool round trips of the asynchronous API. Only judging a held
+ * lock (connecting to its holder's socket) is asynchronous. Waiting is left to the caller.
  */
-import { execFile } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import net from "node:net"
 import { hostname, uptime } from "node:os"
 import { join } from "node:path"
 
@@ -38,18 +41,19 @@ export const LOCKS_DIR = ".locks"
 
 const OWNER_PREFIX = ".owner-"
 const STALE_PREFIX = ".stale-"
-const FIFO_TEMP_PREFIX = ".fifo-"
-/** Leftovers of a crash in the middle of a takeover or a set-up are swept once this many leases old. */
+/** Leftovers of a crash in the middle of a takeover are swept once this many leases old. */
 const LEFTOVER_LEASES = 10
+/** Unix socket paths are limited (104 bytes on macOS, 108 on Linux, terminator included). */
+const MAX_SOCKET_PATH_BYTES = 100
 
 /** What a holder writes into its lock file. */
 export interface LockRecord {
   readonly v: 1
   /** The holding lock service (one per process and directory). */
   readonly owner: string
-  /** File name of the holder's liveness FIFO in the locks directory, if it has one. */
-  readonly fifo?: string
-  /** The kernel the holder runs on: FIFO liveness is only meaningful on the same one. */
+  /** File name of the holder's liveness socket in the locks directory, if it has one. */
+  readonly socket?: string
+  /** The kernel the holder runs on: its socket only proves anything on the same one. */
   readonly kernel: string
   /** The holder renews the lock at least every leaseMs / 5. */
   readonly leaseMs: number
@@ -74,8 +78,8 @@ export interface Owner {
   readonly leaseMs: number
   /** The record every lock file of this owner carries. */
   readonly record: Buffer
-  /** The liveness FIFO, held open for reading until `closeOwner`. */
-  readonly fifo: { readonly name: string; readonly fd: number } | undefined
+  /** The liveness socket, listening until `closeOwner`. */
+  readonly socket: { readonly name: string; readonly server: net.Server } | undefined
   staleCounter: number
 }
 
@@ -91,71 +95,78 @@ export const kernelIdentity = (): string => {
   }
 }
 
-const mkfifo = (path: string): Promise<boolean> =>
-  new Promise((resolve) => execFile("mkfifo", ["-m", "600", path], (error) => resolve(error === null)))
-
 /**
- * Make the liveness FIFO: created under a temporary name, opened, and only then renamed into
- * place, so a FIFO under an owner's name has had its reader from the moment it appeared.
- * Without `mkfifo` (or on a file system without FIFOs) there is none, and others judge this
- * owner's locks by their lease alone.
+ * Listen on the liveness socket. Without one (a directory path too long for a socket address,
+ * a file system without sockets) others judge this owner's locks by their lease alone.
  */
-const makeFifo = async (locksDir: string, token: string) => {
-  const temp = join(locksDir, `${FIFO_TEMP_PREFIX}${token}`)
-  if (!(await mkfifo(temp))) return undefined
-  try {
-    const fd = fs.openSync(temp, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+const listen = (locksDir: string, token: string) =>
+  new Promise<Owner["socket"]>((resolve) => {
     const name = `${OWNER_PREFIX}${token}`
-    fs.renameSync(temp, join(locksDir, name))
-    return { name, fd }
-  } catch {
-    fs.rmSync(temp, { force: true })
-    return undefined
-  }
-}
+    const path = join(locksDir, name)
+    if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) return resolve(undefined)
+    // Connections are only ever probes: close them at once.
+    const server = net.createServer((connection) => connection.destroy())
+    server.once("error", () => resolve(undefined))
+    server.listen({ path, exclusive: true }, () => {
+      // Never what keeps a process alive.
+      server.unref()
+      resolve({ name, server })
+    })
+  })
 
 export const openOwner = async (directory: string, leaseMs: number, kernel: string): Promise<Owner> => {
   const locksDir = join(directory, LOCKS_DIR)
   fs.mkdirSync(locksDir, { recursive: true, mode: 0o700 })
   const token = randomBytes(12).toString("hex")
-  const fifo = await makeFifo(locksDir, token)
+  const socket = await listen(locksDir, token)
   const record: LockRecord = {
     v: 1,
     owner: token,
-    ...(fifo === undefined ? {} : { fifo: fifo.name }),
+    ...(socket === undefined ? {} : { socket: socket.name }),
     kernel,
     leaseMs,
     pid: process.pid,
     host: hostname()
   }
-  const owner: Owner = { locksDir, token, kernel, leaseMs, record: Buffer.from(JSON.stringify(record)), fifo, staleCounter: 0 }
-  sweep(owner)
+  const owner: Owner = {
+    locksDir,
+    token,
+    kernel,
+    leaseMs,
+    record: Buffer.from(JSON.stringify(record)),
+    socket,
+    staleCounter: 0
+  }
+  await sweep(owner)
   return owner
 }
 
 export const closeOwner = (owner: Owner) => {
-  if (owner.fifo === undefined) return
-  fs.rmSync(join(owner.locksDir, owner.fifo.name), { force: true })
-  fs.closeSync(owner.fifo.fd)
+  if (owner.socket === undefined) return
+  // Closing the server removes its socket file.
+  owner.socket.server.close()
 }
 
 export type Liveness = "alive" | "dead" | "unknown"
 
-/** Is a process holding the FIFO at `path` open for reading? ENXIO is the kernel saying no. */
-export const probe = (path: string): Liveness => {
-  let fd: number
-  try {
-    fd = fs.openSync(path, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK)
-  } catch (error) {
-    return codeOf(error) === "ENXIO" ? "dead" : "unknown"
-  }
-  try {
-    // A regular file of that name opens too, and proves nothing.
-    return fs.fstatSync(fd).isFIFO() ? "alive" : "unknown"
-  } finally {
-    fs.closeSync(fd)
-  }
-}
+/** Is a process listening on the socket at `path`? A refused connection is the kernel saying no. */
+export const probe = (path: string): Promise<Liveness> =>
+  new Promise((resolve) => {
+    const connection = net.connect({ path })
+    connection.once("connect", () => {
+      connection.destroy()
+      resolve("alive")
+    })
+    connection.once("error", (error: NodeJS.ErrnoException) => {
+      if (error.code !== "ECONNREFUSED") return resolve(error.code === "EAGAIN" ? "alive" : "unknown")
+      // Linux refuses connections to any file that is not a socket, too: that proves nothing.
+      try {
+        resolve(fs.lstatSync(path).isSocket() ? "dead" : "unknown")
+      } catch {
+        resolve("unknown")
+      }
+    })
+  })
 
 const parseRecord = (bytes: Buffer): LockRecord | undefined => {
   try {
@@ -195,14 +206,17 @@ export type Verdict =
   | { readonly _tag: "stale"; readonly stat: fs.BigIntStats; readonly why: "dead" | "expired" }
 
 /** Whether the lock file at `path`, held by someone else, may be taken over now. */
-export const judge = (owner: Owner, path: string): Verdict => {
+export const judge = async (owner: Owner, path: string): Promise<Verdict> => {
   const found = inspect(path)
   if (found === undefined) return { _tag: "gone" }
   const { record, stat } = found
   // A holder that asked for a longer lease gets it.
   const leaseMs = Math.max(owner.leaseMs, record?.leaseMs ?? 0)
   if (Date.now() - Number(stat.mtimeNs / 1_000_000n) > leaseMs) return { _tag: "stale", stat, why: "expired" }
-  if (record?.fifo !== undefined && record.kernel === owner.kernel && probe(join(owner.locksDir, record.fifo)) === "dead") {
+  if (
+    record?.socket !== undefined && record.kernel === owner.kernel &&
+    (await probe(join(owner.locksDir, record.socket))) === "dead"
+  ) {
     return { _tag: "stale", stat, why: "dead" }
   }
   return { _tag: "live", record }
@@ -260,17 +274,15 @@ export const create = (owner: Owner, path: string): HeldFile | undefined => {
   }
 }
 
-/** Take the lock at `path` if it is free or stale; `undefined` while someone else holds it. */
-export const tryAcquire = (owner: Owner, path: string): HeldFile | undefined => {
-  // A round per lock file met: a stale one is removed and the creation tried again.
-  for (let round = 0; round < 3; round++) {
-    const held = create(owner, path)
-    if (held !== undefined) return held
-    const verdict = judge(owner, path)
-    if (verdict._tag === "live") return undefined
-    if (verdict._tag === "stale") removeStale(owner, path, verdict.stat)
-  }
-  return undefined
+/**
+ * A lock file met while taking the lock: remove it if it is stale. True when it is gone (so
+ * creating the lock again makes sense), false while its holder keeps it.
+ */
+export const clearIfStale = async (owner: Owner, path: string): Promise<boolean> => {
+  const verdict = await judge(owner, path)
+  if (verdict._tag === "live") return false
+  if (verdict._tag === "stale") removeStale(owner, path, verdict.stat)
+  return true
 }
 
 /** Renew the lease: the file's modification time is what waiters judge. */
@@ -311,10 +323,10 @@ export const release = (held: HeldFile) => {
 }
 
 /**
- * Clean up after processes that died: liveness FIFOs of dead owners that no lock file names
- * any more, and files left by a crash in the middle of a takeover or a FIFO's set-up.
+ * Clean up after processes that died: liveness sockets of dead owners that no lock file names
+ * any more, and files left by a crash in the middle of a takeover.
  */
-export const sweep = (owner: Owner) => {
+export const sweep = async (owner: Owner) => {
   let names: Array<string>
   try {
     names = fs.readdirSync(owner.locksDir)
@@ -325,8 +337,8 @@ export const sweep = (owner: Owner) => {
   for (const name of names) {
     if (name.startsWith(".")) continue
     try {
-      const fifo = inspect(join(owner.locksDir, name))?.record?.fifo
-      if (fifo !== undefined) named.add(fifo)
+      const socket = inspect(join(owner.locksDir, name))?.record?.socket
+      if (socket !== undefined) named.add(socket)
     } catch {
       // Unreadable: leave everything it might name alone.
       return
@@ -337,8 +349,8 @@ export const sweep = (owner: Owner) => {
     const path = join(owner.locksDir, name)
     try {
       if (name.startsWith(OWNER_PREFIX)) {
-        if (name !== owner.fifo?.name && !named.has(name) && probe(path) === "dead") fs.rmSync(path, { force: true })
-      } else if (name.startsWith(STALE_PREFIX) || name.startsWith(FIFO_TEMP_PREFIX)) {
+        if (name !== owner.socket?.name && !named.has(name) && (await probe(path)) === "dead") fs.rmSync(path, { force: true })
+      } else if (name.startsWith(STALE_PREFIX)) {
         if (fs.statSync(path).mtimeMs < oldEnough) fs.rmSync(path, { force: true })
       }
     } catch {
