@@ -94,24 +94,34 @@ describe("the lock file", () => {
     const seen = await withService(lock(dir, "s", 1_000, () =>
       Effect.sync(() => ({ record: recordOf(dir, "s"), entries: entries(dir) }))))
     expect(seen.record).toMatchObject({ v: 1, kernel: LockFile.kernelIdentity(), leaseMs: 5_000, pid: process.pid })
-    expect(seen.record.socket).toMatch(/^\.owner-[0-9a-f]{24}$/)
+    expect(seen.record.socket).toMatch(/^\.o-[0-9a-f]{12}$/)
     expect(seen.entries).toEqual([seen.record.socket, "s"].sort())
     // Released, and the service's scope closed: nothing is left.
     expect(entries(dir)).toEqual([])
   })
 
+  it("a directory too long for a socket address: no socket, the lock still works (a dead holder then waits out its lease)", async () => {
+    const dir = join(freshDir(), "x".repeat(90))
+    fs.mkdirSync(dir)
+    const record = await withService(lock(dir, "s", 0, () => Effect.sync(() => recordOf(dir, "s"))))
+    expect(record.socket).toBeUndefined()
+    expect(record.pid).toBe(process.pid)
+    plantLock(dir, "s", { owner: "gone" })
+    expect(await withService(errorOf(lock(dir, "s", 100, () => Effect.void)))).toBeInstanceOf(CheckpointBusyError)
+  })
+
   it("a socket tells a live holder from a dead one; anything else proves nothing", async () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))
-    const live = join(locksOf(dir), ".owner-live")
-    const dead = join(locksOf(dir), ".owner-dead")
+    const live = join(locksOf(dir), ".o-live")
+    const dead = join(locksOf(dir), ".o-dead")
     const server = await liveSocket(live)
     deadSocket(dead)
-    fs.writeFileSync(join(locksOf(dir), ".owner-file"), "")
+    fs.writeFileSync(join(locksOf(dir), ".o-file"), "")
     expect(await LockFile.probe(live)).toBe("alive")
     expect(await LockFile.probe(dead)).toBe("dead")
-    expect(await LockFile.probe(join(locksOf(dir), ".owner-file"))).toBe("unknown")
-    expect(await LockFile.probe(join(locksOf(dir), ".owner-missing"))).toBe("unknown")
+    expect(await LockFile.probe(join(locksOf(dir), ".o-file"))).toBe("unknown")
+    expect(await LockFile.probe(join(locksOf(dir), ".o-missing"))).toBe("unknown")
     await closed(server)
     expect(await LockFile.probe(live)).toBe("unknown") // closing removed it
   })
@@ -173,8 +183,8 @@ describe("taking a lock someone else holds", () => {
   it("a dead holder on this kernel (its socket refuses connections) loses its lock at once, however fresh", async () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))
-    deadSocket(join(locksOf(dir), ".owner-gone"))
-    plantLock(dir, "s", { owner: "gone", socket: ".owner-gone" })
+    deadSocket(join(locksOf(dir), ".o-gone"))
+    plantLock(dir, "s", { owner: "gone", socket: ".o-gone" })
     const owner = await withService(lock(dir, "s", 0, () => Effect.sync(() => recordOf(dir, "s").owner)))
     expect(owner).not.toBe("gone")
   })
@@ -182,8 +192,8 @@ describe("taking a lock someone else holds", () => {
   it("a holder on another kernel is judged by its lease alone: a refused connection there proves nothing", async () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))
-    deadSocket(join(locksOf(dir), ".owner-far"))
-    const path = plantLock(dir, "s", { owner: "far", socket: ".owner-far", kernel: "linux:another-machine" })
+    deadSocket(join(locksOf(dir), ".o-far"))
+    const path = plantLock(dir, "s", { owner: "far", socket: ".o-far", kernel: "linux:another-machine" })
     const busy = await withService(errorOf(lock(dir, "s", 300, () => Effect.void)))
     expect(busy).toBeInstanceOf(CheckpointBusyError)
     // Once it has not been renewed for longer than its lease, it is stale.
@@ -204,16 +214,16 @@ describe("taking a lock someone else holds", () => {
   it("a live holder's lock is taken once it has not been renewed for its lease; a holder that asked for a longer one gets it", async () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))
-    const server = await liveSocket(join(locksOf(dir), ".owner-paused"))
+    const server = await liveSocket(join(locksOf(dir), ".o-paused"))
     try {
       // Alive (its socket answers), but silent for 6 s of its 60 s lease: still held.
-      plantLock(dir, "s", { owner: "paused", socket: ".owner-paused", leaseMs: 60_000 }, 6_000)
+      plantLock(dir, "s", { owner: "paused", socket: ".o-paused", leaseMs: 60_000 }, 6_000)
       expect(await withService(errorOf(lock(dir, "s", 100, () => Effect.void)))).toBeInstanceOf(CheckpointBusyError)
       // Alive and fresh: held.
-      plantLock(dir, "s", { owner: "paused", socket: ".owner-paused" })
+      plantLock(dir, "s", { owner: "paused", socket: ".o-paused" })
       expect(await withService(errorOf(lock(dir, "s", 100, () => Effect.void)))).toBeInstanceOf(CheckpointBusyError)
       // Silent for longer than its 5 s lease (paused, or its event loop stalled): taken over.
-      plantLock(dir, "s", { owner: "paused", socket: ".owner-paused" }, 5_100)
+      plantLock(dir, "s", { owner: "paused", socket: ".o-paused" }, 5_100)
       expect(await withService(lock(dir, "s", 0, () => Effect.succeed("taken")))).toBe("taken")
     } finally {
       await closed(server)
@@ -374,18 +384,18 @@ describe("clean-up after dead processes", () => {
     const dir = freshDir()
     const locks = locksOf(dir)
     fs.mkdirSync(locks)
-    deadSocket(join(locks, ".owner-deadfree"))
-    deadSocket(join(locks, ".owner-deadnamed"))
-    const server = await liveSocket(join(locks, ".owner-alive"))
-    plantLock(dir, "held", { owner: "deadnamed", socket: ".owner-deadnamed", kernel: "linux:elsewhere" })
+    deadSocket(join(locks, ".o-deadfree"))
+    deadSocket(join(locks, ".o-deadnamed"))
+    const server = await liveSocket(join(locks, ".o-alive"))
+    plantLock(dir, "held", { owner: "deadnamed", socket: ".o-deadnamed", kernel: "linux:elsewhere" })
     fs.writeFileSync(join(locks, ".stale-old-0"), "")
     const longAgo = (Date.now() - 3_600_000) / 1000
     fs.utimesSync(join(locks, ".stale-old-0"), longAgo, longAgo)
     fs.writeFileSync(join(locks, ".stale-recent-0"), "")
     try {
       const during = await withService(lock(dir, "other", 0, () => Effect.sync(() => entries(dir))))
-      const mine = during.find((name) => name.startsWith(".owner-") && ![".owner-alive", ".owner-deadnamed"].includes(name))!
-      expect(during).toEqual([".owner-alive", ".owner-deadnamed", mine, ".stale-recent-0", "held", "other"].sort())
+      const mine = during.find((name) => name.startsWith(".o-") && ![".o-alive", ".o-deadnamed"].includes(name))!
+      expect(during).toEqual([".o-alive", ".o-deadnamed", mine, ".stale-recent-0", "held", "other"].sort())
     } finally {
       await closed(server)
     }

@@ -27,6 +27,8 @@ if (unavailable !== undefined) console.log(`file.namespaces.test.ts skipped: ${u
 const OWN_NETWORK = ["unshare", "--net"] as const
 /** Its own PID namespace; if `unshare` is killed, so is the worker. */
 const OWN_PIDS = ["unshare", "--pid", "--fork", "--kill-child"] as const
+/** Its own user (root mapped to root), mount, network and PID namespaces: a rootless container. */
+const OWN_EVERYTHING = ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child"] as const
 
 /** Writers 2 and 3 in namespaces of their own, 0 and 1 on the host. */
 const splitAt = (launcher: ReadonlyArray<string>) => (writer: number) => (writer >= 2 ? launcher : [])
@@ -55,7 +57,8 @@ describe.skipIf(unavailable !== undefined)("file backend across namespaces", () 
       const dir = makeTempDir("ns-kill")
       const trials = [
         { holder: OWN_NETWORK, name: "network namespace" },
-        { holder: OWN_PIDS, name: "PID namespace" }
+        { holder: OWN_PIDS, name: "PID namespace" },
+        { holder: OWN_EVERYTHING, name: "user, mount, network and PID namespace" }
       ]
       try {
         for (const [trial, { holder: launcher, name }] of trials.entries()) {

@@ -5,7 +5,7 @@
  *
  * ```
  * <dir>/.locks/<sessionId>         the lock: created exclusively (O_EXCL), names its holder
- * <dir>/.locks/.owner-<token>      a holder's liveness socket, listening while it lives
+ * <dir>/.locks/.o-<token>          a holder's liveness socket, listening while it lives
  * <dir>/.locks/.stale-<token>-<n>  a stale lock being removed (a moment; leftovers are swept)
  * ```
  *
@@ -39,12 +39,12 @@ import { join } from "node:path"
 /** The directory beside the sessions that holds their locks (session ids never start with "."). */
 export const LOCKS_DIR = ".locks"
 
-const OWNER_PREFIX = ".owner-"
+const OWNER_PREFIX = ".o-"
 const STALE_PREFIX = ".stale-"
 /** Leftovers of a crash in the middle of a takeover are swept once this many leases old. */
 const LEFTOVER_LEASES = 10
 /** Unix socket paths are limited (104 bytes on macOS, 108 on Linux, terminator included). */
-const MAX_SOCKET_PATH_BYTES = 100
+const MAX_SOCKET_PATH_BYTES = 103
 
 /** What a holder writes into its lock file. */
 export interface LockRecord {
@@ -117,7 +117,8 @@ const listen = (locksDir: string, token: string) =>
 export const openOwner = async (directory: string, leaseMs: number, kernel: string): Promise<Owner> => {
   const locksDir = join(directory, LOCKS_DIR)
   fs.mkdirSync(locksDir, { recursive: true, mode: 0o700 })
-  const token = randomBytes(12).toString("hex")
+  // Short, to leave room in a socket address for the directory's path.
+  const token = randomBytes(6).toString("hex")
   const socket = await listen(locksDir, token)
   const record: LockRecord = {
     v: 1,
