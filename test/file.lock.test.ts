@@ -110,6 +110,20 @@ describe("the lock file", () => {
     expect(await withService(errorOf(lock(dir, "s", 100, () => Effect.void)))).toBeInstanceOf(CheckpointBusyError)
   })
 
+  it("a locks directory that cannot be made is a StorageError, and the next lock tries again", async () => {
+    const dir = freshDir()
+    fs.writeFileSync(locksOf(dir), "in the way")
+    const outcome = await withService(Effect.gen(function*() {
+      const first = yield* errorOf(lock(dir, "s", 0, () => Effect.void))
+      fs.rmSync(locksOf(dir))
+      const second = yield* lock(dir, "s", 0, () => Effect.succeed("locked"))
+      return { first, second }
+    }))
+    expect(outcome.first).toBeInstanceOf(StorageError)
+    expect(outcome.first.message).toMatch(/session lock/)
+    expect(outcome.second).toBe("locked")
+  })
+
   it("a socket tells a live holder from a dead one; anything else proves nothing", async () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))

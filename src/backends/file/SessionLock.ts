@@ -155,16 +155,23 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
       })
     )
 
-    // This service's presence (lock record, liveness socket) in each directory it locks in, set up on first use.
-    const openOwner = yield* Effect.cachedFunction((directory: string) =>
-      Effect.tryPromise({
-        try: () => LockFile.openOwner(directory, leaseMs, kernel),
-        catch: storageError("open locks directory")
-      }).pipe(Effect.tap((owner) => Effect.sync(() => owners.set(directory, owner)))))
+    // This service's presence (lock record, liveness socket) in each directory it locks in, set
+    // up on first use, one directory at a time. A failure is not remembered: the next lock tries again.
+    const opening = yield* Effect.makeSemaphore(1)
+    const open = (directory: string) =>
+      Effect.suspend(() => {
+        const ready = owners.get(directory)
+        if (ready !== undefined) return Effect.succeed(ready)
+        // Uninterruptible: a socket opened for nobody would listen until the process ends.
+        return Effect.uninterruptible(Effect.tryPromise({
+          try: () => LockFile.openOwner(directory, leaseMs, kernel),
+          catch: storageError("open locks directory")
+        })).pipe(Effect.tap((owner) => Effect.sync(() => owners.set(directory, owner))))
+      })
     const ownerOf = (directory: string) =>
       Effect.suspend(() => {
         const owner = owners.get(directory)
-        return owner === undefined ? openOwner(directory) : Effect.succeed(owner)
+        return owner === undefined ? opening.withPermits(1)(open(directory)) : Effect.succeed(owner)
       })
 
     const locked = <A, E, R>(
