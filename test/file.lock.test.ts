@@ -89,13 +89,19 @@ const plantLock = (
 }
 
 describe("the lock file", () => {
-  it("names its holder while held and is removed on release; the holder's socket goes with the service", async () => {
+  it("is a hard link to its holder's record while held and is removed on release; the holder's files go with the service", async () => {
     const dir = freshDir()
     const seen = await withService(lock(dir, "s", 1_000, () =>
-      Effect.sync(() => ({ record: recordOf(dir, "s"), entries: entries(dir) }))))
+      Effect.sync(() => ({
+        record: recordOf(dir, "s"),
+        entries: entries(dir),
+        links: fs.statSync(lockPath(dir, "s")).nlink
+      }))))
     expect(seen.record).toMatchObject({ v: 1, kernel: LockFile.kernelIdentity(), leaseMs: 5_000, pid: process.pid })
     expect(seen.record.socket).toMatch(/^\.o-[0-9a-f]{12}$/)
-    expect(seen.entries).toEqual([seen.record.socket, "s"].sort())
+    const recordName = seen.record.socket!.replace(".o-", ".r-")
+    expect(seen.entries).toEqual([seen.record.socket, recordName, "s"].sort())
+    expect(seen.links).toBe(2)
     // Released, and the service's scope closed: nothing is left.
     expect(entries(dir)).toEqual([])
   })
@@ -138,6 +144,37 @@ describe("the lock file", () => {
     expect(await LockFile.probe(join(locksOf(dir), ".o-missing"))).toBe("unknown")
     await closed(server)
     expect(await LockFile.probe(live)).toBe("unknown") // closing removed it
+  })
+
+  it("a holder whose record was removed makes it again; without hard links, a lock is a file of its own", async () => {
+    const dir = freshDir()
+    const owner = await LockFile.openOwner(dir, 5_000, LockFile.kernelIdentity())
+    try {
+      const first = LockFile.create(owner, lockPath(dir, "a"))!
+      expect(LockFile.create(owner, lockPath(dir, "a"))).toBeUndefined()
+      // Swept away while held (an old record nobody could ask about): the held lock is unaffected…
+      fs.rmSync(first.lease.path)
+      expect(LockFile.stillHeld(first)).toBe(true)
+      LockFile.renew(first)
+      // …and the next lock makes a new record.
+      const second = LockFile.create(owner, lockPath(dir, "b"))!
+      expect(second.lease.ino).not.toBe(first.lease.ino)
+      expect(recordOf(dir, "b").owner).toBe(owner.token)
+      LockFile.release(first)
+      LockFile.release(second)
+
+      owner.hardLinks = false
+      const own = LockFile.create(owner, lockPath(dir, "c"))!
+      expect(own.own).toBe(true)
+      expect(fs.statSync(lockPath(dir, "c")).nlink).toBe(1)
+      expect(recordOf(dir, "c").owner).toBe(owner.token)
+      expect(LockFile.create(owner, lockPath(dir, "c"))).toBeUndefined()
+      expect(LockFile.confirm(owner, own)).toBe(true)
+      LockFile.release(own)
+      expect(entries(dir).filter((name) => !name.startsWith(".o-") && !name.startsWith(".r-"))).toEqual([])
+    } finally {
+      LockFile.closeOwner(owner)
+    }
   })
 
   it("a stale lock is only removed if it is still the file judged stale; anything else is put back", async () => {
@@ -394,22 +431,39 @@ describe("a lock lost before a write", () => {
 })
 
 describe("clean-up after dead processes", () => {
-  it("a new service sweeps dead holders' sockets no lock names, and old leftovers of interrupted takeovers", async () => {
+  it("a new service sweeps dead holders' records and the sockets no lock names, old records it cannot ask about, and old leftovers of interrupted takeovers", async () => {
     const dir = freshDir()
     const locks = locksOf(dir)
     fs.mkdirSync(locks)
     deadSocket(join(locks, ".o-deadfree"))
     deadSocket(join(locks, ".o-deadnamed"))
     const server = await liveSocket(join(locks, ".o-alive"))
+    for (const owner of ["deadfree", "deadnamed", "alive"]) fs.writeFileSync(join(locks, `.r-${owner}`), "{}")
+    // A record without a socket: removed once old (its owner, if alive, makes it again).
+    fs.writeFileSync(join(locks, ".r-quietold"), "{}")
+    fs.writeFileSync(join(locks, ".r-quietnew"), "{}")
     plantLock(dir, "held", { owner: "deadnamed", socket: ".o-deadnamed", kernel: "linux:elsewhere" })
     fs.writeFileSync(join(locks, ".stale-old-0"), "")
     const longAgo = (Date.now() - 3_600_000) / 1000
     fs.utimesSync(join(locks, ".stale-old-0"), longAgo, longAgo)
+    fs.utimesSync(join(locks, ".r-quietold"), longAgo, longAgo)
     fs.writeFileSync(join(locks, ".stale-recent-0"), "")
     try {
       const during = await withService(lock(dir, "other", 0, () => Effect.sync(() => entries(dir))))
       const mine = during.find((name) => name.startsWith(".o-") && ![".o-alive", ".o-deadnamed"].includes(name))!
-      expect(during).toEqual([".o-alive", ".o-deadnamed", mine, ".stale-recent-0", "held", "other"].sort())
+      expect(during).toEqual(
+        [
+          ".o-alive",
+          ".r-alive",
+          ".o-deadnamed",
+          mine,
+          mine.replace(".o-", ".r-"),
+          ".r-quietnew",
+          ".stale-recent-0",
+          "held",
+          "other"
+        ].sort()
+      )
     } finally {
       await closed(server)
     }

@@ -188,14 +188,17 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
           try: () => (acquired = LockFile.create(owner, path)),
           catch: storageError("lock")
         })
-        const busy = new Busy({ detail: "another process holds the session lock" })
         // Create the lock; if someone has it, judge their lock, and if it was stale, create again.
         const attempt = Effect.flatMap(create, (file) =>
           file !== undefined
             ? Effect.succeed(file)
             : Effect.tryPromise({ try: () => LockFile.clearIfStale(owner, path), catch: storageError("lock") }).pipe(
               Effect.flatMap((cleared) => (cleared ? create : Effect.succeed(undefined))),
-              Effect.flatMap((again) => (again === undefined ? Effect.fail(busy) : Effect.succeed(again)))
+              Effect.flatMap((again) =>
+                again === undefined
+                  ? Effect.fail(new Busy({ detail: "another process holds the session lock" }))
+                  : Effect.succeed(again)
+              )
             ))
         return retryWhileBusy(attempt, { timeoutMs: target.timeoutMs, maxPauseMs: MAX_POLL_MS, sessionId: target.sessionId })
           .pipe(

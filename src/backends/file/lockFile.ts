@@ -4,12 +4,16 @@
  * (network, PID, mount, user) it runs in:
  *
  * ```
- * <dir>/.locks/<sessionId>         the lock: created exclusively (O_EXCL), names its holder
+ * <dir>/.locks/<sessionId>         the lock: a new hard link to its holder's record
+ * <dir>/.locks/.r-<token>          a holder's record (who, which kernel, which lease)
  * <dir>/.locks/.o-<token>          a holder's liveness socket, listening while it lives
  * <dir>/.locks/.stale-<token>-<n>  a stale lock being removed (a moment; leftovers are swept)
  * ```
  *
- * - Taking the lock is creating its file exclusively; releasing it is removing the file.
+ * - Taking the lock is creating its file exclusively: `link(record, lock)`, which fails if the
+ *   lock exists and never shows a lock without its content (one system call). Where the file
+ *   system has no hard links, the lock is created with `O_EXCL` and the record written into it.
+ *   Releasing the lock is removing the file.
  * - Death: each lock service listens on a Unix socket bound to a path in the locks directory,
  *   and its lock files name it. Such a socket is found through the file system, so it can be
  *   reached from any network or PID namespace. The kernel closes a dead process's sockets,
@@ -40,6 +44,7 @@ import { join } from "node:path"
 export const LOCKS_DIR = ".locks"
 
 const OWNER_PREFIX = ".o-"
+const RECORD_PREFIX = ".r-"
 const STALE_PREFIX = ".stale-"
 /** Leftovers of a crash in the middle of a takeover are swept once this many leases old. */
 const LEFTOVER_LEASES = 10
@@ -61,11 +66,20 @@ export interface LockRecord {
   readonly host: string
 }
 
-/** A lock file this process holds. */
-export interface HeldFile {
+/** A file open for renewing (its modification time is the lease); identified by its inode. */
+interface LeaseFile {
   readonly path: string
   readonly fd: number
   readonly ino: bigint
+}
+
+/** A lock file this process holds. */
+export interface HeldFile {
+  readonly path: string
+  /** The lock's inode: the owner's record (a hard link), or a file of its own. */
+  readonly lease: LeaseFile
+  /** Whether the lock has a file of its own (no hard links here), closed on release. */
+  readonly own: boolean
   /** `performance.now()` of the last renewal. */
   renewedAt: number
 }
@@ -80,6 +94,12 @@ export interface Owner {
   readonly record: Buffer
   /** The liveness socket, listening until `closeOwner`. */
   readonly socket: { readonly name: string; readonly server: net.Server } | undefined
+  /** The record every lock is a hard link to; made on first use, and again if swept away. */
+  template: LeaseFile | undefined
+  /** Earlier templates, still open: locks held now may be links to them. Closed with the owner. */
+  readonly retired: Array<LeaseFile>
+  /** False once the file system refused a hard link: locks are then files of their own. */
+  hardLinks: boolean
   staleCounter: number
 }
 
@@ -136,16 +156,21 @@ export const openOwner = async (directory: string, leaseMs: number, kernel: stri
     leaseMs,
     record: Buffer.from(JSON.stringify(record)),
     socket,
+    template: undefined,
+    retired: [],
+    hardLinks: true,
     staleCounter: 0
   }
   await sweep(owner)
   return owner
 }
 
+/** Once every lock of the owner is released. */
 export const closeOwner = (owner: Owner) => {
-  if (owner.socket === undefined) return
+  retireTemplate(owner)
+  for (const file of owner.retired.splice(0)) fs.closeSync(file.fd)
   // Closing the server removes its socket file.
-  owner.socket.server.close()
+  owner.socket?.server.close()
 }
 
 export type Liveness = "alive" | "dead" | "unknown"
@@ -253,25 +278,58 @@ export const removeStale = (owner: Owner, path: string, judged: fs.BigIntStats) 
   }
 }
 
-/** Create the lock file exclusively; `undefined` when it exists. */
-export const create = (owner: Owner, path: string): HeldFile | undefined => {
-  let fd: number
-  try {
-    fd = fs.openSync(path, "wx", 0o600)
-  } catch (error) {
-    if (codeOf(error) === "EEXIST") return undefined
-    if (codeOf(error) !== "ENOENT") throw error
-    // The locks directory was removed (with the sessions directory, say): make it again.
-    fs.mkdirSync(owner.locksDir, { recursive: true, mode: 0o700 })
-    return create(owner, path)
-  }
+/** Create `path` exclusively with the owner's record in it, open for renewing. Throws EEXIST. */
+const createWithRecord = (owner: Owner, path: string): LeaseFile => {
+  const fd = fs.openSync(path, "wx", 0o600)
   try {
     fs.writeSync(fd, owner.record)
-    return { path, fd, ino: fs.fstatSync(fd, { bigint: true }).ino, renewedAt: performance.now() }
+    return { path, fd, ino: fs.fstatSync(fd, { bigint: true }).ino }
   } catch (error) {
     fs.rmSync(path, { force: true })
     fs.closeSync(fd)
     throw error
+  }
+}
+
+/** Stop linking new locks to the current template (its descriptor stays open for locks held now). */
+const retireTemplate = (owner: Owner) => {
+  if (owner.template === undefined) return
+  fs.rmSync(owner.template.path, { force: true })
+  owner.retired.push(owner.template)
+  owner.template = undefined
+}
+
+const templateOf = (owner: Owner): LeaseFile => {
+  if (owner.template === undefined) {
+    const path = join(owner.locksDir, `${RECORD_PREFIX}${owner.token}`)
+    // A template left by an earlier service of this token cannot exist: tokens are random.
+    owner.template = createWithRecord(owner, path)
+  }
+  return owner.template
+}
+
+const noHardLinks = (code: string | undefined) => code === "EPERM" || code === "ENOTSUP" || code === "EOPNOTSUPP" || code === "ENOSYS"
+
+/** Create the lock file exclusively; `undefined` when it exists. */
+export const create = (owner: Owner, path: string, retried = false): HeldFile | undefined => {
+  try {
+    if (!owner.hardLinks) return { path, lease: createWithRecord(owner, path), own: true, renewedAt: performance.now() }
+    const template = templateOf(owner)
+    fs.linkSync(template.path, path)
+    return { path, lease: template, own: false, renewedAt: performance.now() }
+  } catch (error) {
+    const code = codeOf(error)
+    if (code === "EEXIST") return undefined
+    if (retried) throw error
+    if (owner.hardLinks && noHardLinks(code)) {
+      owner.hardLinks = false
+      retireTemplate(owner)
+    } else {
+      // The locks directory, or this owner's record in it, was removed: make them again.
+      retireTemplate(owner)
+      fs.mkdirSync(owner.locksDir, { recursive: true, mode: 0o700 })
+    }
+    return create(owner, path, true)
   }
 }
 
@@ -289,14 +347,14 @@ export const clearIfStale = async (owner: Owner, path: string): Promise<boolean>
 /** Renew the lease: the file's modification time is what waiters judge. */
 export const renew = (held: HeldFile) => {
   const now = Date.now() / 1000
-  fs.futimesSync(held.fd, now, now)
+  fs.futimesSync(held.lease.fd, now, now)
   held.renewedAt = performance.now()
 }
 
 /** Is the lock file at the holder's path still the one it created? */
 export const stillHeld = (held: HeldFile): boolean => {
   try {
-    return fs.statSync(held.path, { bigint: true }).ino === held.ino
+    return fs.statSync(held.path, { bigint: true }).ino === held.lease.ino
   } catch (error) {
     if (codeOf(error) === "ENOENT") return false
     throw error
@@ -319,13 +377,14 @@ export const release = (held: HeldFile) => {
   } catch {
     // Left behind, it expires with its lease.
   } finally {
-    fs.closeSync(held.fd)
+    if (held.own) fs.closeSync(held.lease.fd)
   }
 }
 
 /**
- * Clean up after processes that died: liveness sockets of dead owners that no lock file names
- * any more, and files left by a crash in the middle of a takeover.
+ * Clean up after processes that died: the liveness sockets (unless a lock still names them) and
+ * records of dead owners, and files left by a crash in the middle of a takeover. Locks are
+ * never removed here: a dead owner's lock is taken over by the next writer that needs it.
  */
 export const sweep = async (owner: Owner) => {
   let names: Array<string>
@@ -345,14 +404,24 @@ export const sweep = async (owner: Owner) => {
       return
     }
   }
+  const liveness = new Map<string, Liveness>()
+  for (const name of names) {
+    if (name.startsWith(OWNER_PREFIX)) liveness.set(name.slice(OWNER_PREFIX.length), await probe(join(owner.locksDir, name)))
+  }
   const oldEnough = Date.now() - LEFTOVER_LEASES * owner.leaseMs
+  const remove = (path: string) => fs.rmSync(path, { force: true })
   for (const name of names) {
     const path = join(owner.locksDir, name)
     try {
       if (name.startsWith(OWNER_PREFIX)) {
-        if (name !== owner.socket?.name && !named.has(name) && (await probe(path)) === "dead") fs.rmSync(path, { force: true })
+        if (liveness.get(name.slice(OWNER_PREFIX.length)) === "dead" && !named.has(name)) remove(path)
+      } else if (name.startsWith(RECORD_PREFIX)) {
+        // Removing a record frees no lock (a lock is a name of its own); a live owner whose record
+        // is gone makes it again. Without a socket to ask, only an old record goes.
+        const state = liveness.get(name.slice(RECORD_PREFIX.length)) ?? "unknown"
+        if (state === "dead" || (state === "unknown" && fs.statSync(path).mtimeMs < oldEnough)) remove(path)
       } else if (name.startsWith(STALE_PREFIX)) {
-        if (fs.statSync(path).mtimeMs < oldEnough) fs.rmSync(path, { force: true })
+        if (fs.statSync(path).mtimeMs < oldEnough) remove(path)
       }
     } catch {
       // Gone already, or not ours to judge.
