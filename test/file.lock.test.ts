@@ -422,11 +422,26 @@ describe("a lock lost before a write", () => {
     for (const error of errors) expect(error).toBeInstanceOf(CheckpointLockLostError)
     expect(asked).toBe(4)
     expect(fs.readFileSync(join(dir, "s", "log"))).toEqual(logBefore)
-    expect(fs.existsSync(join(dir, "new"))).toBe(false)
+
     const stored = await Effect.runPromise(
       Effect.flatMap(Checkpointer, (c) => Stream.runCollect(c.read("s"))).pipe(Effect.provide(base))
     )
     expect(stored.length).toBe(2)
+
+    // A torn tail is not cut by a writer whose lock is lost (the new holder may have written after it).
+    const torn = Buffer.concat([logBefore, Buffer.from("deadbeef\t3\t3\t{\"ts\":1,")])
+    fs.writeFileSync(join(dir, "s", "log"), torn)
+    const tornError = await Effect.runPromise(
+      Effect.flip(Effect.flatMap(Checkpointer, (c) => c.append("s", [message("three")]))).pipe(Effect.provide(layer))
+    )
+    expect(tornError).toBeInstanceOf(CheckpointLockLostError)
+    expect(fs.readFileSync(join(dir, "s", "log"))).toEqual(torn)
+    expect(fs.readdirSync(join(dir, "s"))).toEqual(["log"])
+    // With its lock, the same append cuts the tail (keeping it aside) and lands.
+    const head = await Effect.runPromise(Effect.flatMap(Checkpointer, (c) => c.append("s", [message("three")])).pipe(Effect.provide(base)))
+    expect(head).toBe(3)
+    expect(fs.readdirSync(join(dir, "s")).filter((name) => name.startsWith("torn-")).length).toBe(1)
+    expect(fs.existsSync(join(dir, "new"))).toBe(false)
   })
 })
 

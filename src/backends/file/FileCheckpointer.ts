@@ -324,7 +324,9 @@ export const make = (options: FileCheckpointerOptions = {}) =>
           const tail = yield* inspect(sessionId, file)
           /** Cut a torn tail back to the last committed batch, keeping the cut bytes. */
           const repair = tail.committedEnd < tail.size
-            ? keepTornBytes(sessionId, file, tail.committedEnd, tail.size).pipe(
+            ? held.ensureHeld.pipe(
+              Effect.zipRight(keepTornBytes(sessionId, file, tail.committedEnd, tail.size)),
+              Effect.zipRight(held.ensureHeld),
               Effect.zipRight(file.truncate(tail.committedEnd))
             )
             : Effect.void
@@ -334,18 +336,21 @@ export const make = (options: FileCheckpointerOptions = {}) =>
               Effect.gen(function*() {
                 // Encode first: a failing codec leaves the file exactly as it was.
                 const lines = yield* encodeLines(sessionId, records)
-                yield* held.ensureHeld
                 yield* repair
+                // Right before the write: is the lock still ours?
+                yield* held.ensureHeld
                 const written = file.writeAt(tail.committedEnd, lines).pipe(
                   Effect.zipRight(durable ? file.flush : Effect.void)
                 )
-                // A failed write (disk full, I/O error) must not leave part of a batch behind.
-                yield* written.pipe(Effect.tapError(() => file.truncate(tail.committedEnd).pipe(Effect.ignore)))
+                // A failed write (disk full, I/O error) must not leave part of a batch behind. Cut it
+                // back only while the lock is ours; after a takeover the new holder cuts it as a torn tail.
+                yield* written.pipe(
+                  Effect.tapError(() => held.ensureHeld.pipe(Effect.zipRight(file.truncate(tail.committedEnd)), Effect.ignore))
+                )
               }),
             truncate: (toSeq) =>
               Effect.gen(function*() {
                 const contents = yield* truncatedContents(sessionId, file, tail.headerEnd, tail.committedEnd, toSeq)
-                yield* held.ensureHeld
                 yield* repair
                 yield* replaceAtomically(held, sessionDir(sessionId), logPath(sessionId), contents)
               })
