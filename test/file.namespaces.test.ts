@@ -30,6 +30,17 @@ const OWN_PIDS = ["unshare", "--pid", "--fork", "--kill-child"] as const
 /** Its own user (root mapped to root), mount, network and PID namespaces: a rootless container. */
 const OWN_EVERYTHING = ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child"] as const
 
+/** Every session in `dir` reads back whole (`checkIntegrity`). */
+const expectIntact = async (dir: string) => {
+  const check = fileCheckpointer({ dir })
+  try {
+    const report = await check.checkIntegrity()
+    expect(report.ok, report.detail).toBe(true)
+  } finally {
+    await check.close()
+  }
+}
+
 /** Writers 2 and 3 in namespaces of their own, 0 and 1 on the host. */
 const splitAt = (launcher: ReadonlyArray<string>) => (writer: number) => (writer >= 2 ? launcher : [])
 
@@ -121,13 +132,7 @@ describe.skipIf(unavailable !== undefined)("file backend across namespaces", () 
           }
           await holder.closed
         }
-        const check = fileCheckpointer({ dir })
-        try {
-          const report = await check.checkIntegrity()
-          expect(report.ok, report.detail).toBe(true)
-        } finally {
-          await check.close()
-        }
+        await expectIntact(dir)
       } finally {
         killAll()
         removeTempDirs()
@@ -196,13 +201,7 @@ describe.skipIf(unavailable !== undefined)("file backend across namespaces", () 
         expect(contents.filter((content) => !content.startsWith("w1:"))).toEqual(["w0:0"])
         expect(contents[retried.heads[0]! - 1]).toBe("w0:0")
         result.heads.forEach((returned, index) => expect(contents[returned - 1]).toBe(`w1:${index}`))
-        const check = fileCheckpointer({ dir })
-        try {
-          const report = await check.checkIntegrity()
-          expect(report.ok, report.detail).toBe(true)
-        } finally {
-          await check.close()
-        }
+        await expectIntact(dir)
         for (const target of [sleeper, worker]) send(target, { type: "exit" })
         await Promise.all([expectCleanExit(sleeper), expectCleanExit(worker)])
       } finally {
