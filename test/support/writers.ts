@@ -6,7 +6,7 @@
  * scenarios.
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest"
-import { fileCheckpointer, type PromiseCheckpointer } from "../../src/index.js"
+import { fileCheckpointer, type PromiseCheckpointerWithIntegrity } from "../../src/index.js"
 import type { WriterCommand, WriterReply } from "../workers/writer.js"
 import { contentOf } from "./contents.js"
 import { isRunning, live, removeTempDirs, startWorker, type Worker } from "./processes.js"
@@ -16,18 +16,19 @@ export type WriterBackend = "file" | "sqlite"
 export const WRITERS = [0, 1, 2, 3] as const
 
 /** A checkpointer of its own on the store at `location` (a session directory, or a database file). */
-export const openStore = async (backend: WriterBackend, location: string): Promise<PromiseCheckpointer> =>
+export const openStore = async (backend: WriterBackend, location: string): Promise<PromiseCheckpointerWithIntegrity> =>
   backend === "sqlite"
     ? (await import("../../src/checkpoint-sqlite.js")).sqliteCheckpointer({ file: location })
     : fileCheckpointer({ dir: location })
 
-/** Everything in the session, read by a checkpointer opened just for this. */
+/** Everything in the session, and the store's integrity report, read by a checkpointer opened just for this. */
 export const readFresh = async (backend: WriterBackend, location: string, session: string) => {
   const checkpointer = await openStore(backend, location)
   try {
     const head = await checkpointer.head(session)
     const events = await checkpointer.read(session)
-    return { head, events, contents: events.map(contentOf) }
+    const integrity = await checkpointer.checkIntegrity()
+    return { head, events, contents: events.map(contentOf), integrity }
   } finally {
     await checkpointer.close()
   }
@@ -138,7 +139,8 @@ export const writerScenarios = (
       for (const worker of writers) command(worker, { type: "retry", session, count })
       const results = await Promise.all(writers.map((worker) => nextReply(worker, "retry-result")))
 
-      const { contents, events: stored, head } = await readFresh(backend, location, session)
+      const { contents, events: stored, head, integrity } = await readFresh(backend, location, session)
+      expect(integrity.ok, integrity.detail).toBe(true)
       expect(head).toBe(events)
       expectContiguous(stored.map((e) => e.seq), events)
       expect(new Set(contents).size).toBe(events)
@@ -174,7 +176,8 @@ export const writerScenarios = (
       for (const worker of writers) command(worker, { type: "batch", session, count, size })
       const results = await Promise.all(writers.map((worker) => nextReply(worker, "batch-result")))
 
-      const { contents, events: stored, head } = await readFresh(backend, location, session)
+      const { contents, events: stored, head, integrity } = await readFresh(backend, location, session)
+      expect(integrity.ok, integrity.detail).toBe(true)
       expect(head).toBe(600)
       expectContiguous(stored.map((e) => e.seq), 600)
       expect(new Set(contents).size).toBe(600)
