@@ -53,9 +53,15 @@ const lock = <A, E>(
 
 const errorOf = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.flip(effect)
 
-/** A socket file at `path` whose process is gone (it exited without closing it): a dead holder's. */
+const socketIdOf = (path: string) => {
+  const stat = fs.lstatSync(path, { bigint: true })
+  return `${stat.dev}:${stat.ino}`
+}
+
+/** A socket file at `path` whose process is gone (it exited without closing it): a dead holder's. Its id. */
 const deadSocket = (path: string) => {
   execFileSync(process.execPath, ["-e", "require('net').createServer().listen(process.argv[1], () => process.exit(0))", path])
+  return socketIdOf(path)
 }
 
 /** A socket this process listens on at `path`: a live holder's. Close it to end it. */
@@ -130,20 +136,38 @@ describe("the lock file", () => {
     expect(outcome.second).toBe("locked")
   })
 
-  it("a socket tells a live holder from a dead one; anything else proves nothing", async () => {
+  it("a holder is proved dead only by its own socket refusing connections, on this kernel; anything else proves nothing", async () => {
     const dir = freshDir()
-    fs.mkdirSync(locksOf(dir))
-    const live = join(locksOf(dir), ".o-live")
-    const dead = join(locksOf(dir), ".o-dead")
-    const server = await liveSocket(live)
-    deadSocket(dead)
-    fs.writeFileSync(join(locksOf(dir), ".o-file"), "")
-    expect(await LockFile.probe(live)).toBe("alive")
-    expect(await LockFile.probe(dead)).toBe("dead")
-    expect(await LockFile.probe(join(locksOf(dir), ".o-file"))).toBe("unknown")
-    expect(await LockFile.probe(join(locksOf(dir), ".o-missing"))).toBe("unknown")
-    await closed(server)
-    expect(await LockFile.probe(live)).toBe("unknown") // closing removed it
+    const owner = await LockFile.openOwner(dir, 5_000, LockFile.kernelIdentity())
+    try {
+      const at = (name: string) => join(locksOf(dir), name)
+      const server = await liveSocket(at(".o-live"))
+      const deadId = deadSocket(at(".o-dead"))
+      fs.writeFileSync(at(".o-file"), "")
+      const record = (socket: string, extra: Partial<LockFile.LockRecord> = {}): LockFile.LockRecord => ({
+        v: 1,
+        owner: socket.slice(3),
+        socket,
+        socketId: deadId,
+        kernel: LockFile.kernelIdentity(),
+        leaseMs: 5_000,
+        pid: 999_999_999,
+        host: "h",
+        ...extra
+      })
+      expect(await LockFile.holderIsDead(owner, record(".o-dead"))).toBe(true)
+      expect(await LockFile.holderIsDead(owner, record(".o-live", { socketId: socketIdOf(at(".o-live")) }))).toBe(false)
+      // The same path seen as another inode (another mount of the directory): no proof.
+      expect(await LockFile.holderIsDead(owner, record(".o-dead", { socketId: "1:2" }))).toBe(false)
+      expect(await LockFile.holderIsDead(owner, record(".o-file"))).toBe(false)
+      expect(await LockFile.holderIsDead(owner, record(".o-missing"))).toBe(false)
+      expect(await LockFile.holderIsDead(owner, record(".o-dead", { kernel: "linux:another-machine" }))).toBe(false)
+      const { socketId: _, ...withoutId } = record(".o-dead")
+      expect(await LockFile.holderIsDead(owner, withoutId)).toBe(false)
+      await closed(server)
+    } finally {
+      LockFile.closeOwner(owner)
+    }
   })
 
   it("a holder whose record was removed makes it again; without hard links, a lock is a file of its own", async () => {
@@ -156,12 +180,14 @@ describe("the lock file", () => {
       fs.rmSync(first.lease.path)
       expect(LockFile.stillHeld(first)).toBe(true)
       LockFile.renew(first)
+      // A lock of this owner met while taking that very session is a leftover: it goes.
+      expect(await LockFile.judge(owner, lockPath(dir, "a"))).toMatchObject({ _tag: "stale", why: "orphan" })
       // …and the next lock makes a new record.
       const second = LockFile.create(owner, lockPath(dir, "b"))!
       expect(second.lease.ino).not.toBe(first.lease.ino)
       expect(recordOf(dir, "b").owner).toBe(owner.token)
-      LockFile.release(first)
-      LockFile.release(second)
+      LockFile.release(owner, first)
+      LockFile.release(owner, second)
 
       owner.hardLinks = false
       const own = LockFile.create(owner, lockPath(dir, "c"))!
@@ -170,7 +196,7 @@ describe("the lock file", () => {
       expect(recordOf(dir, "c").owner).toBe(owner.token)
       expect(LockFile.create(owner, lockPath(dir, "c"))).toBeUndefined()
       expect(LockFile.confirm(owner, own)).toBe(true)
-      LockFile.release(own)
+      LockFile.release(owner, own)
       expect(entries(dir).filter((name) => !name.startsWith(".o-") && !name.startsWith(".r-"))).toEqual([])
     } finally {
       LockFile.closeOwner(owner)
@@ -234,8 +260,8 @@ describe("taking a lock someone else holds", () => {
   it("a dead holder on this kernel (its socket refuses connections) loses its lock at once, however fresh", async () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))
-    deadSocket(join(locksOf(dir), ".o-gone"))
-    plantLock(dir, "s", { owner: "gone", socket: ".o-gone" })
+    const socketId = deadSocket(join(locksOf(dir), ".o-gone"))
+    plantLock(dir, "s", { owner: "gone", socket: ".o-gone", socketId })
     const owner = await withService(lock(dir, "s", 0, () => Effect.sync(() => recordOf(dir, "s").owner)))
     expect(owner).not.toBe("gone")
   })
@@ -243,8 +269,8 @@ describe("taking a lock someone else holds", () => {
   it("a holder on another kernel is judged by its lease alone: a refused connection there proves nothing", async () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))
-    deadSocket(join(locksOf(dir), ".o-far"))
-    const path = plantLock(dir, "s", { owner: "far", socket: ".o-far", kernel: "linux:another-machine" })
+    const socketId = deadSocket(join(locksOf(dir), ".o-far"))
+    const path = plantLock(dir, "s", { owner: "far", socket: ".o-far", socketId, kernel: "linux:another-machine" })
     const busy = await withService(errorOf(lock(dir, "s", 300, () => Effect.void)))
     expect(busy).toBeInstanceOf(CheckpointBusyError)
     // Once it has not been renewed for longer than its lease, it is stale.
@@ -266,19 +292,38 @@ describe("taking a lock someone else holds", () => {
     const dir = freshDir()
     fs.mkdirSync(locksOf(dir))
     const server = await liveSocket(join(locksOf(dir), ".o-paused"))
+    const socketId = socketIdOf(join(locksOf(dir), ".o-paused"))
     try {
       // Alive (its socket answers), but silent for 6 s of its 60 s lease: still held.
-      plantLock(dir, "s", { owner: "paused", socket: ".o-paused", leaseMs: 60_000 }, 6_000)
+      plantLock(dir, "s", { owner: "paused", socket: ".o-paused", socketId, leaseMs: 60_000 }, 6_000)
       expect(await withService(errorOf(lock(dir, "s", 100, () => Effect.void)))).toBeInstanceOf(CheckpointBusyError)
       // Alive and fresh: held.
-      plantLock(dir, "s", { owner: "paused", socket: ".o-paused" })
+      plantLock(dir, "s", { owner: "paused", socket: ".o-paused", socketId })
       expect(await withService(errorOf(lock(dir, "s", 100, () => Effect.void)))).toBeInstanceOf(CheckpointBusyError)
       // Silent for longer than its 5 s lease (paused, or its event loop stalled): taken over.
-      plantLock(dir, "s", { owner: "paused", socket: ".o-paused" }, 5_100)
+      plantLock(dir, "s", { owner: "paused", socket: ".o-paused", socketId }, 5_100)
       expect(await withService(lock(dir, "s", 0, () => Effect.succeed("taken")))).toBe("taken")
     } finally {
       await closed(server)
     }
+  })
+
+  it("a lock taken after a long idle spell is fresh: the holder's record was not renewed meanwhile, its new lock still is", async () => {
+    const dir = freshDir()
+    const leaseMs = 200
+    const outcome = await withService(Effect.gen(function*() {
+      yield* lock(dir, "first", 0, () => Effect.void)
+      // Idle for more than two leases: nothing held, nothing renewed.
+      yield* Effect.sleep("500 millis")
+      return yield* lock(dir, "s", 0, (held) =>
+        Effect.gen(function*() {
+          const waited = yield* Effect.promise(() => withService(errorOf(lock(dir, "s", 150, () => Effect.void)), leaseMs))
+          yield* held.ensureHeld
+          return { waited, age: Date.now() - fs.statSync(lockPath(dir, "s")).mtimeMs }
+        }))
+    }), leaseMs)
+    expect(outcome.waited).toBeInstanceOf(CheckpointBusyError)
+    expect(outcome.age).toBeLessThan(leaseMs)
   })
 
   it("a holder renews its lock while it holds it, so a hold longer than the lease is not taken over", async () => {
@@ -446,39 +491,38 @@ describe("a lock lost before a write", () => {
 })
 
 describe("clean-up after dead processes", () => {
-  it("a new service sweeps dead holders' records and the sockets no lock names, old records it cannot ask about, and old leftovers of interrupted takeovers", async () => {
+  it("a new owner sweeps dead holders' records and unnamed sockets at once, and what it cannot ask about once old", async () => {
     const dir = freshDir()
     const locks = locksOf(dir)
+    const at = (name: string) => join(locks, name)
     fs.mkdirSync(locks)
-    deadSocket(join(locks, ".o-deadfree"))
-    deadSocket(join(locks, ".o-deadnamed"))
-    const server = await liveSocket(join(locks, ".o-alive"))
-    for (const owner of ["deadfree", "deadnamed", "alive"]) fs.writeFileSync(join(locks, `.r-${owner}`), "{}")
-    // A record without a socket: removed once old (its owner, if alive, makes it again).
-    fs.writeFileSync(join(locks, ".r-quietold"), "{}")
-    fs.writeFileSync(join(locks, ".r-quietnew"), "{}")
-    plantLock(dir, "held", { owner: "deadnamed", socket: ".o-deadnamed", kernel: "linux:elsewhere" })
-    fs.writeFileSync(join(locks, ".stale-old-0"), "")
-    const longAgo = (Date.now() - 3_600_000) / 1000
-    fs.utimesSync(join(locks, ".stale-old-0"), longAgo, longAgo)
-    fs.utimesSync(join(locks, ".r-quietold"), longAgo, longAgo)
-    fs.writeFileSync(join(locks, ".stale-recent-0"), "")
+    const kernel = LockFile.kernelIdentity()
+    const recordFor = (token: string, extra: Partial<LockFile.LockRecord> = {}) =>
+      JSON.stringify({ v: 1, owner: token, socket: `.o-${token}`, kernel, leaseMs: 5_000, pid: 999_999_999, host: "h", ...extra })
+    // Dead, on this kernel: record and socket go, unless a lock still names the socket.
+    fs.writeFileSync(at(".r-deadfree"), recordFor("deadfree", { socketId: deadSocket(at(".o-deadfree")) }))
+    fs.writeFileSync(at(".r-deadnamed"), recordFor("deadnamed", { socketId: deadSocket(at(".o-deadnamed")) }))
+    plantLock(dir, "held", { owner: "deadnamed", socket: ".o-deadnamed" })
+    // Alive, or on another kernel: kept, however old.
+    const server = await liveSocket(at(".o-alive"))
+    fs.writeFileSync(at(".r-alive"), recordFor("alive", { socketId: socketIdOf(at(".o-alive")) }))
+    fs.writeFileSync(at(".r-far"), recordFor("far", { kernel: "linux:elsewhere", socketId: deadSocket(at(".o-far")) }))
+    // Nothing to ask: kept until old.
+    fs.writeFileSync(at(".r-garbled"), "{not json")
+    deadSocket(at(".o-lonely"))
+    fs.writeFileSync(at(".stale-leftover-0"), "")
     try {
-      const during = await withService(lock(dir, "other", 0, () => Effect.sync(() => entries(dir))))
-      const mine = during.find((name) => name.startsWith(".o-") && ![".o-alive", ".o-deadnamed"].includes(name))!
-      expect(during).toEqual(
-        [
-          ".o-alive",
-          ".r-alive",
-          ".o-deadnamed",
-          mine,
-          mine.replace(".o-", ".r-"),
-          ".r-quietnew",
-          ".stale-recent-0",
-          "held",
-          "other"
-        ].sort()
-      )
+      const owner = await LockFile.openOwner(dir, 5_000, kernel)
+      try {
+        const mine = [`.o-${owner.token}`]
+        const kept = [".o-alive", ".r-alive", ".o-deadnamed", ".o-far", ".r-far", ".r-garbled", ".o-lonely", ".stale-leftover-0", "held"]
+        expect(entries(dir)).toEqual([...kept, ...mine].sort())
+        // An hour later (10 leases is 50 s), the leftovers nobody can vouch for are old enough.
+        await LockFile.sweep(owner, Date.now() + 3_600_000)
+        expect(entries(dir)).toEqual([".o-alive", ".r-alive", ".o-deadnamed", ".o-far", ".r-far", "held", ...mine].sort())
+      } finally {
+        LockFile.closeOwner(owner)
+      }
     } finally {
       await closed(server)
     }

@@ -216,7 +216,7 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
             Effect.ensuring(Effect.sync(() => {
               if (acquired === undefined) return
               held.delete(acquired)
-              LockFile.release(acquired)
+              LockFile.release(owner, acquired)
             }))
           )
       })
