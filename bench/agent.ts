@@ -13,7 +13,7 @@ import { createLiteAgent, fileCheckpointer, memoryCheckpointer, type PromiseChec
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import { Effect } from "effect"
 import { agentToolkitForModel } from "../src/agent/tools.js"
-import { scripted, scriptedLayer, type ScriptedTurn } from "../src/provider/index.js"
+import { scripted, scriptedLayer, type ScriptedTurn } from "../src/provider.js"
 import { median, ms, ratio } from "./shared.js"
 
 const TURNS = 200

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, Stream } from "effect"
 import { recordLine } from "../src/backends/file/format.js"
-import { encodeStoredEvent, Session } from "../src/core/index.js"
+import { encodeStoredEvent, Session } from "../src/core.js"
 import { eventFor, foldRate, median, ms, ratio } from "./shared.js"
 import { fileCheckpointer } from "../src/index.js"
 

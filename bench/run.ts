@@ -3,7 +3,7 @@
  * in the same run, because the machines are noisy.
  */
 import { Effect, Stream } from "effect"
-import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core/index.js"
+import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core.js"
 import { runAgentBench } from "./agent.js"
 import { runFileBench } from "./file.js"
 import { runSqliteBench } from "./sqlite.js"

@@ -1,7 +1,7 @@
 /** Pieces every benchmark shares: timing, medians, ratios, the events written, raw SQL appends. */
 import type Database from "better-sqlite3"
 import { Effect, type Layer, Stream } from "effect"
-import { AssistantMessage, Checkpointer, Session, UserMessage } from "../src/core/index.js"
+import { AssistantMessage, Checkpointer, Session, UserMessage } from "../src/core.js"
 
 export const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6
 export const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!

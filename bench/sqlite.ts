@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { promisify } from "node:util"
 import Database from "better-sqlite3"
 import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
-import { encodeStoredEvent } from "../src/core/index.js"
+import { encodeStoredEvent } from "../src/core.js"
 import { eventFor, foldRate, median, ms, ratio, rawSqliteAppender } from "./shared.js"
 
 const run = promisify(execFile)

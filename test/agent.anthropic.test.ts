@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { createLiteAgent, memoryCheckpointer, ModelError, UserMessage } from "../src/index.js"
-import { anthropic } from "../src/provider/index.js"
+import { anthropic } from "../src/provider.js"
 import { tempDir } from "./support/agent.js"
 import { type FakeAnthropic, reply, startFakeAnthropic } from "./support/fakeAnthropic.js"
 

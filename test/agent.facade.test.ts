@@ -18,7 +18,7 @@ import {
   RestoreRefusedError,
   SessionsDisabledError
 } from "../src/index.js"
-import { scripted } from "../src/provider/index.js"
+import { scripted } from "../src/provider.js"
 import { BACKENDS } from "./support/agentSim.js"
 import { promiseCheckpointer, promptLines, tempDir } from "./support/agent.js"
 

@@ -72,7 +72,7 @@ describe("an agent process killed mid-turn", () => {
 
       // Two checkpoints: the crashed prompt and "continue"; the repair is not one.
       const { createLiteAgent } = await import("../src/index.js")
-      const { scripted } = await import("../src/provider/index.js")
+      const { scripted } = await import("../src/provider.js")
       const agent = createLiteAgent({ model: scripted([]), workdir, checkpointer, sessionId })
       try {
         const checkpoints = await agent.listCheckpoints(sessionId)

@@ -22,9 +22,9 @@ import {
   RuntimeMessage,
   UserMessage
 } from "../src/index.js"
-import { Checkpointer, FileCheckpointer, FileTools, LiteAgent as Agent, MemoryCheckpointer, TimeTravel, Workspace } from "../src/core/index.js"
+import { Checkpointer, FileCheckpointer, FileTools, LiteAgent as Agent, MemoryCheckpointer, TimeTravel, Workspace } from "../src/core.js"
 import * as Session from "../src/core/session.js"
-import { scripted, scriptedLayer } from "../src/provider/index.js"
+import { scripted, scriptedLayer } from "../src/provider.js"
 import { eventually, promptLines, tempDir } from "./support/agent.js"
 
 const opened: Array<{ close(): Promise<void> }> = []

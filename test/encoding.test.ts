@@ -10,7 +10,7 @@ import {
   SessionEvent,
   sessionIdProblem,
   UserMessage
-} from "../src/core/index.js"
+} from "../src/core.js"
 
 describe("stored event encoding", () => {
   it("round-trips every sample event through JSON text", () => {

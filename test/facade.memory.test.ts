@@ -8,7 +8,7 @@ import {
   memoryCheckpointer,
   UserMessage
 } from "../src/index.js"
-import { Checkpointer } from "../src/core/index.js"
+import { Checkpointer } from "../src/core.js"
 
 describe("memoryCheckpointer (promise facade)", () => {
   it("runs the contract as promises and rejects with the library's own error instances", async () => {

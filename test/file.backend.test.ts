@@ -19,7 +19,7 @@ import {
   type LogCodecService,
   LogCodec,
   SessionLock
-} from "../src/core/index.js"
+} from "../src/core.js"
 import {
   aes256gcmCodec,
   CheckpointIntegrityError,

@@ -3,7 +3,8 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, it } from "vitest"
-import { aes256gcmCodec, checkpointerConformance, FileCheckpointer, gzipCodec, jsonCodec } from "../src/core/index.js"
+import { aes256gcmCodec, FileCheckpointer, gzipCodec, jsonCodec } from "../src/core.js"
+import { checkpointerConformance } from "../src/testing.js"
 
 const codecs = { json: jsonCodec, gzip: gzipCodec(), "aes-256-gcm": aes256gcmCodec(randomBytes(32)) }
 

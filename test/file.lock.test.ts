@@ -24,7 +24,7 @@ import {
   SessionLock,
   StorageError,
   UserMessage
-} from "../src/core/index.js"
+} from "../src/core.js"
 
 const dirs: Array<string> = []
 const freshDir = () => {

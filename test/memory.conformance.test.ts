@@ -1,4 +1,5 @@
 import { describe, it } from "vitest"
-import { checkpointerConformance, MemoryCheckpointer } from "../src/core/index.js"
+import { MemoryCheckpointer } from "../src/core.js"
+import { checkpointerConformance } from "../src/testing.js"
 
 checkpointerConformance("memory", MemoryCheckpointer.layer, { runner: { describe, it } })

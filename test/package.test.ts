@@ -97,6 +97,7 @@ describe("the built package", () => {
     expect(nativeModulesAfter("@lite-agent/sdk")).toBe("0")
     expect(nativeModulesAfter("@lite-agent/sdk/core")).toBe("0")
     expect(nativeModulesAfter("@lite-agent/sdk/provider")).toBe("0")
+    expect(nativeModulesAfter("@lite-agent/sdk/testing")).toBe("0")
     expect(Number(nativeModulesAfter("@lite-agent/sdk/checkpoint-sqlite"))).toBeGreaterThan(0)
   })
 

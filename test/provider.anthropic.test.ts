@@ -13,7 +13,7 @@ import {
   type AnthropicOptions,
   DEFAULT_ANTHROPIC_MAX_TOKENS,
   DEFAULT_ANTHROPIC_MODEL
-} from "../src/provider/index.js"
+} from "../src/provider.js"
 import { type FakeAnthropic, reply, startFakeAnthropic } from "./support/fakeAnthropic.js"
 
 const API_KEY = "sk-ant-test-0123"

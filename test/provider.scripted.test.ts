@@ -7,7 +7,7 @@ import { AiError, LanguageModel, Prompt, Tool, Toolkit } from "@effect/ai"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Layer, Option, Schema, Stream } from "effect"
 import { ConfigurationError } from "../src/core/errors.js"
-import { promptCharacters, scripted, scriptedLayer, type ScriptedTurn } from "../src/provider/index.js"
+import { promptCharacters, scripted, scriptedLayer, type ScriptedTurn } from "../src/provider.js"
 
 const ReadFile = Tool.make("read_file", {
   description: "Read a file",

@@ -16,7 +16,7 @@ import {
   type StoredEvent,
   ToolResult,
   UserMessage
-} from "../src/core/index.js"
+} from "../src/core.js"
 
 const stored = (events: ReadonlyArray<SessionEvent>, startTs = 1_700_000_000_000): Array<StoredEvent> =>
   events.map((event, i) => ({ seq: i + 1, ts: startTs + i, event }))

@@ -12,7 +12,7 @@ import { SqliteClient } from "@effect/sql-sqlite-node"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Chunk, Effect, Layer, Stream } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
-import { Checkpointer } from "../src/core/index.js"
+import { Checkpointer } from "../src/core.js"
 import { SqliteCheckpointer, sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import {
   CheckpointBusyError,

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, it } from "vitest"
 import { SqliteCheckpointer } from "../src/checkpoint-sqlite.js"
-import { checkpointerConformance } from "../src/core/index.js"
+import { checkpointerConformance } from "../src/testing.js"
 
 const file = join(mkdtempSync(join(tmpdir(), "lite-agent-sqlite-")), "sessions.db")
 checkpointerConformance("sqlite (file, synchronous normal)", SqliteCheckpointer.layer({ file }), {

@@ -5,7 +5,7 @@
  */
 import { Chunk, Effect, FastCheck as fc, Schema, Stream } from "effect"
 import { describe, expect, it } from "vitest"
-import { Checkpointer, SessionEvent, TimeTravel } from "../src/core/index.js"
+import { Checkpointer, SessionEvent, TimeTravel } from "../src/core.js"
 import { BACKENDS, diskState, freshWorkdir, timeTravelLayer, type ToolCall, turn } from "./support/agentSim.js"
 
 const PATHS = ["a.txt", "dir/b.bin", "dir/sub/c.txt", "deep/er/d.md"] as const

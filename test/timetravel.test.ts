@@ -23,7 +23,7 @@ import {
   UserMessage,
   Workspace,
   WorkspaceIOError
-} from "../src/core/index.js"
+} from "../src/core.js"
 import { type Backend, BACKENDS, diskState, freshWorkdir, timeTravelLayer, turn } from "./support/agentSim.js"
 
 const run = <A, E>(

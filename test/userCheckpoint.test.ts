@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { isUserCheckpoint, UserMessage } from "../src/core/index.js"
+import { isUserCheckpoint, UserMessage } from "../src/core.js"
 
 const legacy = (content: UserMessage["content"]) => new UserMessage({ content })
 

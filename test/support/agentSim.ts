@@ -18,7 +18,7 @@ import {
   ToolResult,
   UserMessage,
   Workspace
-} from "../../src/core/index.js"
+} from "../../src/core.js"
 
 export type Backend = "memory" | "file" | "sqlite"
 export const BACKENDS: ReadonlyArray<Backend> = ["memory", "file", "sqlite"]

@@ -15,8 +15,8 @@
 import { LanguageModel } from "@effect/ai"
 import { Effect, Layer, Stream } from "effect"
 import { createLiteAgent, fileCheckpointer } from "../../src/index.js"
-import { FileCheckpointer, LiteAgent } from "../../src/core/index.js"
-import { scripted } from "../../src/provider/index.js"
+import { FileCheckpointer, LiteAgent } from "../../src/core.js"
+import { scripted } from "../../src/provider.js"
 
 interface Config {
   readonly mode: "tool" | "model" | "resume"

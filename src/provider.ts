@@ -2,7 +2,7 @@
  * `@lite-agent/sdk/provider` — model sources for the agent: Anthropic, and the scripted
  * offline model for tests, examples and demos. Both produce an `@effect/ai` `LanguageModel`.
  */
-export type { ModelProvider } from "./ModelProvider.js"
+export type { ModelProvider } from "./provider/ModelProvider.js"
 export {
   anthropic,
   anthropicLayer,
@@ -10,7 +10,7 @@ export {
   DEFAULT_ANTHROPIC_MAX_RETRIES,
   DEFAULT_ANTHROPIC_MAX_TOKENS,
   DEFAULT_ANTHROPIC_MODEL
-} from "./anthropic.js"
+} from "./provider/anthropic.js"
 export {
   promptCharacters,
   SCRIPTED_MODEL_NAME,
@@ -20,4 +20,4 @@ export {
   type ScriptedProvider,
   type ScriptedToolCall,
   type ScriptedTurn
-} from "./scripted.js"
+} from "./provider/scripted.js"

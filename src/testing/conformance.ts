@@ -13,14 +13,14 @@
  */
 import assert from "node:assert/strict"
 import { Arbitrary, Chunk, Effect, Exit, FastCheck as fc, Layer, ManagedRuntime, Schema, Scope, Stream } from "effect"
-import { Checkpointer, type CheckpointerService } from "./Checkpointer.js"
+import { Checkpointer, type CheckpointerService } from "../core/Checkpointer.js"
 import {
   CheckpointConflictError,
   CheckpointerClosedError,
   InvalidEventError,
   InvalidSeqError,
   InvalidSessionIdError
-} from "./errors.js"
+} from "../core/errors.js"
 import {
   AssistantMessage,
   BackgroundCompleted,
@@ -34,7 +34,7 @@ import {
   type StoredEvent,
   ToolResult,
   UserMessage
-} from "./events.js"
+} from "../core/events.js"
 
 export interface ConformanceRunner {
   readonly describe: (name: string, body: () => void) => unknown

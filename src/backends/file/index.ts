@@ -1,8 +1,0 @@
-export * as FileCheckpointer from "./FileCheckpointer.js"
-export type { FileCheckpointerOptions } from "./FileCheckpointer.js"
-export * as LogCodec from "./codec.js"
-export { aes256gcmCodec, type CodecRecord, gzipCodec, jsonCodec, type LogCodecService } from "./codec.js"
-export * as LogFiles from "./LogFiles.js"
-export type { LogFilesService, LogHandle } from "./LogFiles.js"
-export * as SessionLock from "./SessionLock.js"
-export type { HeldSessionLock, NodeSessionLockOptions, SessionLockService, SessionLockTarget } from "./SessionLock.js"

@@ -1,0 +1,76 @@
+/**
+ * `@lite-agent/sdk/core` — the Effect API: events, the pure fold, the `Checkpointer`
+ * contract and its errors (src/core), the memory and file backends with their codecs, file
+ * primitives and session lock (src/backends), the file tools and time travel (src/tools), and
+ * the agent runtime (src/agent). The conformance suite is `@lite-agent/sdk/testing`; it is
+ * re-exported here too.
+ */
+export * from "./core/errors.js"
+export * from "./core/events.js"
+export * from "./core/encoding.js"
+export * from "./core/sessionId.js"
+export * from "./core/userCheckpoint.js"
+export { AppendOnly } from "./core/appendOnly.js"
+export * as Session from "./core/session.js"
+export type {
+  Checkpoint,
+  CheckpointAnchor,
+  Conversation,
+  ConversationEntry,
+  FileHistoryEntry,
+  PendingToolCall,
+  SessionState
+} from "./core/session.js"
+export {
+  Checkpointer,
+  type CheckpointerDriver,
+  type CheckpointerService,
+  type LockedSession,
+  make as makeCheckpointer,
+  type ReadOptions,
+  type SessionInfo
+} from "./core/Checkpointer.js"
+export * as MemoryCheckpointer from "./backends/memory.js"
+export * as FileCheckpointer from "./backends/file/FileCheckpointer.js"
+export type { FileCheckpointerOptions } from "./backends/file/FileCheckpointer.js"
+export * as LogCodec from "./backends/file/codec.js"
+export { aes256gcmCodec, type CodecRecord, gzipCodec, jsonCodec, type LogCodecService } from "./backends/file/codec.js"
+export * as LogFiles from "./backends/file/LogFiles.js"
+export type { LogFilesService, LogHandle } from "./backends/file/LogFiles.js"
+export * as SessionLock from "./backends/file/SessionLock.js"
+export type {
+  HeldSessionLock,
+  NodeSessionLockOptions,
+  SessionLockService,
+  SessionLockTarget
+} from "./backends/file/SessionLock.js"
+export { CheckpointerIntegrity, type IntegrityReport } from "./core/integrity.js"
+export * from "./core/restore.js"
+export * as Workspace from "./tools/Workspace.js"
+export type { PathState, WorkspaceService } from "./tools/Workspace.js"
+export * as FileTools from "./tools/FileTools.js"
+export type { FileChangeResult, FileToolError, FileToolsService, ToolCallContext } from "./tools/FileTools.js"
+export * as TimeTravel from "./tools/TimeTravel.js"
+export type {
+  PlannedFile,
+  RestoreError,
+  RestoreOptions,
+  RestoreProgress,
+  RestoreResult,
+  TimeTravelService
+} from "./tools/TimeTravel.js"
+export { checkpointerConformance, type ConformanceOptions, type ConformanceRunner, sampleEvents } from "./testing.js"
+export * as LiteAgent from "./agent/LiteAgent.js"
+export type {
+  AgentEvent,
+  BackgroundTaskInfo,
+  LiteAgentResult,
+  LiteAgentService,
+  SendError,
+  SendOptions,
+  ToolCallRecord
+} from "./agent/LiteAgent.js"
+export { newSessionId, SessionPointer } from "./agent/SessionPointer.js"
+export * as Shell from "./agent/Shell.js"
+export { agentToolkit, runToolCall, TOOL_NAMES, type ToolCall, type ToolOutcome } from "./agent/tools.js"
+export { promptFromSession } from "./agent/prompt.js"

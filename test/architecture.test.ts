@@ -1,0 +1,53 @@
+/**
+ * The import graph has floors: the pure core (src/core) at the bottom, then the backends and
+ * tools, then the agent, then the facade and providers; the entry points (one file per package
+ * subpath, at the top of src/) are the only files that re-export. Nothing imports upward.
+ */
+import { readdirSync, readFileSync } from "node:fs"
+import { join, relative, resolve } from "node:path"
+import { describe, expect, it } from "vitest"
+
+const src = resolve(import.meta.dirname, "..", "src")
+
+const sourcesUnder = (dir: string): Array<string> =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? sourcesUnder(join(dir, entry.name)) : entry.name.endsWith(".ts") ? [join(dir, entry.name)] : []
+  )
+
+/** Every module a file imports or re-exports from (static `from "…"` clauses and dynamic imports). */
+const importsOf = (file: string) =>
+  [...readFileSync(file, "utf8").matchAll(/(?:from|import)\s*\(?\s*"([^"]+)"/g)].map((match) => match[1]!)
+
+const ENTRY_POINTS = ["index.ts", "core.ts", "checkpoint-sqlite.ts", "provider.ts", "testing.ts"]
+
+describe("module boundaries", () => {
+  it("no file under src/core imports from outside src/core (Effect and Node built-ins aside)", () => {
+    const upward = sourcesUnder(join(src, "core")).flatMap((file) =>
+      importsOf(file)
+        .filter((target) => target.startsWith(".") && !resolve(file, "..", target).startsWith(join(src, "core") + "/"))
+        .map((target) => `${relative(src, file)} imports ${target}`)
+    )
+    expect(upward).toEqual([])
+  })
+
+  it("the entry points are the files at the top of src/, one per package subpath", () => {
+    const top = readdirSync(src).filter((name) => name.endsWith(".ts")).sort()
+    expect(top).toEqual([...ENTRY_POINTS].sort())
+    const exported = Object.keys(
+      (JSON.parse(readFileSync(join(src, "..", "package.json"), "utf8")) as { exports: Record<string, unknown> }).exports
+    ).filter((subpath) => subpath !== "./package.json")
+    expect(exported.sort()).toEqual([".", "./checkpoint-sqlite", "./core", "./provider", "./testing"])
+  })
+
+  it("no file below the top of src/ is a barrel (a file of re-exports only)", () => {
+    const barrels = sourcesUnder(src)
+      .filter((file) => !ENTRY_POINTS.includes(relative(src, file)))
+      .filter((file) => {
+        const code = readFileSync(file, "utf8").replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "").trim()
+        const statements = code.split(/\n(?=\S)/).filter((statement) => statement.trim().length > 0)
+        return statements.length > 0 && statements.every((statement) => /^export\s+(\*|\{|type\s+\{)/.test(statement.trim()))
+      })
+      .map((file) => relative(src, file))
+    expect(barrels).toEqual([])
+  })
+})
