@@ -7,6 +7,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { Effect } from "effect"
+import { errnoOf as errorCode, messageOf as errorMessage } from "../core/causes.js"
 
 export interface CommandOptions {
   readonly cwd: string
@@ -60,10 +61,6 @@ const shell = (): string => (shellPath ??= existsSync("/bin/bash") ? "/bin/bash"
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-const errorCode = (error: unknown): string | undefined =>
-  typeof error === "object" && error !== null && "code" in error && typeof error.code === "string" ? error.code : undefined
-
-const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 /** Signal every process in the group; a group that is already gone is not an error. */
 const signalGroup = (pgid: number, signal: NodeJS.Signals): void => {

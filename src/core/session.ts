@@ -3,8 +3,8 @@
  * The state uses persistent collections, so `step` is cheap and old states stay valid;
  * everything else (the conversation, the checkpoints list) is a projection of it.
  */
-import { createHash } from "node:crypto"
 import { Data, HashMap, Option } from "effect"
+import { sha256Hex } from "./sha256.js"
 import type { RefusalReason } from "./errors.js"
 import { AppendOnly } from "./appendOnly.js"
 import {
@@ -265,7 +265,7 @@ export const pathRestore = (
       return { reason: "snapshot_unavailable", detail: first.state.reason }
     case "content": {
       const { data, mode, sha256, size } = first.state
-      if (data.length !== size || createHash("sha256").update(data).digest("hex") !== sha256) {
+      if (data.length !== size || sha256Hex(data) !== sha256) {
         return {
           reason: "snapshot_truncated",
           detail: `the snapshot at seq ${first.seq} holds ${data.length} of ${size} bytes or does not match its hash`

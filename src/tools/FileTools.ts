@@ -10,7 +10,8 @@ import { Checkpointer } from "../core/Checkpointer.js"
 import { type CheckpointerError, ToolInputError, type UnsafePathError, type WorkspaceIOError } from "../core/errors.js"
 import { FileChange, FileSnapshot, type FileSnapshotState } from "../core/events.js"
 import * as Session from "../core/session.js"
-import { type FileState, normalizeRelative, type PathState, sha256Hex, Workspace } from "./Workspace.js"
+import { sha256Hex } from "../core/sha256.js"
+import { type FileState, normalizeRelative, type PathState, Workspace } from "./Workspace.js"
 
 export interface ToolCallContext {
   readonly sessionId: string

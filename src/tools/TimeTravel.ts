@@ -12,6 +12,7 @@
  * what was done so far.
  */
 import { Cause, Chunk, Context, Data, Effect, Layer, PubSub, type Queue, type Scope, Stream } from "effect"
+import { messageOf } from "../core/causes.js"
 import { Checkpointer } from "../core/Checkpointer.js"
 import {
   type CheckpointerError,
@@ -23,7 +24,8 @@ import {
 } from "../core/errors.js"
 import { type CommandAfterCheckpoint, type FilePlan, planRestore } from "../core/restore.js"
 import * as Session from "../core/session.js"
-import { type PathState, sha256Hex, Workspace } from "./Workspace.js"
+import { sha256Hex } from "../core/sha256.js"
+import { type PathState, Workspace } from "./Workspace.js"
 
 export interface RestoreOptions {
   /** Put back the files the agent changed after the checkpoint. Default true. */
@@ -269,8 +271,7 @@ class RestoreAborted extends Data.TaggedError("RestoreAborted") {
 
 const describeCause = (cause: Cause.Cause<unknown>): string => {
   if (Cause.isInterruptedOnly(cause)) return "interrupted"
-  const error = Cause.squash(cause)
-  return error instanceof Error ? error.message : String(error)
+  return messageOf(Cause.squash(cause))
 }
 
 export const layer: Layer.Layer<TimeTravel, never, Checkpointer | Workspace> = Layer.effect(TimeTravel, make)

@@ -8,10 +8,11 @@
  * ever written through a symlink: writes go to a temporary file in the same directory and
  * are renamed over the target, which replaces a link rather than following it.
  */
-import { createHash, randomBytes } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Context, Effect, Layer } from "effect"
+import { errnoOf as codeOf, messageOf } from "../core/causes.js"
 import { UnsafePathError, WorkspaceIOError } from "../core/errors.js"
 
 export interface FileState {
@@ -54,11 +55,6 @@ export interface WorkspaceService {
 
 export class Workspace extends Context.Tag("@lite-agent/core/Workspace")<Workspace, WorkspaceService>() {}
 
-export const sha256Hex = (data: Uint8Array): string => createHash("sha256").update(data).digest("hex")
-
-const codeOf = (error: unknown) =>
-  typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
-
 /** The lexical checks every operation starts with. */
 export const relativePathProblem = (relative: string): string | undefined => {
   if (typeof relative !== "string" || relative.length === 0) return "the path is empty"
@@ -77,7 +73,7 @@ export const normalizeRelative = (relative: string): string =>
 export const make = (workdir: string): WorkspaceService => {
   const root = fs.realpathSync(workdir)
   const io = (operation: string, relative: string) => (cause: unknown) =>
-    new WorkspaceIOError({ operation, path: relative, detail: cause instanceof Error ? cause.message : String(cause) })
+    new WorkspaceIOError({ operation, path: relative, detail: messageOf(cause) })
   const unsafe = (relative: string, reason: string) => new UnsafePathError({ path: relative, reason })
 
   /**
@@ -200,6 +196,6 @@ export const layer = (workdir: string): Layer.Layer<Workspace, WorkspaceIOError>
     Effect.try({
       try: () => make(workdir),
       catch: (cause) =>
-        new WorkspaceIOError({ operation: "open workdir", path: workdir, detail: cause instanceof Error ? cause.message : String(cause) })
+        new WorkspaceIOError({ operation: "open workdir", path: workdir, detail: messageOf(cause) })
     })
   )

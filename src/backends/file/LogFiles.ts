@@ -10,6 +10,7 @@
  */
 import * as fs from "node:fs"
 import { Context, Effect, Layer, type Scope } from "effect"
+import { errnoOf as codeOf, messageOf as describe } from "../../core/causes.js"
 import { StorageError } from "../../core/errors.js"
 
 export interface LogHandle {
@@ -47,9 +48,6 @@ export interface LogFilesService {
 
 export class LogFiles extends Context.Tag("@lite-agent/core/LogFiles")<LogFiles, LogFilesService>() {}
 
-const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error))
-const codeOf = (error: unknown): string | undefined =>
-  typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
 
 const attempt = <A>(operation: string, run: () => A) =>
   Effect.try({ try: run, catch: (cause) => new StorageError({ operation, detail: describe(cause), cause }) })

@@ -12,6 +12,7 @@
  */
 import { join } from "node:path"
 import { Context, Effect, Layer } from "effect"
+import { messageOf } from "../../core/causes.js"
 import { CheckpointBusyError, CheckpointLockLostError, ConfigurationError, StorageError } from "../../core/errors.js"
 import { Busy, retryWhileBusy } from "../busy.js"
 import * as LockFile from "./lockFile.js"
@@ -104,7 +105,7 @@ export const DEFAULT_LEASE_MS = 5_000
 export const MAX_POLL_MS = 25
 
 const storageError = (operation: string) => (cause: unknown) =>
-  new StorageError({ operation, detail: `session lock: ${cause instanceof Error ? cause.message : String(cause)}`, cause })
+  new StorageError({ operation, detail: `session lock: ${messageOf(cause)}`, cause })
 
 /** What is wrong with a lease, or `undefined` when it is fine. */
 export const leaseProblem = (leaseMs: unknown): string | undefined =>

@@ -44,6 +44,7 @@ import * as fs from "node:fs"
 import net from "node:net"
 import { hostname, uptime } from "node:os"
 import { join } from "node:path"
+import { errnoOf as codeOf } from "../../core/causes.js"
 
 /** The directory beside the sessions that holds their locks (session ids never start with "."). */
 export const LOCKS_DIR = ".locks"
@@ -112,9 +113,6 @@ export interface Owner {
   closed: boolean
   staleCounter: number
 }
-
-const codeOf = (error: unknown): string | undefined =>
-  typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
 
 const readKernelIdentity = (): string => {
   try {

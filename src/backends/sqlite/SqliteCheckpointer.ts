@@ -18,6 +18,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import { Chunk, Context, Effect, Layer, Option, Scope, Stream } from "effect"
+import { errnoOf, messageOf } from "../../core/causes.js"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
   CheckpointConflictError,
@@ -86,10 +87,7 @@ const resolveOptions = (options: SqliteCheckpointerOptions) => {
   return Effect.succeed({ file, synchronous, busyTimeoutMs, integrityCheckOnOpen })
 }
 
-const sqliteCode = (error: unknown): string | undefined => {
-  const cause = error instanceof SqlError ? error.cause : error
-  return typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : undefined
-}
+const sqliteCode = (error: unknown): string | undefined => errnoOf(error instanceof SqlError ? error.cause : error)
 const isBusy = (error: unknown) => {
   const code = sqliteCode(error)
   return code === "SQLITE_BUSY" || code === "SQLITE_BUSY_SNAPSHOT" || code === "SQLITE_BUSY_RECOVERY" ||
@@ -101,7 +99,7 @@ const isCorrupt = (error: unknown) => {
 }
 const describe = (error: unknown) => {
   const cause = error instanceof SqlError ? error.cause : error
-  return cause instanceof Error ? cause.message : String(cause)
+  return messageOf(cause)
 }
 
 /** Map what SQLite throws to the library's errors. */
