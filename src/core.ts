@@ -6,6 +6,8 @@
  * re-exported here too.
  */
 export * from "./core/errors.js"
+export * from "./tools/errors.js"
+export * from "./agent/errors.js"
 export * from "./core/events.js"
 export * from "./core/encoding.js"
 export * from "./core/sessionId.js"

@@ -13,6 +13,8 @@ import {
 } from "./facade/checkpointer.js"
 
 export * from "./core/errors.js"
+export * from "./tools/errors.js"
+export * from "./agent/errors.js"
 export * from "./core/events.js"
 export type { SessionEventInput } from "./core/encoding.js"
 export type { ReadOptions, SessionInfo } from "./core/Checkpointer.js"

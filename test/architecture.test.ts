@@ -39,6 +39,16 @@ describe("module boundaries", () => {
     expect(exported.sort()).toEqual([".", "./checkpoint-sqlite", "./core", "./provider", "./testing"])
   })
 
+  it("every service's Tag key names the folder of its module (@lite-agent/<folder>/<Service>)", () => {
+    const misnamed = sourcesUnder(src).flatMap((file) =>
+      [...readFileSync(file, "utf8").matchAll(/Context\.Tag\("([^"]+)"\)/g)]
+        .map((match) => match[1]!)
+        .filter((key) => !key.startsWith(`@lite-agent/${relative(src, join(file, ".."))}/`))
+        .map((key) => `${relative(src, file)}: ${key}`)
+    )
+    expect(misnamed).toEqual([])
+  })
+
   it("no file below the top of src/ is a barrel (a file of re-exports only)", () => {
     const barrels = sourcesUnder(src)
       .filter((file) => !ENTRY_POINTS.includes(relative(src, file)))

@@ -35,15 +35,13 @@ import {
 } from "effect"
 import { Checkpointer, type SessionInfo } from "../core/Checkpointer.js"
 import {
-  AgentBusyError,
   CheckpointConflictError,
   type CheckpointerError,
   ConfigurationError,
   InvalidEventError,
-  type InvalidSessionIdError,
-  ModelError,
-  type SessionsDisabledError
+  type InvalidSessionIdError
 } from "../core/errors.js"
+import { AgentBusyError, ModelError, type SessionsDisabledError } from "./errors.js"
 import {
   AssistantMessage,
   type AssistantBlock,
@@ -183,7 +181,7 @@ export interface LiteAgentService {
   readonly addListener: (listener: (event: AgentEvent) => void) => Effect.Effect<() => void>
 }
 
-export class LiteAgent extends Context.Tag("@lite-agent/core/LiteAgent")<LiteAgent, LiteAgentService>() {}
+export class LiteAgent extends Context.Tag("@lite-agent/agent/LiteAgent")<LiteAgent, LiteAgentService>() {}
 
 export const DEFAULT_MAX_STEPS = 25
 export const DEFAULT_BASH_TIMEOUT_MS = 120_000

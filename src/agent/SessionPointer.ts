@@ -5,7 +5,8 @@
  */
 import { randomUUID } from "node:crypto"
 import { Either } from "effect"
-import { InvalidSessionIdError, SessionsDisabledError } from "../core/errors.js"
+import { InvalidSessionIdError } from "../core/errors.js"
+import { SessionsDisabledError } from "./errors.js"
 import { sessionIdProblem } from "../core/sessionId.js"
 
 /** A fresh session id: a UUID, safe as a file name for every backend. */

@@ -151,38 +151,6 @@ export class CheckpointLockLostError extends Schema.TaggedError<CheckpointLockLo
   }
 }
 
-/** A path that resolves outside the workdir, or through a symlink. Nothing was touched. */
-export class UnsafePathError extends Schema.TaggedError<UnsafePathError>()("UnsafePathError", {
-  path: Schema.String,
-  reason: Schema.String
-}) {
-  override get message(): string {
-    return `unsafe path ${JSON.stringify(this.path)}: ${this.reason}`
-  }
-}
-
-/** The file system refused an operation inside the workdir. */
-export class WorkspaceIOError extends Schema.TaggedError<WorkspaceIOError>()("WorkspaceIOError", {
-  operation: Schema.String,
-  path: Schema.String,
-  detail: Schema.String
-}) {
-  override get message(): string {
-    return `cannot ${this.operation} ${JSON.stringify(this.path)}: ${this.detail}`
-  }
-}
-
-/** A tool was called with input it cannot act on (no unique match for an edit, a directory to write…). */
-export class ToolInputError extends Schema.TaggedError<ToolInputError>()("ToolInputError", {
-  tool: Schema.String,
-  path: Schema.optionalWith(Schema.String, { exact: true }),
-  detail: Schema.String
-}) {
-  override get message(): string {
-    return `${this.tool}${this.path === undefined ? "" : ` ${JSON.stringify(this.path)}`}: ${this.detail}`
-  }
-}
-
 /** Why restore will not act, for one file or for the whole request. */
 export const RefusalReason = Schema.Literal(
   "not_a_checkpoint",
@@ -202,82 +170,6 @@ export const Refusal = Schema.Struct({
   detail: Schema.String
 })
 export type Refusal = typeof Refusal.Type
-
-/** Restore refused: every reason, per file where it applies. Nothing was changed. */
-export class RestoreRefusedError extends Schema.TaggedError<RestoreRefusedError>()("RestoreRefusedError", {
-  sessionId: Schema.String,
-  seq: Schema.Number,
-  refusals: Schema.Array(Refusal)
-}) {
-  override get message(): string {
-    const lines = this.refusals.map((r) => `- ${r.path === undefined ? "" : `${r.path}: `}${r.reason} (${r.detail})`)
-    return `restore of session "${this.sessionId}" to checkpoint ${this.seq} refused; nothing was changed:\n${lines.join("\n")}`
-  }
-}
-
-/** Restore stopped part-way (aborted, or a write failed); every file it had changed was put back. */
-export class RestoreFailedError extends Schema.TaggedError<RestoreFailedError>()("RestoreFailedError", {
-  sessionId: Schema.String,
-  seq: Schema.Number,
-  detail: Schema.String,
-  /** Files that could not be put back (empty when the rollback was complete). */
-  notRolledBack: Schema.Array(Schema.String),
-  cause: Schema.optionalWith(Schema.Defect, { exact: true })
-}) {
-  override get message(): string {
-    return `restore of session "${this.sessionId}" to checkpoint ${this.seq} failed: ${this.detail}; ` +
-      (this.notRolledBack.length === 0
-        ? "every file was put back as it was"
-        : `these files could not be put back: ${this.notRolledBack.join(", ")}`)
-  }
-}
-
-/**
- * The agent cannot do this now without breaking the maintenance rule: restore needs the agent
- * idle (no run in flight or queued, no background task running), and while a restore runs no
- * other run may write. Nothing was changed; retry when the agent is idle.
- */
-export class AgentBusyError extends Schema.TaggedError<AgentBusyError>()("AgentBusyError", {
-  /** What was refused: "send", "restore", "deleteSession", "resume", "clear". */
-  operation: Schema.String,
-  /** Why: "maintenance" (a restore is running), "run_in_flight", "background_task". */
-  reason: Schema.Literal("maintenance", "run_in_flight", "background_task"),
-  sessionId: Schema.optionalWith(Schema.String, { exact: true }),
-  detail: Schema.String
-}) {
-  override get message(): string {
-    return `${this.operation} refused, the agent is busy (${this.reason}): ${this.detail}`
-  }
-}
-
-/** The agent was created with `sessions: false`: there is no persisted session to manage. */
-export class SessionsDisabledError extends Schema.TaggedError<SessionsDisabledError>()("SessionsDisabledError", {
-  operation: Schema.String
-}) {
-  override get message(): string {
-    return `${this.operation} is not available: this agent was created with sessions: false (no persistence)`
-  }
-}
-
-/** The model call failed (network, HTTP status, malformed output, a scripted model that ran out). */
-export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
-  sessionId: Schema.String,
-  /** HTTP status of the provider's answer, when there was one. */
-  status: Schema.optionalWith(Schema.Number, { exact: true }),
-  detail: Schema.String,
-  cause: Schema.optionalWith(Schema.Defect, { exact: true })
-}) {
-  override get message(): string {
-    return `model call for session "${this.sessionId}" failed${this.status === undefined ? "" : ` (HTTP ${this.status})`}: ${this.detail}`
-  }
-}
-
-/** The agent (or its facade) was closed; every later call fails with this. */
-export class AgentClosedError extends Schema.TaggedError<AgentClosedError>()("AgentClosedError", {}) {
-  override get message(): string {
-    return "the agent is closed"
-  }
-}
 
 /** Every error a `Checkpointer` operation can fail with. */
 export type CheckpointerError =

@@ -5,7 +5,8 @@
  */
 import { Effect, Either, Exit, Fiber, Layer, ManagedRuntime } from "effect"
 import * as MemoryCheckpointer from "../backends/memory.js"
-import { AgentClosedError, ConfigurationError } from "../core/errors.js"
+import { ConfigurationError } from "../core/errors.js"
+import { AgentClosedError } from "../agent/errors.js"
 import type { Checkpoint } from "../core/session.js"
 import type { SessionInfo } from "../core/Checkpointer.js"
 import type { UserContent } from "../core/events.js"

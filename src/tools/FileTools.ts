@@ -7,7 +7,8 @@
  */
 import { Context, Effect, Layer, Stream } from "effect"
 import { Checkpointer } from "../core/Checkpointer.js"
-import { type CheckpointerError, ToolInputError, type UnsafePathError, type WorkspaceIOError } from "../core/errors.js"
+import { type CheckpointerError } from "../core/errors.js"
+import { ToolInputError, type UnsafePathError, type WorkspaceIOError } from "./errors.js"
 import { FileChange, FileSnapshot, type FileSnapshotState } from "../core/events.js"
 import * as Session from "../core/session.js"
 import { sha256Hex } from "../core/sha256.js"
@@ -51,7 +52,7 @@ export interface FileToolsService {
   ) => Effect.Effect<FileChangeResult, FileToolError>
 }
 
-export class FileTools extends Context.Tag("@lite-agent/core/FileTools")<FileTools, FileToolsService>() {}
+export class FileTools extends Context.Tag("@lite-agent/tools/FileTools")<FileTools, FileToolsService>() {}
 
 export interface FileToolsOptions {
   /** Files larger than this are recorded as "unavailable" rather than snapshotted. Default 10 MiB. */

@@ -14,14 +14,8 @@
 import { Cause, Chunk, Context, Data, Effect, Layer, PubSub, type Queue, type Scope, Stream } from "effect"
 import { messageOf } from "../core/causes.js"
 import { Checkpointer } from "../core/Checkpointer.js"
-import {
-  type CheckpointerError,
-  type Refusal,
-  RestoreFailedError,
-  RestoreRefusedError,
-  UnsafePathError,
-  type WorkspaceIOError
-} from "../core/errors.js"
+import { type CheckpointerError, type Refusal } from "../core/errors.js"
+import { RestoreFailedError, RestoreRefusedError, UnsafePathError, type WorkspaceIOError } from "./errors.js"
 import { type CommandAfterCheckpoint, type FilePlan, planRestore } from "../core/restore.js"
 import * as Session from "../core/session.js"
 import { sha256Hex } from "../core/sha256.js"
@@ -86,7 +80,7 @@ export interface TimeTravelService {
   readonly subscribe: Effect.Effect<Queue.Dequeue<RestoreProgress>, never, Scope.Scope>
 }
 
-export class TimeTravel extends Context.Tag("@lite-agent/core/TimeTravel")<TimeTravel, TimeTravelService>() {}
+export class TimeTravel extends Context.Tag("@lite-agent/tools/TimeTravel")<TimeTravel, TimeTravelService>() {}
 
 const describeState = (state: PathState) =>
   state.kind === "absent"

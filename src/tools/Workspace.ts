@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Context, Effect, Layer } from "effect"
 import { errnoOf as codeOf, messageOf } from "../core/causes.js"
-import { UnsafePathError, WorkspaceIOError } from "../core/errors.js"
+import { UnsafePathError, WorkspaceIOError } from "./errors.js"
 
 export interface FileState {
   readonly kind: "file"
@@ -53,7 +53,7 @@ export interface WorkspaceService {
   readonly list: (relative: string) => Effect.Effect<ReadonlyArray<string>, UnsafePathError | WorkspaceIOError>
 }
 
-export class Workspace extends Context.Tag("@lite-agent/core/Workspace")<Workspace, WorkspaceService>() {}
+export class Workspace extends Context.Tag("@lite-agent/tools/Workspace")<Workspace, WorkspaceService>() {}
 
 /** The lexical checks every operation starts with. */
 export const relativePathProblem = (relative: string): string | undefined => {

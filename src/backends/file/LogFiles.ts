@@ -46,7 +46,7 @@ export interface LogFilesService {
   readonly prepareDirectory: (path: string) => Effect.Effect<string, StorageError>
 }
 
-export class LogFiles extends Context.Tag("@lite-agent/core/LogFiles")<LogFiles, LogFilesService>() {}
+export class LogFiles extends Context.Tag("@lite-agent/backends/file/LogFiles")<LogFiles, LogFilesService>() {}
 
 
 const attempt = <A>(operation: string, run: () => A) =>

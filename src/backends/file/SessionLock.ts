@@ -38,7 +38,7 @@ export interface SessionLockService {
   ) => Effect.Effect<A, E | CheckpointBusyError | StorageError, R>
 }
 
-export class SessionLock extends Context.Tag("@lite-agent/core/SessionLock")<SessionLock, SessionLockService>() {}
+export class SessionLock extends Context.Tag("@lite-agent/backends/file/SessionLock")<SessionLock, SessionLockService>() {}
 
 // ---------------------------------------------------------------------------------------
 // In-process exclusion

@@ -28,7 +28,7 @@ export interface LogCodecService {
   readonly decode: (records: ReadonlyArray<CodecRecord>) => Effect.Effect<ReadonlyArray<string>, CodecError>
 }
 
-export class LogCodec extends Context.Tag("@lite-agent/core/LogCodec")<LogCodec, LogCodecService>() {}
+export class LogCodec extends Context.Tag("@lite-agent/backends/file/LogCodec")<LogCodec, LogCodecService>() {}
 
 /** Plain JSON lines: the default. */
 export const jsonCodec: LogCodecService = {

@@ -132,7 +132,7 @@ const migrations = Migrator.fromRecord({
  * `TransactionConnection` is shared by every SQL client, and an application's transaction
  * must never capture (or be captured by) the checkpointer's statements.
  */
-class WriteTransaction extends Context.Tag("@lite-agent/checkpoint-sqlite/WriteTransaction")<
+class WriteTransaction extends Context.Tag("@lite-agent/backends/sqlite/WriteTransaction")<
   WriteTransaction,
   readonly [connection: Connection, depth: number]
 >() {}

@@ -1,0 +1,68 @@
+/**
+ * The errors of the file tools, the workspace and time travel. Like every error of the
+ * library they are `Schema.TaggedError`s, `instanceof Error`, and the very instances the
+ * promise facade rejects with.
+ */
+import { Schema } from "effect"
+import { Refusal } from "../core/errors.js"
+
+/** A path that resolves outside the workdir, or through a symlink. Nothing was touched. */
+export class UnsafePathError extends Schema.TaggedError<UnsafePathError>()("UnsafePathError", {
+  path: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `unsafe path ${JSON.stringify(this.path)}: ${this.reason}`
+  }
+}
+
+/** The file system refused an operation inside the workdir. */
+export class WorkspaceIOError extends Schema.TaggedError<WorkspaceIOError>()("WorkspaceIOError", {
+  operation: Schema.String,
+  path: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `cannot ${this.operation} ${JSON.stringify(this.path)}: ${this.detail}`
+  }
+}
+
+/** A tool was called with input it cannot act on (no unique match for an edit, a directory to write…). */
+export class ToolInputError extends Schema.TaggedError<ToolInputError>()("ToolInputError", {
+  tool: Schema.String,
+  path: Schema.optionalWith(Schema.String, { exact: true }),
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `${this.tool}${this.path === undefined ? "" : ` ${JSON.stringify(this.path)}`}: ${this.detail}`
+  }
+}
+
+/** Restore refused: every reason, per file where it applies. Nothing was changed. */
+export class RestoreRefusedError extends Schema.TaggedError<RestoreRefusedError>()("RestoreRefusedError", {
+  sessionId: Schema.String,
+  seq: Schema.Number,
+  refusals: Schema.Array(Refusal)
+}) {
+  override get message(): string {
+    const lines = this.refusals.map((r) => `- ${r.path === undefined ? "" : `${r.path}: `}${r.reason} (${r.detail})`)
+    return `restore of session "${this.sessionId}" to checkpoint ${this.seq} refused; nothing was changed:\n${lines.join("\n")}`
+  }
+}
+
+/** Restore stopped part-way (aborted, or a write failed); every file it had changed was put back. */
+export class RestoreFailedError extends Schema.TaggedError<RestoreFailedError>()("RestoreFailedError", {
+  sessionId: Schema.String,
+  seq: Schema.Number,
+  detail: Schema.String,
+  /** Files that could not be put back (empty when the rollback was complete). */
+  notRolledBack: Schema.Array(Schema.String),
+  cause: Schema.optionalWith(Schema.Defect, { exact: true })
+}) {
+  override get message(): string {
+    return `restore of session "${this.sessionId}" to checkpoint ${this.seq} failed: ${this.detail}; ` +
+      (this.notRolledBack.length === 0
+        ? "every file was put back as it was"
+        : `these files could not be put back: ${this.notRolledBack.join(", ")}`)
+  }
+}
