@@ -273,6 +273,10 @@ describe("createLiteAgent options", () => {
     expect(() => createLiteAgent({ model, sessions: false, checkpointer: promiseCheckpointer("memory") })).toThrow(ConfigurationError)
     expect(() => createLiteAgent({ model, maxSteps: 0 })).toThrow(ConfigurationError)
     expect(() => createLiteAgent({ model, bashTimeoutMs: -1 })).toThrow(ConfigurationError)
+    // The same checks the layers run when built (test/options.test.ts), here at once.
+    expect(() => createLiteAgent({ model, systemPrompt: 42 as unknown as string })).toThrow(ConfigurationError)
+    expect(() => createLiteAgent({ model, snapshotMaxBytes: -1 })).toThrow(ConfigurationError)
+    expect(() => createLiteAgent({ model, workdir: "" })).toThrow(ConfigurationError)
     expect(() => createLiteAgent({ model, sessionId: "a/b" })).toThrow(InvalidSessionIdError)
     const agent = createLiteAgent({ model, sessions: false, workdir: tempDir("closed") })
     await agent.close()

@@ -34,6 +34,7 @@ import {
   Stream
 } from "effect"
 import { Checkpointer, type SessionInfo } from "../core/Checkpointer.js"
+import { checkPositiveInteger, checkString, firstProblem } from "../core/optionChecks.js"
 import {
   CheckpointConflictError,
   type CheckpointerError,
@@ -90,6 +91,17 @@ export interface LiteAgentOptions {
   /** Share the current-session pointer with a facade (advanced; `createLiteAgent` uses it). */
   readonly pointer?: SessionPointer
 }
+
+/** What is wrong with the agent's options, if anything (checked when the layer is built). */
+export const agentOptionsProblem = (options: LiteAgentOptions): ConfigurationError | undefined =>
+  firstProblem(
+    checkString("modelName", options.modelName),
+    checkString("systemPrompt", options.systemPrompt),
+    checkPositiveInteger("maxSteps", options.maxSteps),
+    checkPositiveInteger("bashTimeoutMs", options.bashTimeoutMs, " of milliseconds"),
+    checkPositiveInteger("backgroundTimeoutMs", options.backgroundTimeoutMs, " of milliseconds"),
+    checkString("sessionId", options.sessionId)
+  )
 
 export interface SendOptions {
   /** Run in this session instead of the current one (the current one does not change). */
@@ -160,8 +172,9 @@ export interface LiteAgentService {
   readonly send: (input: UserContent, options?: SendOptions) => Effect.Effect<LiteAgentResult, SendError>
   /** Run one turn, streaming its events; the last one is `{ type: "result" }`. */
   readonly run: (input: UserContent, options?: SendOptions) => Stream.Stream<AgentEvent, SendError>
+  /** Make `sessionId` current, when the Effect runs. */
   readonly resume: (sessionId: string) => Effect.Effect<void, SessionsDisabledError | InvalidSessionIdError>
-  /** Rotate to a new empty session; returns its id. The old transcript is kept. */
+  /** Rotate to a new empty session, when the Effect runs; returns its id. The old transcript is kept. */
   readonly clear: () => Effect.Effect<string, SessionsDisabledError>
   /** Persisted sessions, most recent first. */
   readonly listSessions: () => Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError | SessionsDisabledError>
@@ -275,6 +288,8 @@ const whyBusy = (
 
 export const make = (options: LiteAgentOptions = {}) =>
   Effect.gen(function*() {
+    const problem = agentOptionsProblem(options)
+    if (problem !== undefined) return yield* problem
     const checkpointer = yield* Checkpointer
     const model = yield* LanguageModel.LanguageModel
     const timeTravel = yield* TimeTravel
@@ -587,8 +602,9 @@ export const make = (options: LiteAgentOptions = {}) =>
           return Mailbox.toStream(mailbox)
         })),
       // The pointer's checks are synchronous (the facade needs them so); an Either is an Effect.
-      resume: (sessionId) => pointer.resume(sessionId),
-      clear: () => pointer.clear(),
+      // Lazy: the current session changes when the Effect runs, not when it is made.
+      resume: (sessionId) => Effect.suspend(() => pointer.resume(sessionId)),
+      clear: () => Effect.suspend(() => pointer.clear()),
       listSessions: () =>
         Effect.zipRight(
           requireSessions("listSessions"),
@@ -627,7 +643,11 @@ export const make = (options: LiteAgentOptions = {}) =>
 /** `LiteAgent` from a checkpointer, a model, the file tools and time travel. */
 export const layer = (
   options: LiteAgentOptions = {}
-): Layer.Layer<LiteAgent, never, Checkpointer | LanguageModel.LanguageModel | TimeTravel | Workspace.Workspace | FileTools.FileTools> =>
+): Layer.Layer<
+  LiteAgent,
+  ConfigurationError,
+  Checkpointer | LanguageModel.LanguageModel | TimeTravel | Workspace.Workspace | FileTools.FileTools
+> =>
   Layer.scoped(LiteAgent, make(options))
 
 /**

@@ -12,6 +12,7 @@ import type { SessionInfo } from "../core/Checkpointer.js"
 import type { UserContent } from "../core/events.js"
 import {
   type AgentEvent,
+  agentOptionsProblem,
   type BackgroundTaskInfo,
   LiteAgent as LiteAgentTag,
   layerWithWorkdir,
@@ -20,6 +21,8 @@ import {
   type SendOptions
 } from "../agent/LiteAgent.js"
 import { SessionPointer } from "../agent/SessionPointer.js"
+import { fileToolsOptionsProblem } from "../tools/FileTools.js"
+import { workdirProblem } from "../tools/Workspace.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
 import type { RestoreOptions, RestoreResult } from "../tools/TimeTravel.js"
 import * as FileCheckpointer from "../backends/file/FileCheckpointer.js"
@@ -80,21 +83,10 @@ const checkOptions = (options: LiteAgentOptions) => {
   if (options.sessions === false && options.checkpointer !== undefined) {
     throw new ConfigurationError({ option: "checkpointer", detail: "sessions: false means no persistence; do not pass a checkpointer" })
   }
-  if (options.maxSteps !== undefined && !(Number.isInteger(options.maxSteps) && options.maxSteps >= 1)) {
-    throw new ConfigurationError({ option: "maxSteps", detail: `must be a positive integer, got ${options.maxSteps}` })
-  }
-  for (const option of ["bashTimeoutMs", "backgroundTimeoutMs"] as const) {
-    const value = options[option]
-    if (value !== undefined && !(Number.isInteger(value) && value >= 1)) {
-      throw new ConfigurationError({ option, detail: `must be a positive integer of milliseconds, got ${value}` })
-    }
-  }
-  if (options.snapshotMaxBytes !== undefined && !(Number.isInteger(options.snapshotMaxBytes) && options.snapshotMaxBytes >= 0)) {
-    throw new ConfigurationError({ option: "snapshotMaxBytes", detail: `must be a non-negative integer, got ${options.snapshotMaxBytes}` })
-  }
-  if (options.workdir !== undefined && (typeof options.workdir !== "string" || options.workdir.length === 0)) {
-    throw new ConfigurationError({ option: "workdir", detail: "must be a non-empty path" })
-  }
+  // The same checks the layers apply when they are built, here at once.
+  const problem = agentOptionsProblem(options) ?? fileToolsOptionsProblem(options) ??
+    (options.workdir === undefined ? undefined : workdirProblem(options.workdir))
+  if (problem !== undefined) throw problem
   if (typeof options.model?.layer !== "function") {
     throw new ConfigurationError({ option: "model", detail: "expected a provider such as anthropic() or scripted(turns)" })
   }

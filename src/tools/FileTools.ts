@@ -11,6 +11,8 @@ import { type CheckpointerError } from "../core/errors.js"
 import { ToolInputError, type UnsafePathError, type WorkspaceIOError } from "./errors.js"
 import { FileChange, FileSnapshot, type FileSnapshotState } from "../core/events.js"
 import * as Session from "../core/session.js"
+import { ConfigurationError } from "../core/errors.js"
+import { checkNonNegativeInteger } from "../core/optionChecks.js"
 import { sha256Hex } from "../core/sha256.js"
 import { type FileState, normalizeRelative, type PathState, Workspace } from "./Workspace.js"
 
@@ -61,8 +63,14 @@ export interface FileToolsOptions {
 
 export const DEFAULT_SNAPSHOT_MAX_BYTES = 10 * 1024 * 1024
 
+/** What is wrong with the file tools' options, if anything (checked when the layer is built). */
+export const fileToolsOptionsProblem = (options: FileToolsOptions): ConfigurationError | undefined =>
+  checkNonNegativeInteger("snapshotMaxBytes", options.snapshotMaxBytes)
+
 export const make = (options: FileToolsOptions = {}) =>
   Effect.gen(function*() {
+    const problem = fileToolsOptionsProblem(options)
+    if (problem !== undefined) return yield* problem
     const workspace = yield* Workspace
     const checkpointer = yield* Checkpointer
     const snapshotMaxBytes = options.snapshotMaxBytes ?? DEFAULT_SNAPSHOT_MAX_BYTES
@@ -220,5 +228,5 @@ export const make = (options: FileToolsOptions = {}) =>
     return service
   })
 
-export const layer = (options: FileToolsOptions = {}): Layer.Layer<FileTools, never, Workspace | Checkpointer> =>
+export const layer = (options: FileToolsOptions = {}): Layer.Layer<FileTools, ConfigurationError, Workspace | Checkpointer> =>
   Layer.effect(FileTools, make(options))

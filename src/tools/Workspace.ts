@@ -12,6 +12,8 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Context, Effect, Layer } from "effect"
+import { ConfigurationError } from "../core/errors.js"
+import { checkString } from "../core/optionChecks.js"
 import { errnoOf as codeOf, messageOf } from "../core/causes.js"
 import { UnsafePathError, WorkspaceIOError } from "./errors.js"
 
@@ -190,12 +192,21 @@ export const make = (workdir: string): WorkspaceService => {
   return { root, resolve, inspect, stat, write, remove, chmod, list }
 }
 
-export const layer = (workdir: string): Layer.Layer<Workspace, WorkspaceIOError> =>
+/** What is wrong with a workdir argument, if anything (checked when the layer is built). */
+export const workdirProblem = (workdir: unknown): ConfigurationError | undefined =>
+  workdir === undefined
+    ? new ConfigurationError({ option: "workdir", detail: "must be a non-empty string" })
+    : checkString("workdir", workdir, { nonEmpty: true })
+
+export const layer = (workdir: string): Layer.Layer<Workspace, WorkspaceIOError | ConfigurationError> =>
   Layer.effect(
     Workspace,
-    Effect.try({
-      try: () => make(workdir),
-      catch: (cause) =>
-        new WorkspaceIOError({ operation: "open workdir", path: workdir, detail: messageOf(cause) })
+    Effect.suspend((): Effect.Effect<WorkspaceService, WorkspaceIOError | ConfigurationError> => {
+      const problem = workdirProblem(workdir)
+      if (problem !== undefined) return Effect.fail(problem)
+      return Effect.try({
+        try: () => make(workdir),
+        catch: (cause) => new WorkspaceIOError({ operation: "open workdir", path: workdir, detail: messageOf(cause) })
+      })
     })
   )
