@@ -13,6 +13,7 @@ export * from "./core/encoding.js"
 export * from "./core/sessionId.js"
 export * from "./core/userCheckpoint.js"
 export { AppendOnly } from "./core/appendOnly.js"
+export { type KeyedMutex, makeKeyedMutex } from "./core/keyedMutex.js"
 export * as Session from "./core/session.js"
 export type {
   Checkpoint,

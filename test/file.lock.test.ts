@@ -21,6 +21,7 @@ import {
   LogCodec,
   type LogCodecService,
   LogFiles,
+  makeKeyedMutex,
   SessionLock,
   StorageError,
   UserMessage
@@ -531,7 +532,7 @@ describe("clean-up after dead processes", () => {
 
 describe("the in-process mutex", () => {
   it("serialises one key, runs different keys side by side, and forgets a key once idle (also after failures and interruptions)", async () => {
-    const mutex = SessionLock.makeKeyedMutex()
+    const mutex = makeKeyedMutex()
     const log: Array<string> = []
     const step = (key: string, label: string) =>
       mutex.withKey(key, Effect.sync(() => log.push(`${label}+`)).pipe(

@@ -34,6 +34,7 @@ import {
   Stream
 } from "effect"
 import { Checkpointer, type SessionInfo } from "../core/Checkpointer.js"
+import { makeKeyedMutex } from "../core/keyedMutex.js"
 import { checkPositiveInteger, checkString, firstProblem } from "../core/optionChecks.js"
 import {
   CheckpointConflictError,
@@ -303,15 +304,8 @@ export const make = (options: LiteAgentOptions = {}) =>
     const backgroundTimeoutMs = options.backgroundTimeoutMs ?? DEFAULT_BACKGROUND_TIMEOUT_MS
 
     const activity = yield* Ref.make<Activity>({ runs: new Map(), background: new Map(), maintenance: undefined })
-    const sessionLocks = new Map<string, Effect.Semaphore>()
-    const lockOf = (sessionId: string) => {
-      let lock = sessionLocks.get(sessionId)
-      if (lock === undefined) {
-        lock = Effect.unsafeMakeSemaphore(1)
-        sessionLocks.set(sessionId, lock)
-      }
-      return lock
-    }
+    // One turn or drain per session at a time; idle sessions are forgotten.
+    const sessionMutex = makeKeyedMutex()
     /** Background completions not yet in their session's log. */
     const inbox = new Map<string, Array<BackgroundCompleted>>()
 
@@ -450,7 +444,7 @@ export const make = (options: LiteAgentOptions = {}) =>
             Effect.sync(() => inbox.set(sessionId, [...(inbox.get(sessionId) ?? []), completionOf(taskId, command, outcome)]))
           ),
           // If a turn holds the session, it logs the completion at its next step; otherwise this does.
-          Effect.zipRight(lockOf(sessionId).withPermits(1)(Effect.flatMap(openCursor(sessionId, publish), drainInbox))),
+          Effect.zipRight(sessionMutex.withKey(sessionId, Effect.flatMap(openCursor(sessionId, publish), drainInbox))),
           Effect.catchAllCause((cause) => Effect.logWarning(`background task ${taskId}: could not record its completion`, cause)),
           Effect.interruptible,
           Effect.forkIn(scope)
@@ -491,7 +485,7 @@ export const make = (options: LiteAgentOptions = {}) =>
         if (!(Number.isInteger(maxSteps) && maxSteps >= 1)) {
           return yield* new ConfigurationError({ option: "maxSteps", detail: `must be a positive integer, got ${maxSteps}` })
         }
-        const locked = lockOf(sessionId).withPermits(1)(Effect.gen(function*() {
+        const locked = sessionMutex.withKey(sessionId, Effect.gen(function*() {
           const cursor = yield* openCursor(sessionId, emit)
 
           yield* commit(cursor, repairs(cursor.state))

@@ -13,6 +13,7 @@
 import { join } from "node:path"
 import { Context, Effect, Layer } from "effect"
 import { messageOf } from "../../core/causes.js"
+import { makeKeyedMutex } from "../../core/keyedMutex.js"
 import { CheckpointBusyError, CheckpointLockLostError, ConfigurationError, StorageError } from "../../core/errors.js"
 import { Busy, retryWhileBusy } from "../busy.js"
 import * as LockFile from "./lockFile.js"
@@ -41,39 +42,8 @@ export interface SessionLockService {
 export class SessionLock extends Context.Tag("@lite-agent/backends/file/SessionLock")<SessionLock, SessionLockService>() {}
 
 // ---------------------------------------------------------------------------------------
-// In-process exclusion
+// In-process exclusion (src/core/keyedMutex.ts)
 // ---------------------------------------------------------------------------------------
-
-export interface KeyedMutex {
-  readonly withKey: <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /** Keys someone holds or waits for: an idle key has no entry. */
-  readonly activeKeys: () => number
-}
-
-/** One permit per key, for the fibers of this process; a key's entry lives only while in use. */
-export const makeKeyedMutex = (): KeyedMutex => {
-  const entries = new Map<string, { readonly semaphore: Effect.Semaphore; users: number }>()
-  return {
-    withKey: (key, effect) =>
-      Effect.acquireUseRelease(
-        Effect.sync(() => {
-          let entry = entries.get(key)
-          if (entry === undefined) {
-            entry = { semaphore: Effect.unsafeMakeSemaphore(1), users: 0 }
-            entries.set(key, entry)
-          }
-          entry.users++
-          return entry
-        }),
-        (entry) => entry.semaphore.withPermits(1)(effect),
-        (entry) =>
-          Effect.sync(() => {
-            if (--entry.users === 0) entries.delete(key)
-          })
-      ),
-    activeKeys: () => entries.size
-  }
-}
 
 const keyOf = (target: SessionLockTarget) => `${target.directory}\0${target.sessionId}`
 
