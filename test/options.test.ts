@@ -14,14 +14,14 @@ const buildError = async <A, E>(layer: Layer.Layer<A, E>) => {
   return Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : exit
 }
 
-const agentLayer = (options: LiteAgent.LiteAgentOptions & FileTools.FileToolsOptions, workdir = tempDir("options")) =>
+const agentLayer = (options: LiteAgent.LiteAgentLayerOptions & FileTools.FileToolsOptions, workdir = tempDir("options")) =>
   LiteAgent.layerWithWorkdir(workdir, options).pipe(
     Layer.provide(Layer.merge(MemoryCheckpointer.layer, scriptedLayer([{ text: "hi" }])))
   )
 
 describe("options are checked when the layers are built", () => {
   it("LiteAgent.layer: maxSteps, bashTimeoutMs, backgroundTimeoutMs, systemPrompt, modelName, sessionId", async () => {
-    const cases: Array<[LiteAgent.LiteAgentOptions, string]> = [
+    const cases: Array<[LiteAgent.LiteAgentLayerOptions, string]> = [
       [{ maxSteps: 0 }, "maxSteps"],
       [{ maxSteps: 1.5 }, "maxSteps"],
       [{ bashTimeoutMs: -1 }, "bashTimeoutMs"],

@@ -75,7 +75,8 @@ import { agentToolkitForModel, runToolCall, type ToolOutcome } from "./tools.js"
 // Public types
 // ---------------------------------------------------------------------------
 
-export interface LiteAgentOptions {
+/** Options of `LiteAgent.layer`. (The promise facade takes `LiteAgentOptions`: a model, a checkpointer and these.) */
+export interface LiteAgentLayerOptions {
   /** Recorded on assistant messages and in the session metadata. */
   readonly modelName?: string
   readonly systemPrompt?: string
@@ -94,7 +95,7 @@ export interface LiteAgentOptions {
 }
 
 /** What is wrong with the agent's options, if anything (checked when the layer is built). */
-export const agentOptionsProblem = (options: LiteAgentOptions): ConfigurationError | undefined =>
+export const agentOptionsProblem = (options: LiteAgentLayerOptions): ConfigurationError | undefined =>
   firstProblem(
     checkString("modelName", options.modelName),
     checkString("systemPrompt", options.systemPrompt),
@@ -287,7 +288,7 @@ const whyBusy = (
   return undefined
 }
 
-export const make = (options: LiteAgentOptions = {}) =>
+export const make = (options: LiteAgentLayerOptions = {}) =>
   Effect.gen(function*() {
     const problem = agentOptionsProblem(options)
     if (problem !== undefined) return yield* problem
@@ -602,7 +603,8 @@ export const make = (options: LiteAgentOptions = {}) =>
       listSessions: () =>
         Effect.zipRight(
           requireSessions("listSessions"),
-          Effect.map(checkpointer.list(), (sessions) => [...sessions].sort((a, b) => b.mtime.getTime() - a.mtime.getTime()))
+          // The contract lists the most recently active first.
+          checkpointer.list()
         ),
       deleteSession: (sessionId) =>
         Effect.gen(function*() {
@@ -636,7 +638,7 @@ export const make = (options: LiteAgentOptions = {}) =>
 
 /** `LiteAgent` from a checkpointer, a model, the file tools and time travel. */
 export const layer = (
-  options: LiteAgentOptions = {}
+  options: LiteAgentLayerOptions = {}
 ): Layer.Layer<
   LiteAgent,
   ConfigurationError,
@@ -650,7 +652,7 @@ export const layer = (
  */
 export const layerWithWorkdir = (
   workdir: string,
-  options: LiteAgentOptions & FileTools.FileToolsOptions = {}
+  options: LiteAgentLayerOptions & FileTools.FileToolsOptions = {}
 ) =>
   layer(options).pipe(
     Layer.provide(Layer.mergeAll(FileTools.layer(options), TimeTravelModule.layer)),
