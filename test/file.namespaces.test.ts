@@ -30,17 +30,6 @@ const OWN_PIDS = ["unshare", "--pid", "--fork", "--kill-child"] as const
 /** Its own user (root mapped to root), mount, network and PID namespaces: a rootless container. */
 const OWN_EVERYTHING = ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child"] as const
 
-/** Every session in `dir` reads back whole (`checkIntegrity`). */
-const expectIntact = async (dir: string) => {
-  const check = fileCheckpointer({ dir })
-  try {
-    const report = await check.checkIntegrity()
-    expect(report.ok, report.detail).toBe(true)
-  } finally {
-    await check.close()
-  }
-}
-
 /** Writers 2 and 3 in namespaces of their own, 0 and 1 on the host. */
 const splitAt = (launcher: ReadonlyArray<string>) => (writer: number) => (writer >= 2 ? launcher : [])
 
@@ -123,7 +112,9 @@ describe.skipIf(unavailable !== undefined)("file backend across namespaces", () 
             expect(remoteLine).toMatch(/^ok [12]$/)
             expect(remoteLine).not.toBe(`ok ${head}`)
 
-            const { contents, events } = await readFresh("file", dir, session)
+            // Every session of the directory so far reads back whole (the store's checkIntegrity).
+            const { contents, events, integrity } = await readFresh("file", dir, session)
+            expect(integrity.ok, integrity.detail).toBe(true)
             expectContiguous(events.map((e) => e.seq), 2)
             expect([...contents].sort()).toEqual(["host", "remote"])
             expect(contents[head - 1]).toBe("host")
@@ -132,7 +123,6 @@ describe.skipIf(unavailable !== undefined)("file backend across namespaces", () 
           }
           await holder.closed
         }
-        await expectIntact(dir)
       } finally {
         killAll()
         removeTempDirs()
@@ -192,7 +182,8 @@ describe.skipIf(unavailable !== undefined)("file backend across namespaces", () 
         send(sleeper, { type: "retry", session, count: 1 })
         const retried = await nextReply(sleeper, "retry-result")
 
-        const { contents, events, head } = await readFresh("file", dir, session)
+        const { contents, events, head, integrity } = await readFresh("file", dir, session)
+        expect(integrity.ok, integrity.detail).toBe(true)
         expect(head).toBe(count + 1)
         expectContiguous(events.map((e) => e.seq), count + 1)
         expect(contents.filter((content) => content.startsWith("w1:"))).toEqual(
@@ -201,7 +192,6 @@ describe.skipIf(unavailable !== undefined)("file backend across namespaces", () 
         expect(contents.filter((content) => !content.startsWith("w1:"))).toEqual(["w0:0"])
         expect(contents[retried.heads[0]! - 1]).toBe("w0:0")
         result.heads.forEach((returned, index) => expect(contents[returned - 1]).toBe(`w1:${index}`))
-        await expectIntact(dir)
         for (const target of [sleeper, worker]) send(target, { type: "exit" })
         await Promise.all([expectCleanExit(sleeper), expectCleanExit(worker)])
       } finally {

@@ -17,6 +17,11 @@ export const checkNonNegativeInteger = (option: string, value: unknown): Configu
     ? undefined
     : problem(option, `must be a non-negative integer, got ${String(value)}`)
 
+export const checkNumberAtLeast = (option: string, value: unknown, minimum: number): ConfigurationError | undefined =>
+  value === undefined || (typeof value === "number" && Number.isFinite(value) && value >= minimum)
+    ? undefined
+    : problem(option, `must be a number >= ${minimum}, got ${String(value)}`)
+
 export const checkString = (option: string, value: unknown, options: { readonly nonEmpty?: boolean } = {}) =>
   value === undefined || (typeof value === "string" && (options.nonEmpty !== true || value.length > 0))
     ? undefined

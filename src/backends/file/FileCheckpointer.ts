@@ -29,6 +29,7 @@ import {
   StorageError
 } from "../../core/errors.js"
 import type { StoredEventEncoded } from "../../core/events.js"
+import { checkNumberAtLeast } from "../../core/optionChecks.js"
 import { sessionIdProblem } from "../../core/sessionId.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { jsonCodec, LogCodec, type LogCodecService } from "./codec.js"
@@ -81,12 +82,9 @@ const resolveOptions = (options: FileCheckpointerOptions): Effect.Effect<Resolve
       new ConfigurationError({ option: "synchronous", detail: `must be "normal" or "full", got ${String(synchronous)}` })
     )
   }
+  const timeoutProblem = checkNumberAtLeast("lockTimeoutMs", options.lockTimeoutMs, 0)
+  if (timeoutProblem !== undefined) return Effect.fail(timeoutProblem)
   const lockTimeoutMs = options.lockTimeoutMs ?? 10_000
-  if (typeof lockTimeoutMs !== "number" || !Number.isFinite(lockTimeoutMs) || lockTimeoutMs < 0) {
-    return Effect.fail(
-      new ConfigurationError({ option: "lockTimeoutMs", detail: `must be a number >= 0, got ${String(lockTimeoutMs)}` })
-    )
-  }
   const dir = options.dir ?? defaultDirectory()
   if (typeof dir !== "string" || dir.length === 0) {
     return Effect.fail(new ConfigurationError({ option: "dir", detail: "must be a non-empty path" }))
@@ -426,12 +424,12 @@ export const layerWithoutDependencies = (
 export const layer = (
   options: FileCheckpointerOptions & { readonly codec?: LogCodecService } = {}
 ): Layer.Layer<Checkpointer.Checkpointer | CheckpointerIntegrity, ConfigurationError | StorageError> => {
-  const leaseMs = options.lockLeaseMs ?? SessionLocks.DEFAULT_LEASE_MS
-  const leaseProblem = SessionLocks.leaseProblem(leaseMs)
-  if (leaseProblem !== undefined) return Layer.fail(new ConfigurationError({ option: "lockLeaseMs", detail: leaseProblem }))
+  // Checked here too, to name the option as the caller spelled it.
+  const leaseProblem = checkNumberAtLeast("lockLeaseMs", options.lockLeaseMs, SessionLocks.MIN_LEASE_MS)
+  if (leaseProblem !== undefined) return Layer.fail(leaseProblem)
   return layerWithoutDependencies(options).pipe(
     Layer.provide(Layer.succeed(LogCodec, options.codec ?? jsonCodec)),
     Layer.provide(layerNode),
-    Layer.provide(SessionLocks.layerNode({ leaseMs }))
+    Layer.provide(SessionLocks.layerNode(options.lockLeaseMs === undefined ? {} : { leaseMs: options.lockLeaseMs }))
   )
 }

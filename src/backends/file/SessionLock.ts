@@ -14,6 +14,7 @@ import { join } from "node:path"
 import { Context, Effect, Layer } from "effect"
 import { messageOf } from "../../core/causes.js"
 import { makeKeyedMutex } from "../../core/keyedMutex.js"
+import { checkNumberAtLeast } from "../../core/optionChecks.js"
 import { CheckpointBusyError, CheckpointLockLostError, ConfigurationError, StorageError } from "../../core/errors.js"
 import { Busy, retryWhileBusy } from "../busy.js"
 import * as LockFile from "./lockFile.js"
@@ -77,18 +78,12 @@ export const MAX_POLL_MS = 25
 const storageError = (operation: string) => (cause: unknown) =>
   new StorageError({ operation, detail: `session lock: ${messageOf(cause)}`, cause })
 
-/** What is wrong with a lease, or `undefined` when it is fine. */
-export const leaseProblem = (leaseMs: unknown): string | undefined =>
-  typeof leaseMs === "number" && Number.isFinite(leaseMs) && leaseMs >= 100
-    ? undefined
-    : `must be a number >= 100, got ${String(leaseMs)}`
+/** The shortest lease accepted. */
+export const MIN_LEASE_MS = 100
 
 const resolveLease = (options: NodeSessionLockOptions): Effect.Effect<number, ConfigurationError> => {
-  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS
-  const problem = leaseProblem(leaseMs)
-  return problem === undefined
-    ? Effect.succeed(leaseMs)
-    : Effect.fail(new ConfigurationError({ option: "leaseMs", detail: problem }))
+  const problem = checkNumberAtLeast("leaseMs", options.leaseMs, MIN_LEASE_MS)
+  return problem === undefined ? Effect.succeed(options.leaseMs ?? DEFAULT_LEASE_MS) : Effect.fail(problem)
 }
 
 const lostLock = (sessionId: string, leaseMs: number) =>

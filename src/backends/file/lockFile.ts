@@ -299,7 +299,7 @@ const inspect = (path: string): { readonly stat: fs.BigIntStats; readonly record
 
 export type Verdict =
   | { readonly _tag: "gone" }
-  | { readonly _tag: "live"; readonly record: LockRecord | undefined }
+  | { readonly _tag: "live" }
   | { readonly _tag: "stale"; readonly stat: fs.BigIntStats; readonly why: "dead" | "expired" | "orphan" }
 
 /**
@@ -316,7 +316,7 @@ export const judge = async (owner: Owner, path: string): Promise<Verdict> => {
   const leaseMs = Math.max(owner.leaseMs, record?.leaseMs ?? 0)
   if (Date.now() - Number(stat.mtimeNs / 1_000_000n) > leaseMs) return { _tag: "stale", stat, why: "expired" }
   if (record !== undefined && (await holderIsDead(owner, record))) return { _tag: "stale", stat, why: "dead" }
-  return { _tag: "live", record }
+  return { _tag: "live" }
 }
 
 const sameFile = (a: fs.BigIntStats, b: fs.BigIntStats) => a.ino === b.ino && a.dev === b.dev && a.mtimeNs === b.mtimeNs
@@ -506,6 +506,7 @@ export const sweep = async (owner: Owner, now = Date.now()) => {
   }
   const old = LEFTOVER_LEASES * owner.leaseMs
   const remove = (name: string) => fs.rmSync(join(owner.locksDir, name), { force: true })
+  const present = new Set(names)
   const tokens = new Set(
     names.filter((name) => name.startsWith(OWNER_PREFIX) || name.startsWith(RECORD_PREFIX)).map((name) => name.slice(3))
   )
@@ -514,17 +515,17 @@ export const sweep = async (owner: Owner, now = Date.now()) => {
     const recordName = `${RECORD_PREFIX}${token}`
     const socketName = `${OWNER_PREFIX}${token}`
     try {
-      const record = names.includes(recordName) ? inspect(join(owner.locksDir, recordName))?.record : undefined
+      const record = present.has(recordName) ? inspect(join(owner.locksDir, recordName))?.record : undefined
       if (record !== undefined && record.owner === token) {
         if (!(await holderIsDead(owner, record))) continue
         remove(recordName)
         if (!named.has(socketName)) remove(socketName)
-      } else if (names.includes(socketName) && !named.has(socketName)) {
+      } else if (present.has(socketName) && !named.has(socketName)) {
         // A socket with no record: its owner never took a lock, or its record was swept.
         if (ageOf(join(owner.locksDir, socketName)) > old && (await connect(join(owner.locksDir, socketName))) === "refused") {
           remove(socketName)
         }
-      } else if (record === undefined && names.includes(recordName) && ageOf(join(owner.locksDir, recordName)) > old) {
+      } else if (record === undefined && present.has(recordName) && ageOf(join(owner.locksDir, recordName)) > old) {
         remove(recordName)
       }
     } catch {
