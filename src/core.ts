@@ -64,15 +64,12 @@ export type {
 } from "./tools/TimeTravel.js"
 export { checkpointerConformance, type ConformanceOptions, type ConformanceRunner, sampleEvents } from "./testing.js"
 export * as LiteAgent from "./agent/LiteAgent.js"
-export type {
-  AgentEvent,
-  BackgroundTaskInfo,
-  LiteAgentResult,
-  LiteAgentService,
-  SendError,
-  SendOptions,
-  ToolCallRecord
-} from "./agent/LiteAgent.js"
+export type { LiteAgentLayerOptions, LiteAgentService } from "./agent/LiteAgent.js"
+export type { AgentEvent, LiteAgentResult, ToolCallRecord } from "./agent/AgentEvents.js"
+export * as MaintenanceLock from "./agent/MaintenanceLock.js"
+export type { BackgroundTaskInfo, MaintenanceLockService } from "./agent/MaintenanceLock.js"
+export type { SendError, SendOptions } from "./agent/turn.js"
+export { INTERRUPTED_TOOL_RESULT, repairs } from "./agent/repairs.js"
 export { newSessionId, SessionPointer } from "./agent/SessionPointer.js"
 export * as Shell from "./agent/Shell.js"
 export { agentToolkit, runToolCall, TOOL_NAMES, type ToolCall, type ToolOutcome } from "./agent/tools.js"

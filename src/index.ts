@@ -23,13 +23,9 @@ export type { IntegrityReport } from "./core/integrity.js"
 export { aes256gcmCodec, gzipCodec, jsonCodec, type LogCodecService } from "./backends/file/codec.js"
 export type { FileCheckpointerOptions } from "./backends/file/FileCheckpointer.js"
 export { createLiteAgent, type LiteAgent, type LiteAgentOptions, query, type QueryParams } from "./facade/agent.js"
-export type {
-  AgentEvent,
-  BackgroundTaskInfo,
-  LiteAgentResult,
-  SendOptions,
-  ToolCallRecord
-} from "./agent/LiteAgent.js"
+export type { AgentEvent, LiteAgentResult, ToolCallRecord } from "./agent/AgentEvents.js"
+export type { BackgroundTaskInfo } from "./agent/MaintenanceLock.js"
+export type { SendOptions } from "./agent/turn.js"
 export type { Checkpoint } from "./core/session.js"
 export type { RestoreOptions, RestoreProgress, RestoreResult } from "./tools/TimeTravel.js"
 

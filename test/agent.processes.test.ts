@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
 import { fileCheckpointer, type LiteAgentResult, RuntimeMessage, ToolResult } from "../src/index.js"
-import { INTERRUPTED_TOOL_RESULT } from "../src/agent/LiteAgent.js"
+import { INTERRUPTED_TOOL_RESULT } from "../src/agent/repairs.js"
 import { live, makeTempDir, removeTempDirs, startWorker } from "./support/processes.js"
 
 afterEach(() => {

@@ -10,16 +10,10 @@ import { AgentClosedError } from "../agent/errors.js"
 import type { Checkpoint } from "../core/session.js"
 import type { SessionInfo } from "../core/Checkpointer.js"
 import type { UserContent } from "../core/events.js"
-import {
-  type AgentEvent,
-  agentOptionsProblem,
-  type BackgroundTaskInfo,
-  LiteAgent as LiteAgentTag,
-  layerWithWorkdir,
-  type LiteAgentResult,
-  type LiteAgentService,
-  type SendOptions
-} from "../agent/LiteAgent.js"
+import type { AgentEvent, LiteAgentResult } from "../agent/AgentEvents.js"
+import { agentOptionsProblem, LiteAgent as LiteAgentTag, layerWithWorkdir, type LiteAgentService } from "../agent/LiteAgent.js"
+import type { BackgroundTaskInfo } from "../agent/MaintenanceLock.js"
+import type { SendOptions } from "../agent/turn.js"
 import { SessionPointer } from "../agent/SessionPointer.js"
 import { fileToolsOptionsProblem } from "../tools/FileTools.js"
 import { workdirProblem } from "../tools/Workspace.js"

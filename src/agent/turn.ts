@@ -1,0 +1,150 @@
+/**
+ * One turn (`send`): fold the session, close what a crash left open (repairs), append the
+ * user's message, then repeat — build the prompt from the fold, call the model, append its
+ * message, run each tool call (file tools record their snapshots and changes themselves),
+ * append each result — until the model stops calling tools or the step limit is reached.
+ * Nothing is held only in memory between steps: a process that dies mid-turn leaves a log the
+ * next turn resumes from.
+ */
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import { Effect } from "effect"
+import { Checkpointer } from "../core/Checkpointer.js"
+import {
+  type CheckpointerError,
+  ConfigurationError,
+  InvalidEventError,
+  type InvalidSessionIdError
+} from "../core/errors.js"
+import {
+  contentText,
+  EVENT_FORMAT_VERSION,
+  SessionMetadata,
+  type TokenUsage,
+  ToolResult,
+  type UserContent,
+  UserMessage
+} from "../core/events.js"
+import { validateSessionId } from "../core/sessionId.js"
+import * as FileTools from "../tools/FileTools.js"
+import type { Emit, LiteAgentResult, ToolCallRecord } from "./AgentEvents.js"
+import type { BackgroundTasks } from "./BackgroundTasks.js"
+import type { AgentBusyError, ModelError } from "./errors.js"
+import { MaintenanceLock } from "./MaintenanceLock.js"
+import { modelError, modelStepOf } from "./modelResponse.js"
+import { promptOf } from "./prompt.js"
+import { repairs } from "./repairs.js"
+import { openSessionWriter } from "./SessionWriter.js"
+import { agentToolkitForModel, runToolCall } from "./tools.js"
+
+export interface SendOptions {
+  /** Run in this session instead of the current one (the current one does not change). */
+  readonly sessionId?: string
+  /** Override the agent's step limit for this turn. */
+  readonly maxSteps?: number
+}
+
+export type SendError = CheckpointerError | ModelError | AgentBusyError | InvalidSessionIdError | ConfigurationError
+
+export interface TurnSettings {
+  readonly workdir: string
+  readonly modelName: string | undefined
+  readonly systemPrompt: string | undefined
+  readonly maxSteps: number
+  readonly bashTimeoutMs: number
+  readonly background: BackgroundTasks
+}
+
+/** A turn of `sessionId` (already chosen by the caller), emitting as it goes; the last event is `{ type: "result" }`. */
+export type RunTurn = (
+  input: UserContent,
+  target: { readonly sessionId: string; readonly maxSteps?: number | undefined },
+  emit: Emit
+) => Effect.Effect<LiteAgentResult, SendError>
+
+export const makeRunTurn = (
+  settings: TurnSettings
+): Effect.Effect<RunTurn, never, Checkpointer | LanguageModel.LanguageModel | FileTools.FileTools | MaintenanceLock> =>
+  Effect.gen(function*() {
+    const checkpointer = yield* Checkpointer
+    const model = yield* LanguageModel.LanguageModel
+    const fileTools = yield* FileTools.FileTools
+    const lock = yield* MaintenanceLock
+    const { background, modelName } = settings
+
+    const steps = (sessionId: string, input: UserContent, maxSteps: number, emit: Emit) =>
+      Effect.gen(function*() {
+        const writer = yield* openSessionWriter(checkpointer, sessionId, emit)
+        yield* writer.commit(repairs(writer.state))
+        yield* background.drain(writer)
+        const user = new UserMessage({ content: input, origin: "user" })
+        yield* writer.commit(
+          writer.state.head === 0
+            ? [
+              new SessionMetadata({
+                formatVersion: EVENT_FORMAT_VERSION,
+                workdir: settings.workdir,
+                ...(modelName === undefined ? {} : { model: modelName })
+              }),
+              user
+            ]
+            : [user]
+        )
+
+        const toolCalls: Array<ToolCallRecord> = []
+        let usage: TokenUsage = { inputTokens: 0, outputTokens: 0 }
+        let text = ""
+        let stopReason = "step_limit"
+        let step = 0
+        while (step < maxSteps) {
+          step++
+          yield* background.drain(writer)
+          const response = yield* model.generateText({
+            prompt: promptOf(writer.state, settings.systemPrompt),
+            toolkit: agentToolkitForModel,
+            disableToolCallResolution: true
+          }).pipe(Effect.mapError((error) => modelError(sessionId, error)))
+          const modelStep = modelStepOf(response, modelName)
+          usage = {
+            inputTokens: usage.inputTokens + modelStep.usage.inputTokens,
+            outputTokens: usage.outputTokens + modelStep.usage.outputTokens
+          }
+          yield* writer.commit([modelStep.message])
+          text = modelStep.text
+
+          if (modelStep.toolCalls.length === 0) {
+            stopReason = response.finishReason
+            break
+          }
+          for (const call of modelStep.toolCalls) {
+            yield* emit({ type: "tool_start", sessionId, toolUseId: call.id, name: call.name, input: call.input })
+            const outcome = yield* runToolCall(
+              { sessionId, toolUseId: call.id, name: call.name, input: call.input, state: writer.state },
+              { workdir: settings.workdir, bashTimeoutMs: settings.bashTimeoutMs, startBackground: background.start }
+            ).pipe(Effect.provideService(FileTools.FileTools, fileTools))
+            // The file tools appended their snapshot and change records; fold them in first.
+            yield* writer.foldToolRecords(call.id)
+            yield* writer.commit([
+              new ToolResult({ toolUseId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError })
+            ])
+            yield* emit({ type: "tool_end", sessionId, toolUseId: call.id, name: call.name, isError: outcome.isError, output: outcome.content })
+            toolCalls.push({ id: call.id, name: call.name, input: call.input, output: outcome.content, isError: outcome.isError })
+          }
+        }
+        const result: LiteAgentResult = { sessionId, text, toolCalls, usage, head: writer.state.head, steps: step, stopReason }
+        yield* emit({ type: "result", result })
+        return result
+      })
+
+    return (input, target, emit) =>
+      Effect.gen(function*() {
+        const sessionId = yield* validateSessionId(target.sessionId)
+        if (contentText(input).trim().length === 0) {
+          return yield* new InvalidEventError({ sessionId, index: 0, detail: "the prompt is empty" })
+        }
+        const maxSteps = target.maxSteps ?? settings.maxSteps
+        if (!(Number.isInteger(maxSteps) && maxSteps >= 1)) {
+          return yield* new ConfigurationError({ option: "maxSteps", detail: `must be a positive integer, got ${maxSteps}` })
+        }
+        return yield* lock.turn("send", sessionId, steps(sessionId, input, maxSteps, emit))
+      })
+  })
