@@ -3,7 +3,8 @@
  * (`createLiteAgent`, `query`) and the checkpointers it persists through.
  */
 import * as FileCheckpointer from "./backends/file/FileCheckpointer.js"
-import type { LogCodecService } from "./backends/file/codec.js"
+import { Schema } from "effect"
+import { decodeOptionsOrThrow } from "./core/options.js"
 import * as MemoryCheckpointer from "./backends/memory.js"
 import {
   type PromiseCheckpointer,
@@ -21,7 +22,7 @@ export type { ReadOptions, SessionInfo } from "./core/Checkpointer.js"
 export type { PromiseCheckpointer, PromiseCheckpointerWithIntegrity } from "./facade/checkpointer.js"
 export type { IntegrityReport } from "./core/integrity.js"
 export { aes256gcmCodec, gzipCodec, jsonCodec, type LogCodecService } from "./backends/file/codec.js"
-export type { FileCheckpointerOptions } from "./backends/file/FileCheckpointer.js"
+export type { FileCheckpointerLayerOptions, FileCheckpointerOptions } from "./backends/file/FileCheckpointer.js"
 export { createLiteAgent, type LiteAgent, type LiteAgentOptions, query, type QueryParams } from "./facade/agent.js"
 export type { AgentEvent, LiteAgentResult, ToolCallRecord } from "./agent/AgentEvents.js"
 export type { BackgroundTaskInfo } from "./agent/MaintenanceLock.js"
@@ -29,14 +30,20 @@ export type { SendOptions } from "./agent/turn.js"
 export type { Checkpoint } from "./core/session.js"
 export type { RestoreOptions, RestoreProgress, RestoreResult } from "./tools/TimeTravel.js"
 
-/** A process-local checkpointer that keeps everything in memory (tests, ephemeral agents). */
-export const memoryCheckpointer = (): PromiseCheckpointer => toPromiseCheckpointer(MemoryCheckpointer.layer)
+/** A process-local checkpointer that keeps everything in memory (tests, ephemeral agents). It takes no options. */
+export const memoryCheckpointer = (options?: Record<string, never>): PromiseCheckpointer => {
+  decodeOptionsOrThrow(Schema.Struct({}), options, "memory checkpointer options")
+  return toPromiseCheckpointer(MemoryCheckpointer.layer)
+}
 
 /**
  * The default checkpointer: one durable append-only log per session under `options.dir`
- * (default `~/.lite-agent/sessions`, or `$LITE_AGENT_HOME/sessions`). Invalid options and
- * an unusable directory surface as `ConfigurationError` on the first call.
+ * (default `~/.lite-agent/sessions`, or `$LITE_AGENT_HOME/sessions`). Bad options throw
+ * `ConfigurationError` at once; an unusable directory surfaces as one on the first call.
  */
 export const fileCheckpointer = (
-  options: FileCheckpointer.FileCheckpointerOptions & { readonly codec?: LogCodecService } = {}
-): PromiseCheckpointerWithIntegrity => toPromiseCheckpointerWithIntegrity(FileCheckpointer.layer(options))
+  options: FileCheckpointer.FileCheckpointerLayerOptions = {}
+): PromiseCheckpointerWithIntegrity =>
+  toPromiseCheckpointerWithIntegrity(
+    FileCheckpointer.layer(decodeOptionsOrThrow(FileCheckpointer.FileCheckpointerLayerOptions, options, "file checkpointer options"))
+  )

@@ -32,6 +32,7 @@ import {
   StorageError,
   UserMessage
 } from "../src/index.js"
+import { expectConfigurationError, thrownBy } from "./support/refusals.js"
 
 const freshDir = () => mkdtempSync(join(tmpdir(), "lite-agent-file-"))
 const logOf = (dir: string, id: string) => join(dir, id, "log")
@@ -357,26 +358,34 @@ describe("I/O failures", () => {
 })
 
 describe("options and the directory", () => {
-  it("bad options and unusable directories are ConfigurationErrors", async () => {
+  it("bad options throw ConfigurationError at the call; unusable directories are one on the first call", async () => {
     const dir = freshDir()
     const aFile = join(dir, "not-a-dir")
     writeFileSync(aFile, "x")
-    const cases: Array<Parameters<typeof fileCheckpointer>[0]> = [
-      { dir, synchronous: "fast" as "full" },
-      { dir, lockTimeoutMs: -1 },
-      { dir, lockLeaseMs: 99 },
-      { dir, lockLeaseMs: Number.NaN },
-      { dir, lockLeaseMs: "5000" as unknown as number },
-      { dir: aFile },
-      { dir: join(aFile, "below-a-file") },
-      { dir: "" }
+    const badOptions: Array<[unknown, string, string]> = [
+      [{ dir, synchronous: "fast" }, "synchronous", `expected one of "normal", "full", got "fast"`],
+      [{ dir, lockTimeoutMs: -1 }, "lockTimeoutMs", "expected a number >= 0, got -1"],
+      [{ dir, lockLeaseMs: 99 }, "lockLeaseMs", "expected a number >= 100, got 99"],
+      [{ dir, lockLeaseMs: Number.NaN }, "lockLeaseMs", "got NaN"],
+      [{ dir, lockLeaseMs: "5000" }, "lockLeaseMs", `got "5000"`],
+      [{ dir: "" }, "dir", `expected a non-empty string, got ""`],
+      [{ directory: dir }, "directory", `unknown option (did you mean "dir"?)`],
+      [{ dir, codec: "gzip" }, "codec", `expected a codec such as gzipCodec() or aes256gcmCodec(key), got "gzip"`],
+      ["/tmp/sessions", "file checkpointer options", `expected an object of options, got "/tmp/sessions"`]
     ]
-    for (const options of cases) {
-      const c = checkpointer(options)
-      const error = await c.head("s").catch((e: unknown) => e)
-      expect(error, JSON.stringify(options)).toBeInstanceOf(ConfigurationError)
-      if (options !== undefined && "lockLeaseMs" in options) expect(error).toMatchObject({ option: "lockLeaseMs" })
+    for (const [options, option, detail] of badOptions) {
+      expectConfigurationError(thrownBy(() => checkpointer(options as Parameters<typeof fileCheckpointer>[0])), option, detail)
     }
+    for (const options of [{ dir: aFile }, { dir: join(aFile, "below-a-file") }]) {
+      const error = await checkpointer(options).head("s").catch((e: unknown) => e)
+      expect(error, JSON.stringify(options)).toBeInstanceOf(ConfigurationError)
+      expect(error).toMatchObject({ option: "dir" })
+    }
+    // The same through the Effect layer: the build fails, with the same error.
+    const built = await Effect.runPromise(
+      Effect.either(Effect.scoped(Layer.build(FileCheckpointer.layer({ dir, lockLeaseMs: 99 }))))
+    )
+    expect(built).toMatchObject({ _tag: "Left", left: { _tag: "ConfigurationError", option: "lockLeaseMs" } })
   })
 
   it("a directory the process may not read or write is a ConfigurationError naming it", async () => {

@@ -42,8 +42,12 @@ describe("options are checked when the layers are built", () => {
     expect(await buildError(agentLayer({ snapshotMaxBytes: -1 }))).toMatchObject({ _tag: "ConfigurationError", option: "snapshotMaxBytes" })
     expect(await buildError(agentLayer({}, ""))).toMatchObject({ _tag: "ConfigurationError", option: "workdir" })
     expect(await buildError(Workspace.layer(42 as unknown as string))).toMatchObject({ _tag: "ConfigurationError", option: "workdir" })
-    // A directory that does not exist is not an option problem but the file system's answer.
-    expect(await buildError(Workspace.layer("/nonexistent/lite-agent"))).toMatchObject({ _tag: "WorkspaceIOError" })
+    // The workdir must be an existing directory.
+    expect(await buildError(Workspace.layer("/nonexistent/lite-agent"))).toMatchObject({
+      _tag: "ConfigurationError",
+      option: "workdir",
+      detail: "/nonexistent/lite-agent does not exist"
+    })
   })
 })
 

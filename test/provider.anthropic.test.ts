@@ -84,6 +84,18 @@ const bodyOf = (index: number): Record<string, unknown> => {
 const configurationFailure = (layer: Layer.Layer<LanguageModel.LanguageModel, ConfigurationError>) =>
   Effect.runPromise(Effect.flip(Effect.scoped(Layer.build(layer))))
 
+/** The ConfigurationError a provider's options cause: thrown by `anthropic(...)` at once, or failing its layer's build. */
+const optionsFailure = async (makeLayer: () => Layer.Layer<LanguageModel.LanguageModel, ConfigurationError>) => {
+  let layer: Layer.Layer<LanguageModel.LanguageModel, ConfigurationError>
+  try {
+    layer = makeLayer()
+  } catch (thrown) {
+    if (thrown instanceof ConfigurationError) return thrown
+    throw thrown
+  }
+  return configurationFailure(layer)
+}
+
 describe("anthropic provider", () => {
   it("names itself and defaults to claude-sonnet-4-6", async () => {
     const provider = anthropic({ apiKey: API_KEY, baseUrl: server.url })
@@ -339,8 +351,11 @@ describe("anthropic provider", () => {
 
   it("rejects a negative or fractional maxRetries with ConfigurationError", async () => {
     for (const maxRetries of [-1, 1.5]) {
-      const error = await configurationFailure(modelLayer({ maxRetries }))
+      // At once from the provider; at build from the layer.
+      expect(() => modelLayer({ maxRetries })).toThrow(ConfigurationError)
+      const error = await configurationFailure(anthropicLayer({ apiKey: API_KEY, baseUrl: server.url, maxRetries }))
       expect(error.option).toBe("maxRetries")
+      expect(error.detail).toBe(`expected a non-negative integer, got ${maxRetries}`)
     }
   })
 
@@ -411,7 +426,7 @@ describe("anthropic provider", () => {
     { name: "fractional max tokens", options: { maxTokens: 1.5 }, option: "maxTokens", detail: /positive integer, got 1.5/ },
     { name: "an empty anthropic version", options: { anthropicVersion: "" }, option: "anthropicVersion", detail: /non-empty/ }
   ])("rejects $name with ConfigurationError", async ({ options, option, detail }) => {
-    const error = await configurationFailure(anthropic({ apiKey: API_KEY, baseUrl: server.url, ...options }).layer())
+    const error = await optionsFailure(() => anthropic({ apiKey: API_KEY, baseUrl: server.url, ...options }).layer())
     expect(error).toBeInstanceOf(ConfigurationError)
     expect(error.option).toBe(option)
     expect(error.detail).toMatch(detail)

@@ -220,25 +220,36 @@ describe("scripted model", () => {
     ))))
 
   describe("rejects a bad script when it is built, naming the turn", () => {
-    const cases: ReadonlyArray<{ readonly name: string; readonly turns: unknown; readonly detail: string }> = [
-      { name: "a string input", turns: [{ text: "ok" }, { toolCalls: [{ name: "x", input: "a.txt" }] }], detail: "turns[1].toolCalls[0].input" },
-      { name: "a null input", turns: [{ toolCalls: [{ name: "x", input: null }] }], detail: "turns[0].toolCalls[0].input" },
-      { name: "an array input", turns: [{ toolCalls: [{ name: "x", input: [1, 2] }] }], detail: "got an array" },
-      { name: "a missing input", turns: [{ toolCalls: [{ name: "x" }] }], detail: "turns[0].toolCalls[0].input" },
+    const cases: ReadonlyArray<{ readonly name: string; readonly turns: unknown; readonly option: string; readonly detail: string }> = [
+      {
+        name: "a string input",
+        turns: [{ text: "ok" }, { toolCalls: [{ name: "x", input: "a.txt" }] }],
+        option: "turns[1].toolCalls[0].input",
+        detail: `expected a JSON object, got "a.txt"`
+      },
+      { name: "a null input", turns: [{ toolCalls: [{ name: "x", input: null }] }], option: "turns[0].toolCalls[0].input", detail: "got null" },
+      { name: "an array input", turns: [{ toolCalls: [{ name: "x", input: [1, 2] }] }], option: "turns[0].toolCalls[0].input", detail: "got an array" },
+      { name: "a missing input", turns: [{ toolCalls: [{ name: "x" }] }], option: "turns[0].toolCalls[0].input", detail: "is required" },
       {
         name: "a function deep in the input",
         turns: [{ toolCalls: [{ name: "x", input: { a: { b: () => 1 } } }] }],
-        detail: "turns[0].toolCalls[0].input.a.b is function"
+        option: "turns[0].toolCalls[0].input",
+        detail: "input.a.b is function"
       },
-      { name: "NaN in the input", turns: [{ toolCalls: [{ name: "x", input: { n: Number.NaN } }] }], detail: "input.n is NaN" },
-      { name: "a Date in the input", turns: [{ toolCalls: [{ name: "x", input: { d: new Date(0) } }] }], detail: "input.d is a Date" },
-      { name: "an empty tool name", turns: [{ toolCalls: [{ name: "", input: {} }] }], detail: "turns[0].toolCalls[0].name" },
-      { name: "a misspelt key", turns: [{ tool_calls: [] }], detail: `turns[0] has an unknown key "tool_calls"` },
-      { name: "non-string text", turns: [{}, { text: 42 }], detail: "turns[1].text must be a string" },
-      { name: "a turn that is not an object", turns: ["hello"], detail: "turns[0] must be an object" },
-      { name: "turns that are not an array", turns: { text: "hi" }, detail: "must be an array of turns" }
+      { name: "NaN in the input", turns: [{ toolCalls: [{ name: "x", input: { n: Number.NaN } }] }], option: "turns[0].toolCalls[0].input", detail: "input.n is NaN" },
+      { name: "a Date in the input", turns: [{ toolCalls: [{ name: "x", input: { d: new Date(0) } }] }], option: "turns[0].toolCalls[0].input", detail: "input.d is a Date" },
+      { name: "an empty tool name", turns: [{ toolCalls: [{ name: "", input: {} }] }], option: "turns[0].toolCalls[0].name", detail: `expected a tool name, got ""` },
+      {
+        name: "a misspelt key",
+        turns: [{ tool_calls: [] }],
+        option: "turns[0].tool_calls",
+        detail: `unknown option (did you mean "toolCalls"?)`
+      },
+      { name: "non-string text", turns: [{}, { text: 42 }], option: "turns[1].text", detail: "expected a string, got 42" },
+      { name: "a turn that is not an object", turns: ["hello"], option: "turns[0]", detail: `expected a turn { text?, toolCalls? }, got "hello"` },
+      { name: "turns that are not an array", turns: { text: "hi" }, option: "turns", detail: "expected an array of turns" }
     ]
-    for (const { name, turns, detail } of cases) {
+    for (const { name, turns, option, detail } of cases) {
       it(`rejects ${name}`, () => {
         let thrown: unknown
         try {
@@ -248,7 +259,7 @@ describe("scripted model", () => {
         }
         expect(thrown).toBeInstanceOf(ConfigurationError)
         if (!(thrown instanceof ConfigurationError)) return
-        expect(thrown.option).toBe("turns")
+        expect(thrown.option).toBe(option)
         expect(thrown.detail).toContain(detail)
       })
     }
@@ -256,7 +267,7 @@ describe("scripted model", () => {
     it("rejects a circular input", () => {
       const input: Record<string, unknown> = { path: "a.txt" }
       input["self"] = input
-      expect(() => scripted([{ toolCalls: [{ name: "x", input }] }])).toThrow(/turns\[0\]\.toolCalls\[0\]\.input\.self is a circular reference/)
+      expect(() => scripted([{ toolCalls: [{ name: "x", input }] }])).toThrow(/"turns\[0\]\.toolCalls\[0\]\.input": input\.self is a circular reference/)
     })
   })
 

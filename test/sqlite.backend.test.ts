@@ -23,6 +23,7 @@ import {
   SchemaVersionError,
   UserMessage
 } from "../src/index.js"
+import { expectConfigurationError, thrownBy } from "./support/refusals.js"
 
 const run = promisify(execFile)
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "lite-agent-sqlite-")), "sessions.db")
@@ -39,21 +40,23 @@ afterEach(async () => {
 })
 
 describe("sqliteCheckpointer options", () => {
-  it("invalid options are ConfigurationErrors naming the option", async () => {
-    const cases: Array<[Parameters<typeof sqliteCheckpointer>[0], string]> = [
-      [{ file: freshFile(), busyTimeoutMs: -1 }, "busyTimeoutMs"],
-      [{ file: freshFile(), busyTimeoutMs: Number.NaN }, "busyTimeoutMs"],
-      [{ file: freshFile(), busyTimeoutMs: "5" as unknown as number }, "busyTimeoutMs"],
-      [{ file: freshFile(), synchronous: "off" as "full" }, "synchronous"],
-      [{ file: "" }, "file"],
-      [{ file: join(freshFile(), "no-such-dir", "x.db") }, "file"],
-      [{ file: freshFile(), integrityCheckOnOpen: "yes" as unknown as boolean }, "integrityCheckOnOpen"]
+  it("invalid options throw ConfigurationError at the call, naming the option; an unopenable file fails the first call", async () => {
+    const cases: Array<[unknown, string, string]> = [
+      [{ file: freshFile(), busyTimeoutMs: -1 }, "busyTimeoutMs", "expected a number >= 0, got -1"],
+      [{ file: freshFile(), busyTimeoutMs: Number.NaN }, "busyTimeoutMs", "got NaN"],
+      [{ file: freshFile(), busyTimeoutMs: "5" }, "busyTimeoutMs", `got "5"`],
+      [{ file: freshFile(), synchronous: "off" }, "synchronous", `got "off"`],
+      [{ file: "" }, "file", `expected a path or ":memory:", got ""`],
+      [{}, "file", "is required"],
+      [{ path: freshFile() }, "path", "unknown option"],
+      [{ file: freshFile(), integrityCheckOnOpen: "yes" }, "integrityCheckOnOpen", `expected true or false, got "yes"`]
     ]
-    for (const [options, option] of cases) {
-      const error = await checkpointer(options).head("s").catch((e: unknown) => e)
-      expect(error, JSON.stringify(options)).toBeInstanceOf(ConfigurationError)
-      expect(error).toMatchObject({ option })
+    for (const [options, option, detail] of cases) {
+      expectConfigurationError(thrownBy(() => checkpointer(options as Parameters<typeof sqliteCheckpointer>[0])), option, detail)
     }
+    const error = await checkpointer({ file: join(freshFile(), "no-such-dir", "x.db") }).head("s").catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(ConfigurationError)
+    expect(error).toMatchObject({ option: "file" })
   })
 
   it("busyTimeoutMs 0 is valid: a busy database fails at once with CheckpointBusyError", async () => {

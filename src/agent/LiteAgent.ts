@@ -9,11 +9,11 @@
  * - `SessionPointer.ts` — which session is current.
  */
 import type * as LanguageModel from "@effect/ai/LanguageModel"
-import { Context, Effect, Exit, Layer, Mailbox, Queue, Stream } from "effect"
+import { Context, Effect, Exit, Layer, Mailbox, Queue, Schema, Stream } from "effect"
 import { Checkpointer, type SessionInfo } from "../core/Checkpointer.js"
 import type { CheckpointerError, ConfigurationError, InvalidSessionIdError } from "../core/errors.js"
 import type { UserContent } from "../core/events.js"
-import { checkPositiveInteger, checkString, firstProblem } from "../core/optionChecks.js"
+import { AnyString, decodeOptions, expecting, Flag, PositiveInteger, PositiveMilliseconds } from "../core/options.js"
 import type * as Session from "../core/session.js"
 import * as FileTools from "../tools/FileTools.js"
 import { type RestoreError, type RestoreOptions, type RestoreResult, TimeTravel } from "../tools/TimeTravel.js"
@@ -28,35 +28,34 @@ import { SessionPointer } from "./SessionPointer.js"
 import { openSessionWriter } from "./SessionWriter.js"
 import { makeRunTurn, type SendError, type SendOptions } from "./turn.js"
 
-/** Options of `LiteAgent.layer`. (The promise facade takes `LiteAgentOptions`: a model, a checkpointer and these.) */
-export interface LiteAgentLayerOptions {
+/** What an agent is configured with, wherever it is built (the facade adds its own fields to these). */
+export const agentOptionFields = {
   /** Recorded on assistant messages and in the session metadata. */
-  readonly modelName?: string
-  readonly systemPrompt?: string
+  modelName: Schema.optional(AnyString),
+  systemPrompt: Schema.optional(AnyString),
   /** Model calls per turn at most. Default 25. */
-  readonly maxSteps?: number
+  maxSteps: Schema.optional(PositiveInteger),
   /** Default timeout of a foreground `shell` call. Default 120 000 ms. */
-  readonly bashTimeoutMs?: number
+  bashTimeoutMs: Schema.optional(PositiveMilliseconds),
   /** Timeout of a background `shell` task unless the call gives one. Default 30 minutes. */
-  readonly backgroundTimeoutMs?: number
+  backgroundTimeoutMs: Schema.optional(PositiveMilliseconds),
   /** `false`: nothing is meant to persist, and the session methods fail with `SessionsDisabledError`. Default true. */
-  readonly sessions?: boolean
+  sessions: Schema.optional(Flag),
   /** The session to start in (default: a new id). */
-  readonly sessionId?: string
-  /** Share the current-session pointer with a facade (advanced; `createLiteAgent` uses it). */
-  readonly pointer?: SessionPointer
+  sessionId: Schema.optional(AnyString)
 }
 
-/** What is wrong with the agent's options, if anything (checked when the layer is built). */
-export const agentOptionsProblem = (options: LiteAgentLayerOptions): ConfigurationError | undefined =>
-  firstProblem(
-    checkString("modelName", options.modelName),
-    checkString("systemPrompt", options.systemPrompt),
-    checkPositiveInteger("maxSteps", options.maxSteps),
-    checkPositiveInteger("bashTimeoutMs", options.bashTimeoutMs, " of milliseconds"),
-    checkPositiveInteger("backgroundTimeoutMs", options.backgroundTimeoutMs, " of milliseconds"),
-    checkString("sessionId", options.sessionId)
-  )
+/** Options of `LiteAgent.layer`. (The promise facade takes `LiteAgentOptions`: a model, a checkpointer and these.) */
+export const LiteAgentLayerOptions = Schema.Struct({
+  ...agentOptionFields,
+  /** Share the current-session pointer with a facade (advanced; `createLiteAgent` uses it). */
+  pointer: Schema.optional(expecting(Schema.instanceOf(SessionPointer), "a SessionPointer"))
+})
+export interface LiteAgentLayerOptions extends Schema.Schema.Type<typeof LiteAgentLayerOptions> {}
+
+/** `LiteAgent.layerWithWorkdir`'s options: the agent's and the file tools'. */
+export const LiteAgentWithWorkdirOptions = Schema.Struct({ ...LiteAgentLayerOptions.fields, ...FileTools.fileToolsOptionFields })
+export interface LiteAgentWithWorkdirOptions extends Schema.Schema.Type<typeof LiteAgentWithWorkdirOptions> {}
 
 export interface LiteAgentService {
   /** The session `send` uses when no id is given. */
@@ -93,10 +92,9 @@ export const DEFAULT_MAX_STEPS = 25
 export const DEFAULT_BASH_TIMEOUT_MS = 120_000
 export const DEFAULT_BACKGROUND_TIMEOUT_MS = 30 * 60_000
 
-export const make = (options: LiteAgentLayerOptions = {}) =>
+export const make = (input: LiteAgentLayerOptions = {}) =>
   Effect.gen(function*() {
-    const problem = agentOptionsProblem(options)
-    if (problem !== undefined) return yield* problem
+    const options = yield* decodeOptions(LiteAgentLayerOptions, input, "agent options")
     const checkpointer = yield* Checkpointer
     const timeTravel = yield* TimeTravel
     const workspace = yield* Workspace.Workspace
@@ -124,15 +122,13 @@ export const make = (options: LiteAgentLayerOptions = {}) =>
       bashTimeoutMs: options.bashTimeoutMs ?? DEFAULT_BASH_TIMEOUT_MS,
       background
     })
-    const turn = (input: UserContent, sendOptions: SendOptions, emit: Emit) =>
-      Effect.suspend(() =>
-        runTurn(input, { sessionId: sendOptions.sessionId ?? pointer.current, maxSteps: sendOptions.maxSteps }, emit)
-      )
+    const turn = (input: UserContent, sendOptions: SendOptions | undefined, emit: Emit) =>
+      Effect.suspend(() => runTurn(input, sendOptions, pointer.current, emit))
 
     const service: LiteAgentService = {
       sessionId: Effect.sync(() => pointer.current),
-      send: (input, sendOptions = {}) => turn(input, sendOptions, hub.publish),
-      run: (input, sendOptions = {}) =>
+      send: (input, sendOptions) => turn(input, sendOptions, hub.publish),
+      run: (input, sendOptions) =>
         Stream.unwrapScoped(Effect.gen(function*() {
           const mailbox = yield* Mailbox.make<AgentEvent, SendError>()
           yield* turn(input, sendOptions, (event) => Effect.zipRight(hub.publish(event), mailbox.offer(event))).pipe(
@@ -194,9 +190,16 @@ export const layer = (
  */
 export const layerWithWorkdir = (
   workdir: string,
-  options: LiteAgentLayerOptions & FileTools.FileToolsOptions = {}
+  input: LiteAgentWithWorkdirOptions = {}
 ) =>
-  layer(options).pipe(
-    Layer.provide(Layer.mergeAll(FileTools.layer(options), TimeTravelModule.layer)),
-    Layer.provideMerge(Workspace.layer(workdir))
-  )
+  Layer.unwrapEffect(Effect.map(
+    decodeOptions(LiteAgentWithWorkdirOptions, input, "agent options"),
+    ({ snapshotMaxBytes, ...agentOptions }) =>
+      layer(agentOptions).pipe(
+        Layer.provide(Layer.mergeAll(
+          FileTools.layer(snapshotMaxBytes === undefined ? {} : { snapshotMaxBytes }),
+          TimeTravelModule.layer
+        )),
+        Layer.provideMerge(Workspace.layer(workdir))
+      )
+  ))

@@ -7,23 +7,19 @@
  * next turn resumes from.
  */
 import * as LanguageModel from "@effect/ai/LanguageModel"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { Checkpointer } from "../core/Checkpointer.js"
-import {
-  type CheckpointerError,
-  ConfigurationError,
-  InvalidEventError,
-  type InvalidSessionIdError
-} from "../core/errors.js"
+import { type CheckpointerError, type ConfigurationError, InvalidEventError, type InvalidSessionIdError } from "../core/errors.js"
 import {
   contentText,
   EVENT_FORMAT_VERSION,
   SessionMetadata,
   type TokenUsage,
   ToolResult,
-  type UserContent,
+  UserContent,
   UserMessage
 } from "../core/events.js"
+import { AnyString, decodeOptions, PositiveInteger, quoteValue } from "../core/options.js"
 import { validateSessionId } from "../core/sessionId.js"
 import * as FileTools from "../tools/FileTools.js"
 import type { Emit, LiteAgentResult, ToolCallRecord } from "./AgentEvents.js"
@@ -36,12 +32,13 @@ import { repairs } from "./repairs.js"
 import { openSessionWriter } from "./SessionWriter.js"
 import { agentToolkitForModel, runToolCall } from "./tools.js"
 
-export interface SendOptions {
+export const SendOptions = Schema.Struct({
   /** Run in this session instead of the current one (the current one does not change). */
-  readonly sessionId?: string
+  sessionId: Schema.optional(AnyString),
   /** Override the agent's step limit for this turn. */
-  readonly maxSteps?: number
-}
+  maxSteps: Schema.optional(PositiveInteger)
+})
+export interface SendOptions extends Schema.Schema.Type<typeof SendOptions> {}
 
 export type SendError = CheckpointerError | ModelError | AgentBusyError | InvalidSessionIdError | ConfigurationError
 
@@ -54,10 +51,11 @@ export interface TurnSettings {
   readonly background: BackgroundTasks
 }
 
-/** A turn of `sessionId` (already chosen by the caller), emitting as it goes; the last event is `{ type: "result" }`. */
+/** A turn (in `currentSessionId` unless the options name another), emitting as it goes; the last event is `{ type: "result" }`. */
 export type RunTurn = (
   input: UserContent,
-  target: { readonly sessionId: string; readonly maxSteps?: number | undefined },
+  sendOptions: SendOptions | undefined,
+  currentSessionId: string,
   emit: Emit
 ) => Effect.Effect<LiteAgentResult, SendError>
 
@@ -135,16 +133,20 @@ export const makeRunTurn = (
         return result
       })
 
-    return (input, target, emit) =>
+    return (input, sendOptions, currentSessionId, emit) =>
       Effect.gen(function*() {
-        const sessionId = yield* validateSessionId(target.sessionId)
+        const options = yield* decodeOptions(SendOptions, sendOptions, "send options")
+        const sessionId = yield* validateSessionId(options.sessionId ?? currentSessionId)
+        if (!Schema.is(UserContent)(input)) {
+          return yield* new InvalidEventError({
+            sessionId,
+            index: 0,
+            detail: `the prompt must be a string or an array of text blocks, got ${quoteValue(input)}`
+          })
+        }
         if (contentText(input).trim().length === 0) {
           return yield* new InvalidEventError({ sessionId, index: 0, detail: "the prompt is empty" })
         }
-        const maxSteps = target.maxSteps ?? settings.maxSteps
-        if (!(Number.isInteger(maxSteps) && maxSteps >= 1)) {
-          return yield* new ConfigurationError({ option: "maxSteps", detail: `must be a positive integer, got ${maxSteps}` })
-        }
-        return yield* lock.turn("send", sessionId, steps(sessionId, input, maxSteps, emit))
+        return yield* lock.turn("send", sessionId, steps(sessionId, input, options.maxSteps ?? settings.maxSteps, emit))
       })
   })

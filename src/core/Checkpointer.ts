@@ -4,7 +4,7 @@
  * and encoding, seq allocation, expected-head checks, decoding with contiguity checks and
  * the closed state — so those rules are written once.
  */
-import { Chunk, Clock, Context, Effect, Either, Ref, Stream } from "effect"
+import { Chunk, Clock, Context, Effect, Either, Ref, Schema, Stream } from "effect"
 import { decodeStoredEvent, normalizeEvents, type SessionEventInput } from "./encoding.js"
 import {
   CheckpointConflictError,
@@ -14,6 +14,7 @@ import {
   InvalidSeqError
 } from "./errors.js"
 import type { StoredEvent, StoredEventEncoded } from "./events.js"
+import { decodeOptions } from "./options.js"
 import { validateSessionId } from "./sessionId.js"
 
 export interface SessionInfo {
@@ -22,9 +23,13 @@ export interface SessionInfo {
   readonly mtime: Date
 }
 
+export const ReadOptions = Schema.Struct({
+  /** Return only the events after this seq (exclusive). Default 0: all of them. */
+  sinceSeq: Schema.optional(Schema.Unknown)
+})
 export interface ReadOptions {
   /** Return only the events after this seq (exclusive). Default 0: all of them. */
-  readonly sinceSeq?: number
+  readonly sinceSeq?: number | undefined
 }
 
 export interface CheckpointerService {
@@ -91,7 +96,8 @@ export interface CheckpointerDriver {
  */
 const READ_CHUNK_EVENTS = 256
 
-const checkSeqArgument = (
+/** A seq argument (`sinceSeq`, `toSeq`, a checkpoint's seq) must be a non-negative integer. */
+export const checkSeqArgument = (
   sessionId: string,
   argument: string,
   value: number | undefined
@@ -151,8 +157,12 @@ export const make = (driver: CheckpointerDriver) =>
 
     const read: CheckpointerService["read"] = (sessionId, options) => {
       const sinceSeq = options?.sinceSeq ?? 0
+      // An unknown key (`since`, `fromSeq`) must not silently read everything; the seq itself is checked as every seq argument.
+      const checked = options === undefined
+        ? checkSeqArgument(sessionId, "sinceSeq", sinceSeq)
+        : Effect.zipRight(decodeOptions(ReadOptions, options, "read options"), checkSeqArgument(sessionId, "sinceSeq", sinceSeq))
       return Stream.unwrap(
-        guard(sessionId, checkSeqArgument(sessionId, "sinceSeq", sinceSeq)).pipe(
+        guard(sessionId, checked).pipe(
           Effect.as(Stream.suspend(() => {
             let expectedSeq = sinceSeq + 1
             return Stream.mapChunksEffect(

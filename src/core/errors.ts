@@ -185,3 +185,4 @@ export type CheckpointerError =
   | StorageError
   | CheckpointBusyError
   | CheckpointLockLostError
+  | ConfigurationError

@@ -3,19 +3,20 @@
  * is the Effect service's, run on one `ManagedRuntime` built from the options' layers, and
  * rejects with the library's own error instances.
  */
-import { Effect, Either, Exit, Fiber, Layer, ManagedRuntime } from "effect"
+import { Effect, Either, Exit, Fiber, Layer, ManagedRuntime, Schema } from "effect"
 import * as MemoryCheckpointer from "../backends/memory.js"
 import { ConfigurationError } from "../core/errors.js"
 import { AgentClosedError } from "../agent/errors.js"
 import type { Checkpoint } from "../core/session.js"
 import type { SessionInfo } from "../core/Checkpointer.js"
-import type { UserContent } from "../core/events.js"
+import { UserContent } from "../core/events.js"
 import type { AgentEvent, LiteAgentResult } from "../agent/AgentEvents.js"
-import { agentOptionsProblem, LiteAgent as LiteAgentTag, layerWithWorkdir, type LiteAgentService } from "../agent/LiteAgent.js"
+import { agentOptionFields, LiteAgent as LiteAgentTag, layerWithWorkdir, type LiteAgentService } from "../agent/LiteAgent.js"
 import type { BackgroundTaskInfo } from "../agent/MaintenanceLock.js"
 import type { SendOptions } from "../agent/turn.js"
 import { SessionPointer } from "../agent/SessionPointer.js"
-import { fileToolsOptionsProblem } from "../tools/FileTools.js"
+import { fileToolsOptionFields } from "../tools/FileTools.js"
+import { AnyString, decodeOptionsOrThrow, expecting, quoteValue, recognised } from "../core/options.js"
 import { workdirProblem } from "../tools/Workspace.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
 import type { RestoreOptions, RestoreResult } from "../tools/TimeTravel.js"
@@ -23,29 +24,32 @@ import * as FileCheckpointer from "../backends/file/FileCheckpointer.js"
 import { type PromiseCheckpointer, toPromiseCheckpointer } from "./checkpointer.js"
 import { iterateStream, runForPromise, valueOrThrow } from "./run.js"
 
-export interface LiteAgentOptions {
+const isModelProvider = (value: unknown): value is ModelProvider =>
+  typeof value === "object" && value !== null && "layer" in value && typeof value.layer === "function" &&
+  "defaultModelName" in value && typeof value.defaultModelName === "string"
+
+const isPromiseCheckpointer = (value: unknown): value is PromiseCheckpointer =>
+  typeof value === "object" && value !== null && "layer" in value && Layer.isLayer(value.layer) &&
+  ["append", "read", "head", "list", "delete", "truncate", "close"].every((method) =>
+    typeof (value as Record<string, unknown>)[method] === "function"
+  )
+
+export const LiteAgentOptions = Schema.Struct({
   /** Where the model comes from: `anthropic()` or `scripted(turns)` from `@lite-agent/sdk/provider`. */
-  readonly model: ModelProvider
-  /** Default: the provider's default model. */
-  readonly modelName?: string
-  /** The directory the file tools and `shell` work in. Default: `process.cwd()`. */
-  readonly workdir?: string
+  model: recognised("a provider such as anthropic() or scripted(turns)", isModelProvider),
+  /** The directory the file tools and `shell` work in: an existing, writable directory. Default: `process.cwd()`. */
+  workdir: Schema.optional(AnyString),
   /** Where sessions persist. Default: `fileCheckpointer()` (closed with the agent). */
-  readonly checkpointer?: PromiseCheckpointer
-  /** `false`: no persistence at all; the session methods reject with `SessionsDisabledError`. */
-  readonly sessions?: boolean
-  readonly systemPrompt?: string
-  /** Model calls per turn at most. Default 25. */
-  readonly maxSteps?: number
-  /** Default timeout of a foreground `shell` call. Default 120 000 ms. */
-  readonly bashTimeoutMs?: number
-  /** Timeout of background `shell` tasks. Default 30 minutes. */
-  readonly backgroundTimeoutMs?: number
-  /** Files larger than this are not snapshotted (restore then refuses them). Default 10 MiB. */
-  readonly snapshotMaxBytes?: number
-  /** The session to start in. Default: a new one. */
-  readonly sessionId?: string
-}
+  checkpointer: Schema.optional(
+    recognised(
+      "a checkpointer: fileCheckpointer(), sqliteCheckpointer(), memoryCheckpointer() or an object with the PromiseCheckpointer methods and its layer",
+      isPromiseCheckpointer
+    )
+  ),
+  ...agentOptionFields,
+  ...fileToolsOptionFields
+})
+export interface LiteAgentOptions extends Schema.Schema.Type<typeof LiteAgentOptions> {}
 
 export interface LiteAgent {
   /** The session `send` and `run` use when `options.sessionId` is not given. */
@@ -73,22 +77,21 @@ export interface LiteAgent {
   close(): Promise<void>
 }
 
-const checkOptions = (options: LiteAgentOptions) => {
+/** The options, decoded and checked as the layers would when built, at once; throws `ConfigurationError`. */
+const checkedOptions = (input: unknown, prefix = ""): LiteAgentOptions => {
+  const options = decodeOptionsOrThrow(LiteAgentOptions, input, { name: "options", prefix })
   if (options.sessions === false && options.checkpointer !== undefined) {
     throw new ConfigurationError({ option: "checkpointer", detail: "sessions: false means no persistence; do not pass a checkpointer" })
   }
-  // The same checks the layers apply when they are built, here at once.
-  const problem = agentOptionsProblem(options) ?? fileToolsOptionsProblem(options) ??
-    (options.workdir === undefined ? undefined : workdirProblem(options.workdir))
+  const problem = workdirProblem(options.workdir ?? process.cwd())
   if (problem !== undefined) throw problem
-  if (typeof options.model?.layer !== "function") {
-    throw new ConfigurationError({ option: "model", detail: "expected a provider such as anthropic() or scripted(turns)" })
-  }
+  return options
 }
 
 /** Create an agent. Invalid options throw `ConfigurationError`; nothing is opened until the first call. */
-export const createLiteAgent = (options: LiteAgentOptions): LiteAgent => {
-  checkOptions(options)
+export const createLiteAgent = (input: LiteAgentOptions): LiteAgent => createAgent(checkedOptions(input))
+
+const createAgent = (options: LiteAgentOptions): LiteAgent => {
   const pointer = new SessionPointer(options.sessions !== false, options.sessionId)
   // A checkpointer the agent opened itself is closed with it; the caller's is left open.
   const ownCheckpointer = options.sessions === false
@@ -98,14 +101,11 @@ export const createLiteAgent = (options: LiteAgentOptions): LiteAgent => {
     : undefined
   const checkpointer = ownCheckpointer ?? options.checkpointer
   if (checkpointer === undefined) throw new ConfigurationError({ option: "checkpointer", detail: "no checkpointer" })
-  const agentLayer = layerWithWorkdir(options.workdir ?? process.cwd(), {
+  const { model, workdir, checkpointer: _given, sessions: _sessions, sessionId: _sessionId, ...layerOptions } = options
+  const agentLayer = layerWithWorkdir(workdir ?? process.cwd(), {
+    ...layerOptions,
     pointer,
-    modelName: options.modelName ?? options.model.defaultModelName,
-    ...(options.systemPrompt === undefined ? {} : { systemPrompt: options.systemPrompt }),
-    ...(options.maxSteps === undefined ? {} : { maxSteps: options.maxSteps }),
-    ...(options.bashTimeoutMs === undefined ? {} : { bashTimeoutMs: options.bashTimeoutMs }),
-    ...(options.backgroundTimeoutMs === undefined ? {} : { backgroundTimeoutMs: options.backgroundTimeoutMs }),
-    ...(options.snapshotMaxBytes === undefined ? {} : { snapshotMaxBytes: options.snapshotMaxBytes })
+    modelName: options.modelName ?? model.defaultModelName
   }).pipe(
     Layer.provide(Layer.merge(checkpointer.layer, options.model.layer(options.modelName)))
   )
@@ -144,6 +144,7 @@ export const createLiteAgent = (options: LiteAgentOptions): LiteAgent => {
       inFlight.delete(fiber)
     }
   }
+  const open = (): Either.Either<void, AgentClosedError> => (closed ? Either.left(new AgentClosedError()) : Either.void)
   const orThrow = <A, E>(either: Either.Either<A, E>): A => Either.getOrThrowWith(either, (error) => error)
 
   return {
@@ -162,14 +163,18 @@ export const createLiteAgent = (options: LiteAgentOptions): LiteAgent => {
         interrupted: () => new AgentClosedError()
       })
     },
-    resume: (sessionId) => orThrow(pointer.resume(sessionId)),
-    clear: () => orThrow(pointer.clear()),
+    resume: (sessionId) => orThrow(Either.flatMap(open(), () => pointer.resume(sessionId))),
+    clear: () => orThrow(Either.flatMap(open(), () => pointer.clear())),
     listSessions: () => call((agent) => Effect.map(agent.listSessions(), (sessions) => [...sessions])),
     deleteSession: (sessionId) => call((agent) => agent.deleteSession(sessionId)),
     listCheckpoints: (sessionId) => call((agent) => Effect.map(agent.listCheckpoints(sessionId), (checkpoints) => [...checkpoints])),
     restore: (sessionId, seq, restoreOptions) => call((agent) => agent.restore(sessionId, seq, restoreOptions)),
     backgroundTasks: () => call((agent) => Effect.map(agent.backgroundTasks, (tasks) => [...tasks])),
     subscribe: (listener) => {
+      orThrow(open())
+      if (typeof listener !== "function") {
+        throw new ConfigurationError({ option: "listener", detail: `expected a function, got ${quoteValue(listener)}` })
+      }
       listeners.add(listener)
       return () => {
         listeners.delete(listener)
@@ -190,12 +195,19 @@ export interface QueryParams {
   readonly options: LiteAgentOptions
 }
 
+// The options are decoded by createLiteAgent's schema, under the "options" prefix.
+const QueryParamsSchema = Schema.Struct({
+  prompt: expecting(UserContent, "a prompt: a string or an array of text blocks"),
+  options: Schema.Unknown
+})
+
 /**
  * One turn, one-shot: create an agent with `options`, run `prompt` in its session
  * (`options.sessionId` to continue one), yield every event, close the agent.
  */
-export async function* query({ options, prompt }: QueryParams): AsyncGenerator<AgentEvent, void, undefined> {
-  const agent = createLiteAgent(options)
+export async function* query(params: QueryParams): AsyncGenerator<AgentEvent, void, undefined> {
+  const { options, prompt } = decodeOptionsOrThrow(QueryParamsSchema, params, "query parameters")
+  const agent = createAgent(checkedOptions(options, "options"))
   try {
     yield* agent.run(prompt)
   } finally {

@@ -11,26 +11,35 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Effect, Layer, Predicate, Redacted, Schedule, Stream } from "effect"
+import { Effect, Layer, Predicate, Redacted, Schedule, Schema, Stream } from "effect"
 import { ConfigurationError } from "../core/errors.js"
+import { AnyString, decodeOptions, decodeOptionsOrThrow, NonNegativeInteger, PositiveInteger } from "../core/options.js"
 import type { ModelProvider } from "./ModelProvider.js"
 
-export interface AnthropicOptions {
+export const AnthropicOptions = Schema.Struct({
   /** Defaults to the `ANTHROPIC_API_KEY` environment variable. */
-  readonly apiKey?: string
+  apiKey: Schema.optional(AnyString),
   /** Defaults to the `ANTHROPIC_BASE_URL` environment variable, else `https://api.anthropic.com`. */
-  readonly baseUrl?: string
+  baseUrl: Schema.optional(AnyString),
   /** The `max_tokens` of every request. Default {@link DEFAULT_ANTHROPIC_MAX_TOKENS}. */
-  readonly maxTokens?: number
+  maxTokens: Schema.optional(PositiveInteger),
   /** The `anthropic-version` header. Defaults to the client library's (`2023-06-01`). */
-  readonly anthropicVersion?: string
+  anthropicVersion: Schema.optional(AnyString),
   /**
    * Retries of a request that failed transiently — 408, 429, 5xx including 529 "overloaded",
    * or no response at all — with jittered exponential back-off from 500 ms. Default
    * {@link DEFAULT_ANTHROPIC_MAX_RETRIES}; 0 turns retrying off.
    */
-  readonly maxRetries?: number
-}
+  maxRetries: Schema.optional(NonNegativeInteger)
+})
+export interface AnthropicOptions extends Schema.Schema.Type<typeof AnthropicOptions> {}
+
+/** `anthropicLayer`'s options: the provider's and the model. */
+export const AnthropicLayerOptions = Schema.Struct({ ...AnthropicOptions.fields, modelName: Schema.optional(AnyString) })
+export interface AnthropicLayerOptions extends Schema.Schema.Type<typeof AnthropicLayerOptions> {}
+
+/** The key is never quoted in an error: messages end up in logs. */
+const decodeSettings = { name: "anthropic options", secrets: ["apiKey"] }
 
 export const DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
 
@@ -225,16 +234,22 @@ const layerFromSettings = (settings: Settings): Layer.Layer<LanguageModel.Langua
  * environment the program actually runs with.
  */
 export const anthropicLayer = (
-  options: AnthropicOptions & { readonly modelName?: string }
+  input: AnthropicLayerOptions
 ): Layer.Layer<LanguageModel.LanguageModel, ConfigurationError> =>
   Layer.unwrapEffect(Effect.map(
-    Effect.suspend(() => resolveSettings(options, options.modelName ?? DEFAULT_ANTHROPIC_MODEL)),
+    Effect.flatMap(
+      decodeOptions(AnthropicLayerOptions, input, decodeSettings),
+      (options) => resolveSettings(options, options.modelName ?? DEFAULT_ANTHROPIC_MODEL)
+    ),
     layerFromSettings
   ))
 
 /** Anthropic's Messages API as a `ModelProvider`; `layer(modelName)` picks the model. */
-export const anthropic = (options: AnthropicOptions = {}): ModelProvider => ({
-  name: "anthropic",
-  defaultModelName: DEFAULT_ANTHROPIC_MODEL,
-  layer: (modelName) => anthropicLayer(modelName === undefined ? options : { ...options, modelName })
-})
+export const anthropic = (input: AnthropicOptions = {}): ModelProvider => {
+  const options = decodeOptionsOrThrow(AnthropicOptions, input, decodeSettings)
+  return {
+    name: "anthropic",
+    defaultModelName: DEFAULT_ANTHROPIC_MODEL,
+    layer: (modelName) => anthropicLayer(modelName === undefined ? options : { ...options, modelName })
+  }
+}

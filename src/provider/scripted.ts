@@ -9,21 +9,9 @@ import * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
-import { DateTime, Effect, Layer, Stream } from "effect"
-import { ConfigurationError } from "../core/errors.js"
+import { DateTime, Effect, Either, Layer, Schema, Stream } from "effect"
+import { AnyString, decodeArgument, described, expecting, quoteValue } from "../core/options.js"
 import type { ModelProvider } from "./ModelProvider.js"
-
-export interface ScriptedToolCall {
-  readonly name: string
-  /** The tool's parameters: a JSON object. */
-  readonly input: unknown
-}
-
-/** What the model answers to one call: some text, some tool calls, or both. */
-export interface ScriptedTurn {
-  readonly text?: string
-  readonly toolCalls?: ReadonlyArray<ScriptedToolCall>
-}
 
 export interface ScriptedCall {
   /** 0-based: the n-th model call, answered by `turns[index]` when there is one. */
@@ -85,44 +73,41 @@ const jsonProblem = (value: unknown, path: string, seen: Set<unknown>): string |
   }
 }
 
-const TURN_KEYS = new Set(["text", "toolCalls"])
-const CALL_KEYS = new Set(["name", "input"])
+/** A tool call's input: a plain JSON object (what a real model sends). */
+const ToolInput = Schema.Unknown.pipe(
+  Schema.filter((input) => {
+    if (!isPlainObject(input)) return `expected a JSON object, got ${quoteValue(input)}`
+    const problem = jsonProblem(input, "input", new Set())
+    return problem === undefined ? true : `${problem}; tool inputs must be plain JSON`
+  })
+)
 
-const badTurns = (detail: string) => new ConfigurationError({ option: "turns", detail })
+export const ScriptedToolCall = described(
+  Schema.Struct({
+    name: expecting(Schema.String.pipe(Schema.minLength(1)), "a tool name"),
+    /** The tool's parameters: a JSON object. */
+    input: ToolInput
+  }),
+  "a tool call { name, input }"
+)
+export interface ScriptedToolCall extends Schema.Schema.Type<typeof ScriptedToolCall> {}
+
+/** What the model answers to one call: some text, some tool calls, or both. */
+export const ScriptedTurn = Schema.Struct({
+  text: Schema.optional(AnyString),
+  toolCalls: Schema.optional(described(Schema.Array(ScriptedToolCall), "an array of tool calls"))
+})
+export interface ScriptedTurn extends Schema.Schema.Type<typeof ScriptedTurn> {}
+
+const ScriptedTurns = described(
+  Schema.Array(described(ScriptedTurn, "a turn { text?, toolCalls? }")),
+  "an array of turns { text?, toolCalls? }"
+)
 
 /** The turns, checked and deep-copied (later changes to the caller's objects do not leak in). */
 const checkTurns = (turns: unknown): ReadonlyArray<ScriptedTurn> => {
-  if (!Array.isArray(turns)) throw badTurns(`must be an array of turns, got ${describe(turns)}`)
-  turns.forEach((turn: unknown, i) => {
-    const at = `turns[${i}]`
-    if (!isPlainObject(turn)) throw badTurns(`${at} must be an object { text?, toolCalls? }, got ${describe(turn)}`)
-    for (const key of Object.keys(turn)) {
-      if (!TURN_KEYS.has(key)) throw badTurns(`${at} has an unknown key "${key}" (expected text and/or toolCalls)`)
-    }
-    if (turn["text"] !== undefined && typeof turn["text"] !== "string") {
-      throw badTurns(`${at}.text must be a string, got ${describe(turn["text"])}`)
-    }
-    const toolCalls = turn["toolCalls"]
-    if (toolCalls === undefined) return
-    if (!Array.isArray(toolCalls)) throw badTurns(`${at}.toolCalls must be an array, got ${describe(toolCalls)}`)
-    toolCalls.forEach((call: unknown, j) => {
-      const callAt = `${at}.toolCalls[${j}]`
-      if (!isPlainObject(call)) throw badTurns(`${callAt} must be an object { name, input }, got ${describe(call)}`)
-      for (const key of Object.keys(call)) {
-        if (!CALL_KEYS.has(key)) throw badTurns(`${callAt} has an unknown key "${key}" (expected name and input)`)
-      }
-      if (typeof call["name"] !== "string" || call["name"] === "") {
-        throw badTurns(`${callAt}.name must be a non-empty tool name`)
-      }
-      const input = call["input"]
-      if (!isPlainObject(input)) {
-        throw badTurns(`${callAt}.input (tool "${call["name"]}") must be a JSON object, got ${describe(input)}`)
-      }
-      const problem = jsonProblem(input, `${callAt}.input`, new Set())
-      if (problem !== undefined) throw badTurns(`${problem} (tool "${call["name"]}"); tool inputs must be plain JSON`)
-    })
-  })
-  return JSON.parse(JSON.stringify(turns)) as ReadonlyArray<ScriptedTurn>
+  const checked = Either.getOrThrowWith(decodeArgument(ScriptedTurns, turns, { name: "turns", prefix: "turns" }), (error) => error)
+  return JSON.parse(JSON.stringify(checked)) as ReadonlyArray<ScriptedTurn>
 }
 
 // -----------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 import assert from "node:assert/strict"
 import { Arbitrary, Chunk, Effect, Exit, FastCheck as fc, Layer, ManagedRuntime, Schema, Scope, Stream } from "effect"
 import { Checkpointer, type CheckpointerService } from "../core/Checkpointer.js"
+import { decodeOptionsOrThrow, Flag, isPlainObject, PositiveInteger, PositiveMilliseconds, recognised } from "../core/options.js"
 import {
   CheckpointConflictError,
   CheckpointerClosedError,
@@ -41,24 +42,31 @@ export interface ConformanceRunner {
   readonly it: (name: string, body: () => Promise<void>, timeoutMs?: number) => unknown
 }
 
-export interface ConformanceOptions {
+const isRunner = (value: unknown): value is ConformanceRunner =>
+  typeof value === "object" && value !== null && "describe" in value && typeof value.describe === "function" &&
+  "it" in value && typeof value.it === "function"
+
+export const ConformanceOptions = Schema.Struct({
   /**
    * The backend is persistent: building `layer` again sees what earlier builds stored
    * (a file directory, a database file). Property sequences then mix close-and-reopen
    * steps in, and the example tests check that data survives a reopen.
    */
-  readonly reopen?: boolean
+  reopen: Schema.optional(Flag),
   /** Random command sequences in the property test. Default 200. */
-  readonly propertyRuns?: number
+  propertyRuns: Schema.optional(PositiveInteger),
   /** Longest random command sequence. Default 40. */
-  readonly maxCommands?: number
-  /** Extra fast-check parameters, e.g. `{ seed, path }` to replay a reported failure. */
-  readonly fastCheck?: fc.Parameters<unknown>
+  maxCommands: Schema.optional(PositiveInteger),
+  /** Extra fast-check parameters, e.g. `{ seed, path }` to replay a reported failure (passed to fast-check as given). */
+  fastCheck: Schema.optional(
+    recognised("an object of fast-check parameters", (value): value is fc.Parameters<unknown> => isPlainObject(value))
+  ),
   /** Per-test timeout in ms. Default 120000. */
-  readonly timeoutMs?: number
+  timeoutMs: Schema.optional(PositiveMilliseconds),
   /** Defaults to the runner's global `describe`/`it`. */
-  readonly runner?: ConformanceRunner
-}
+  runner: Schema.optional(recognised("a runner { describe, it }", isRunner))
+})
+export interface ConformanceOptions extends Schema.Schema.Type<typeof ConformanceOptions> {}
 
 const globalRunner = (): ConformanceRunner => {
   const globals = globalThis as { describe?: ConformanceRunner["describe"]; it?: ConformanceRunner["it"] }
@@ -229,8 +237,9 @@ const ACTIVITY_GAP_MS = 30
 export const checkpointerConformance = <E>(
   name: string,
   layer: Layer.Layer<Checkpointer, E>,
-  options: ConformanceOptions = {}
+  input: ConformanceOptions = {}
 ): void => {
+  const options = decodeOptionsOrThrow(ConformanceOptions, input, "conformance options")
   const runner = options.runner ?? globalRunner()
   const timeoutMs = options.timeoutMs ?? 120_000
   const test = (title: string, body: (c: CheckpointerService, prefix: string) => Effect.Effect<void, unknown>) =>

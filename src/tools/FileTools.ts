@@ -5,14 +5,14 @@
  * what they left. Those records are ordinary session events, so they go through the same
  * checkpointer (and codec) as the conversation.
  */
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { type CheckpointerError } from "../core/errors.js"
 import { ToolInputError, type UnsafePathError, type WorkspaceIOError } from "./errors.js"
 import { FileChange, FileSnapshot, type FileSnapshotState } from "../core/events.js"
 import * as Session from "../core/session.js"
 import { ConfigurationError } from "../core/errors.js"
-import { checkNonNegativeInteger } from "../core/optionChecks.js"
+import { decodeOptions, NonNegativeInteger } from "../core/options.js"
 import { sha256Hex } from "../core/sha256.js"
 import { type FileState, normalizeRelative, type PathState, Workspace } from "./Workspace.js"
 
@@ -56,21 +56,18 @@ export interface FileToolsService {
 
 export class FileTools extends Context.Tag("@lite-agent/tools/FileTools")<FileTools, FileToolsService>() {}
 
-export interface FileToolsOptions {
+export const fileToolsOptionFields = {
   /** Files larger than this are recorded as "unavailable" rather than snapshotted. Default 10 MiB. */
-  readonly snapshotMaxBytes?: number
+  snapshotMaxBytes: Schema.optional(NonNegativeInteger)
 }
+export const FileToolsOptions = Schema.Struct(fileToolsOptionFields)
+export interface FileToolsOptions extends Schema.Schema.Type<typeof FileToolsOptions> {}
 
 export const DEFAULT_SNAPSHOT_MAX_BYTES = 10 * 1024 * 1024
 
-/** What is wrong with the file tools' options, if anything (checked when the layer is built). */
-export const fileToolsOptionsProblem = (options: FileToolsOptions): ConfigurationError | undefined =>
-  checkNonNegativeInteger("snapshotMaxBytes", options.snapshotMaxBytes)
-
-export const make = (options: FileToolsOptions = {}) =>
+export const make = (input: FileToolsOptions = {}) =>
   Effect.gen(function*() {
-    const problem = fileToolsOptionsProblem(options)
-    if (problem !== undefined) return yield* problem
+    const options = yield* decodeOptions(FileToolsOptions, input, "file tools options")
     const workspace = yield* Workspace
     const checkpointer = yield* Checkpointer
     const snapshotMaxBytes = options.snapshotMaxBytes ?? DEFAULT_SNAPSHOT_MAX_BYTES

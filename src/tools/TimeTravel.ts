@@ -11,26 +11,30 @@
  * Not a file-system or database transaction: a crash of the process part-way leaves
  * what was done so far.
  */
-import { Cause, Chunk, Context, Data, Effect, Layer, PubSub, type Queue, type Scope, Stream } from "effect"
+import { Cause, Chunk, Context, Data, Effect, Layer, PubSub, type Queue, Schema, type Scope, Stream } from "effect"
 import { messageOf } from "../core/causes.js"
-import { Checkpointer } from "../core/Checkpointer.js"
-import { type CheckpointerError, type Refusal } from "../core/errors.js"
+import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
+import { decodeOptions, Flag, recognised } from "../core/options.js"
+import { type CheckpointerError, type ConfigurationError, type Refusal } from "../core/errors.js"
 import { RestoreFailedError, RestoreRefusedError, UnsafePathError, type WorkspaceIOError } from "./errors.js"
 import { type CommandAfterCheckpoint, type FilePlan, planRestore } from "../core/restore.js"
 import * as Session from "../core/session.js"
 import { sha256Hex } from "../core/sha256.js"
 import { type PathState, Workspace } from "./Workspace.js"
 
-export interface RestoreOptions {
+const isAbortSignal = (value: unknown): value is AbortSignal => value instanceof AbortSignal
+
+export const RestoreOptions = Schema.Struct({
   /** Put back the files the agent changed after the checkpoint. Default true. */
-  readonly files?: boolean
+  files: Schema.optional(Flag),
   /** Cut the conversation back to just before the checkpoint. Default true. */
-  readonly conversation?: boolean
+  conversation: Schema.optional(Flag),
   /** Only plan: return every file, its action and any refusal; change nothing. Default false. */
-  readonly dryRun?: boolean
+  dryRun: Schema.optional(Flag),
   /** Abort part-way: every file already changed is put back. */
-  readonly signal?: AbortSignal
-}
+  signal: Schema.optional(recognised("an AbortSignal", isAbortSignal))
+})
+export interface RestoreOptions extends Schema.Schema.Type<typeof RestoreOptions> {}
 
 export interface PlannedFile {
   readonly path: string
@@ -69,7 +73,7 @@ export type RestoreProgress =
   | { readonly type: "checkpoint_restore"; readonly phase: "done"; readonly sessionId: string; readonly seq: number; readonly result: RestoreResult }
   | { readonly type: "checkpoint_restore"; readonly phase: "error"; readonly sessionId: string; readonly seq: number; readonly error: unknown }
 
-export type RestoreError = RestoreRefusedError | RestoreFailedError | CheckpointerError | WorkspaceIOError
+export type RestoreError = RestoreRefusedError | RestoreFailedError | CheckpointerError | WorkspaceIOError | ConfigurationError
 
 export interface TimeTravelService {
   readonly listCheckpoints: (sessionId: string) => Effect.Effect<ReadonlyArray<Session.Checkpoint>, CheckpointerError>
@@ -130,8 +134,10 @@ export const make = Effect.gen(function*() {
       } satisfies Refusal
     })
 
-  const restore = (sessionId: string, seq: number, options: RestoreOptions = {}) =>
+  const restore = (sessionId: string, seq: number, input: RestoreOptions = {}) =>
     Effect.gen(function*() {
+      const options = yield* decodeOptions(RestoreOptions, input, "restore options")
+      yield* checkSeqArgument(sessionId, "seq", seq)
       const files = options.files ?? true
       const conversation = options.conversation ?? true
       const dryRun = options.dryRun ?? false

@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Context, Effect, Layer } from "effect"
 import { ConfigurationError } from "../core/errors.js"
-import { checkString } from "../core/optionChecks.js"
+import { quoteValue } from "../core/options.js"
 import { errnoOf as codeOf, messageOf } from "../core/causes.js"
 import { UnsafePathError, WorkspaceIOError } from "./errors.js"
 
@@ -192,11 +192,27 @@ export const make = (workdir: string): WorkspaceService => {
   return { root, resolve, inspect, stat, write, remove, chmod, list }
 }
 
-/** What is wrong with a workdir argument, if anything (checked when the layer is built). */
-export const workdirProblem = (workdir: unknown): ConfigurationError | undefined =>
-  workdir === undefined
-    ? new ConfigurationError({ option: "workdir", detail: "must be a non-empty string" })
-    : checkString("workdir", workdir, { nonEmpty: true })
+/**
+ * What is wrong with a workdir, if anything: it must be a path to an existing directory this
+ * process can read, write and enter. Checked when the layer is built, and by the facade at once.
+ */
+export const workdirProblem = (workdir: unknown): ConfigurationError | undefined => {
+  if (typeof workdir !== "string" || workdir.length === 0) {
+    return new ConfigurationError({ option: "workdir", detail: `expected a path to a directory, got ${quoteValue(workdir)}` })
+  }
+  const problem = (detail: string) => new ConfigurationError({ option: "workdir", detail: `${workdir} ${detail}` })
+  try {
+    if (!fs.statSync(workdir).isDirectory()) return problem("is not a directory")
+  } catch (cause) {
+    return codeOf(cause) === "ENOENT" ? problem("does not exist") : problem(`cannot be opened: ${messageOf(cause)}`)
+  }
+  try {
+    fs.accessSync(workdir, fs.constants.R_OK | fs.constants.W_OK | fs.constants.X_OK)
+  } catch {
+    return problem("is not readable and writable by this process")
+  }
+  return undefined
+}
 
 export const layer = (workdir: string): Layer.Layer<Workspace, WorkspaceIOError | ConfigurationError> =>
   Layer.effect(

@@ -18,7 +18,7 @@
  */
 import { homedir } from "node:os"
 import { join } from "node:path"
-import { Chunk, Context, Effect, Layer, Option, Random, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Option, Random, Schema, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
   CheckpointIntegrityError,
@@ -29,36 +29,45 @@ import {
   StorageError
 } from "../../core/errors.js"
 import type { StoredEventEncoded } from "../../core/events.js"
-import { checkNumberAtLeast } from "../../core/optionChecks.js"
+import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised } from "../../core/options.js"
 import { sessionIdProblem } from "../../core/sessionId.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
-import { jsonCodec, LogCodec, type LogCodecService } from "./codec.js"
+import { isLogCodec, jsonCodec, LogCodec } from "./codec.js"
 import { findCommittedEnd, ForwardScanner, headerLine, type LogHeader, parseHeader, recordLine } from "./format.js"
 import { layerNode, type LogHandle, LogFiles } from "./LogFiles.js"
 import { type HeldSessionLock, SessionLock } from "./SessionLock.js"
 import * as SessionLocks from "./SessionLock.js"
 
-export interface FileCheckpointerOptions {
+export const FileCheckpointerOptions = Schema.Struct({
   /**
    * Where session logs live. Default: `$LITE_AGENT_HOME/sessions`, or
    * `~/.lite-agent/sessions` — outside any project tree.
    */
-  readonly dir?: string
+  dir: Schema.optional(NonEmptyString),
   /**
    * `"normal"` (default): an acknowledged append survives a crash of the process.
    * `"full"`: it also survives an OS crash or power loss — data is flushed to disk
    * (fsync) before the append returns.
    */
-  readonly synchronous?: "normal" | "full"
+  synchronous: Schema.optional(oneOf("normal", "full")),
   /** How long a mutation waits for another process's session lock before `CheckpointBusyError`. Default 10000. */
-  readonly lockTimeoutMs?: number
+  lockTimeoutMs: Schema.optional(numberAtLeast(0)),
   /**
    * How long a lock holder that stops renewing its lock (paused, stalled, or on another
    * kernel and dead) keeps it; see the README's "Locking". A dead holder on this machine loses
    * it at once. Default 5000, at least 100; every process sharing the directory should agree.
    */
-  readonly lockLeaseMs?: number
-}
+  lockLeaseMs: Schema.optional(numberAtLeast(SessionLocks.MIN_LEASE_MS))
+})
+export interface FileCheckpointerOptions extends Schema.Schema.Type<typeof FileCheckpointerOptions> {}
+
+/** `FileCheckpointer.layer`'s options: the backend's and the codec the logs are written with. */
+export const FileCheckpointerLayerOptions = Schema.Struct({
+  ...FileCheckpointerOptions.fields,
+  /** How each record is stored: `jsonCodec` (default), `gzipCodec()`, `aes256gcmCodec(key)` or your own. */
+  codec: Schema.optional(recognised("a codec such as gzipCodec() or aes256gcmCodec(key)", isLogCodec))
+})
+export interface FileCheckpointerLayerOptions extends Schema.Schema.Type<typeof FileCheckpointerLayerOptions> {}
 
 export const defaultDirectory = (): string =>
   join(process.env["LITE_AGENT_HOME"] ?? join(homedir(), ".lite-agent"), "sessions")
@@ -75,22 +84,12 @@ interface ResolvedOptions {
   readonly lockTimeoutMs: number
 }
 
-const resolveOptions = (options: FileCheckpointerOptions): Effect.Effect<ResolvedOptions, ConfigurationError> => {
-  const synchronous = options.synchronous ?? "normal"
-  if (synchronous !== "normal" && synchronous !== "full") {
-    return Effect.fail(
-      new ConfigurationError({ option: "synchronous", detail: `must be "normal" or "full", got ${String(synchronous)}` })
-    )
-  }
-  const timeoutProblem = checkNumberAtLeast("lockTimeoutMs", options.lockTimeoutMs, 0)
-  if (timeoutProblem !== undefined) return Effect.fail(timeoutProblem)
-  const lockTimeoutMs = options.lockTimeoutMs ?? 10_000
-  const dir = options.dir ?? defaultDirectory()
-  if (typeof dir !== "string" || dir.length === 0) {
-    return Effect.fail(new ConfigurationError({ option: "dir", detail: "must be a non-empty path" }))
-  }
-  return Effect.succeed({ dir, synchronous, lockTimeoutMs })
-}
+const resolveOptions = (input: FileCheckpointerOptions): Effect.Effect<ResolvedOptions, ConfigurationError> =>
+  Effect.map(decodeOptions(FileCheckpointerOptions, input, "file checkpointer options"), (options) => ({
+    dir: options.dir ?? defaultDirectory(),
+    synchronous: options.synchronous ?? "normal",
+    lockTimeoutMs: options.lockTimeoutMs ?? 10_000
+  }))
 
 /** The service plus its integrity check, built on the injected file primitives and codec. */
 export const make = (options: FileCheckpointerOptions = {}) =>
@@ -422,14 +421,14 @@ export const layerWithoutDependencies = (
  * the lock-file `SessionLock` (`options.lockLeaseMs`).
  */
 export const layer = (
-  options: FileCheckpointerOptions & { readonly codec?: LogCodecService } = {}
-): Layer.Layer<Checkpointer.Checkpointer | CheckpointerIntegrity, ConfigurationError | StorageError> => {
-  // Checked here too, to name the option as the caller spelled it.
-  const leaseProblem = checkNumberAtLeast("lockLeaseMs", options.lockLeaseMs, SessionLocks.MIN_LEASE_MS)
-  if (leaseProblem !== undefined) return Layer.fail(leaseProblem)
-  return layerWithoutDependencies(options).pipe(
-    Layer.provide(Layer.succeed(LogCodec, options.codec ?? jsonCodec)),
-    Layer.provide(layerNode),
-    Layer.provide(SessionLocks.layerNode(options.lockLeaseMs === undefined ? {} : { leaseMs: options.lockLeaseMs }))
-  )
-}
+  input: FileCheckpointerLayerOptions = {}
+): Layer.Layer<Checkpointer.Checkpointer | CheckpointerIntegrity, ConfigurationError | StorageError> =>
+  Layer.unwrapEffect(Effect.map(
+    decodeOptions(FileCheckpointerLayerOptions, input, "file checkpointer options"),
+    ({ codec, ...options }) =>
+      layerWithoutDependencies(options).pipe(
+        Layer.provide(Layer.succeed(LogCodec, codec ?? jsonCodec)),
+        Layer.provide(layerNode),
+        Layer.provide(SessionLocks.layerNode(options.lockLeaseMs === undefined ? {} : { leaseMs: options.lockLeaseMs }))
+      )
+  ))

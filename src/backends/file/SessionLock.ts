@@ -11,10 +11,10 @@
  * when the lock is no longer its own, so a writer that was paused past its lease writes nothing.
  */
 import { join } from "node:path"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import { messageOf } from "../../core/causes.js"
 import { makeKeyedMutex } from "../../core/keyedMutex.js"
-import { checkNumberAtLeast } from "../../core/optionChecks.js"
+import { decodeOptions, numberAtLeast } from "../../core/options.js"
 import { CheckpointBusyError, CheckpointLockLostError, ConfigurationError, StorageError } from "../../core/errors.js"
 import { Busy, retryWhileBusy } from "../busy.js"
 import * as LockFile from "./lockFile.js"
@@ -62,14 +62,6 @@ export const layerInProcess: Layer.Layer<SessionLock> = Layer.sync(SessionLock, 
 // Across processes: lock files (see lockFile.ts for the protocol)
 // ---------------------------------------------------------------------------------------
 
-export interface NodeSessionLockOptions {
-  /**
-   * How long a holder that stops renewing its lock keeps it. A dead holder on the same kernel
-   * (any container or namespace of this machine) loses its lock at once; the lease bounds the
-   * wait for a holder that is paused or that runs on another kernel. Default 5000; at least 100.
-   */
-  readonly leaseMs?: number
-}
 
 export const DEFAULT_LEASE_MS = 5_000
 /** Longest pause between two attempts to take a held lock. */
@@ -81,10 +73,18 @@ const storageError = (operation: string) => (cause: unknown) =>
 /** The shortest lease accepted. */
 export const MIN_LEASE_MS = 100
 
-const resolveLease = (options: NodeSessionLockOptions): Effect.Effect<number, ConfigurationError> => {
-  const problem = checkNumberAtLeast("leaseMs", options.leaseMs, MIN_LEASE_MS)
-  return problem === undefined ? Effect.succeed(options.leaseMs ?? DEFAULT_LEASE_MS) : Effect.fail(problem)
-}
+export const NodeSessionLockOptions = Schema.Struct({
+  /**
+   * How long a holder that stops renewing its lock keeps it. A dead holder on the same kernel
+   * (any container or namespace of this machine) loses its lock at once; the lease bounds the
+   * wait for a holder that is paused or that runs on another kernel. Default 5000; at least 100.
+   */
+  leaseMs: Schema.optional(numberAtLeast(MIN_LEASE_MS))
+})
+export interface NodeSessionLockOptions extends Schema.Schema.Type<typeof NodeSessionLockOptions> {}
+
+const resolveLease = (input: NodeSessionLockOptions): Effect.Effect<number, ConfigurationError> =>
+  Effect.map(decodeOptions(NodeSessionLockOptions, input, "session lock options"), (options) => options.leaseMs ?? DEFAULT_LEASE_MS)
 
 const lostLock = (sessionId: string, leaseMs: number) =>
   new CheckpointLockLostError({

@@ -7,8 +7,9 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
 import { promisify } from "node:util"
 import { gunzip, gzip } from "node:zlib"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import { CodecError, ConfigurationError } from "../../core/errors.js"
+import { decodeOptionsOrThrow, expecting } from "../../core/options.js"
 
 export interface CodecRecord {
   readonly sessionId: string
@@ -28,6 +29,11 @@ export interface LogCodecService {
   readonly decode: (records: ReadonlyArray<CodecRecord>) => Effect.Effect<ReadonlyArray<string>, CodecError>
 }
 
+/** Whether `value` looks like a codec (for options that take one). */
+export const isLogCodec = (value: unknown): value is LogCodecService =>
+  typeof value === "object" && value !== null && "name" in value && typeof value.name === "string" &&
+  "encode" in value && typeof value.encode === "function" && "decode" in value && typeof value.decode === "function"
+
 export class LogCodec extends Context.Tag("@lite-agent/backends/file/LogCodec")<LogCodec, LogCodecService>() {}
 
 /** Plain JSON lines: the default. */
@@ -40,26 +46,36 @@ export const jsonCodec: LogCodecService = {
 const gzipAsync = promisify(gzip)
 const gunzipAsync = promisify(gunzip)
 
-/** gzip, base64 on the line. Compression runs on libuv's thread pool. */
-export const gzipCodec = (): LogCodecService => ({
-  name: "gzip",
-  encode: (records) =>
-    Effect.tryPromise({
-      try: () => Promise.all(records.map(async (record) => (await gzipAsync(record.payload)).toString("base64"))),
-      catch: (cause) => new CodecError({ codec: "gzip", operation: "encode", detail: String(cause) })
-    }),
-  decode: (records) =>
-    Effect.forEach(records, (record) =>
-      Effect.tryPromise({
-        try: async () => (await gunzipAsync(Buffer.from(record.payload, "base64"))).toString("utf8"),
-        catch: (cause) =>
-          new CodecError({
-            codec: "gzip",
-            operation: "decode",
-            detail: `session "${record.sessionId}", seq ${record.seq}: ${String(cause)}`
-          })
-      }), { concurrency: 8 })
+export const GzipCodecOptions = Schema.Struct({
+  /** zlib's compression level: 1 (fastest) to 9 (smallest). Default zlib's own (6). */
+  level: Schema.optional(expecting(Schema.Number.pipe(Schema.int(), Schema.between(1, 9)), "an integer from 1 to 9"))
 })
+export interface GzipCodecOptions extends Schema.Schema.Type<typeof GzipCodecOptions> {}
+
+/** gzip, base64 on the line. Compression runs on libuv's thread pool. Bad options throw `ConfigurationError`. */
+export const gzipCodec = (input: GzipCodecOptions = {}): LogCodecService => {
+  const { level } = decodeOptionsOrThrow(GzipCodecOptions, input, "gzip codec options")
+  const zlibOptions = level === undefined ? {} : { level }
+  return {
+    name: "gzip",
+    encode: (records) =>
+      Effect.tryPromise({
+        try: () => Promise.all(records.map(async (record) => (await gzipAsync(record.payload, zlibOptions)).toString("base64"))),
+        catch: (cause) => new CodecError({ codec: "gzip", operation: "encode", detail: String(cause) })
+      }),
+    decode: (records) =>
+      Effect.forEach(records, (record) =>
+        Effect.tryPromise({
+          try: async () => (await gunzipAsync(Buffer.from(record.payload, "base64"))).toString("utf8"),
+          catch: (cause) =>
+            new CodecError({
+              codec: "gzip",
+              operation: "decode",
+              detail: `session "${record.sessionId}", seq ${record.seq}: ${String(cause)}`
+            })
+        }), { concurrency: 8 })
+  }
+}
 
 const IV_BYTES = 12
 const TAG_BYTES = 16

@@ -17,7 +17,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Context, Effect, Layer, Option, Scope, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Option, Schema, Scope, Stream } from "effect"
 import { errnoOf, messageOf } from "../../core/causes.js"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
@@ -29,18 +29,20 @@ import {
   StorageError
 } from "../../core/errors.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
+import { decodeOptions, expecting, Flag, numberAtLeast, oneOf } from "../../core/options.js"
 import { Busy, retryWhileBusy } from "../busy.js"
 
-export interface SqliteCheckpointerOptions {
+export const SqliteCheckpointerOptions = Schema.Struct({
   /** Path of the database file; `":memory:"` for a temporary database private to this process. */
-  readonly file: string
+  file: expecting(Schema.String.pipe(Schema.minLength(1)), 'a path or ":memory:"'),
   /** `"normal"` (default) is safe under WAL; `"full"` also survives an OS crash, at some write latency. */
-  readonly synchronous?: "normal" | "full"
+  synchronous: Schema.optional(oneOf("normal", "full")),
   /** How long a writer waits for another process's write lock before `CheckpointBusyError`. Default 5000; must be >= 0. */
-  readonly busyTimeoutMs?: number
+  busyTimeoutMs: Schema.optional(numberAtLeast(0)),
   /** Run `PRAGMA quick_check` when opening and refuse a corrupt database. Default false. */
-  readonly integrityCheckOnOpen?: boolean
-}
+  integrityCheckOnOpen: Schema.optional(Flag)
+})
+export interface SqliteCheckpointerOptions extends Schema.Schema.Type<typeof SqliteCheckpointerOptions> {}
 
 /** The schema version this code writes and reads (`PRAGMA user_version`). */
 export const SCHEMA_VERSION = 1
@@ -69,23 +71,13 @@ export const sqliteVersionProblem = (version: string): string | undefined =>
     : `SQLite ${version} is older than ${MINIMUM_SQLITE_VERSION}, which fixes a WAL-reset bug that can corrupt ` +
       `databases shared by several processes; upgrade better-sqlite3`
 
-const resolveOptions = (options: SqliteCheckpointerOptions) => {
-  const fail = (option: string, detail: string) => Effect.fail(new ConfigurationError({ option, detail }))
-  if (typeof options !== "object" || options === null) return fail("file", "options with a `file` are required")
-  const { file } = options
-  if (typeof file !== "string" || file.length === 0) return fail("file", "must be a path or \":memory:\"")
-  const synchronous = options.synchronous ?? "normal"
-  if (synchronous !== "normal" && synchronous !== "full") {
-    return fail("synchronous", `must be "normal" or "full", got ${String(synchronous)}`)
-  }
-  const busyTimeoutMs = options.busyTimeoutMs ?? 5000
-  if (typeof busyTimeoutMs !== "number" || !Number.isFinite(busyTimeoutMs) || busyTimeoutMs < 0) {
-    return fail("busyTimeoutMs", `must be a number >= 0, got ${String(busyTimeoutMs)}`)
-  }
-  const integrityCheckOnOpen = options.integrityCheckOnOpen ?? false
-  if (typeof integrityCheckOnOpen !== "boolean") return fail("integrityCheckOnOpen", "must be a boolean")
-  return Effect.succeed({ file, synchronous, busyTimeoutMs, integrityCheckOnOpen })
-}
+const resolveOptions = (input: SqliteCheckpointerOptions) =>
+  Effect.map(decodeOptions(SqliteCheckpointerOptions, input, "SQLite checkpointer options"), (options) => ({
+    file: options.file,
+    synchronous: options.synchronous ?? "normal",
+    busyTimeoutMs: options.busyTimeoutMs ?? 5000,
+    integrityCheckOnOpen: options.integrityCheckOnOpen ?? false
+  }))
 
 const sqliteCode = (error: unknown): string | undefined => errnoOf(error instanceof SqlError ? error.cause : error)
 const isBusy = (error: unknown) => {
