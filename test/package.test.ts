@@ -3,13 +3,16 @@
  * project that depends on `@lite-agent/sdk` resolves every documented subpath by name,
  * both at run time (node) and for types (tsc with NodeNext resolution).
  */
-import { execFileSync } from "node:child_process"
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import { execFile, execFileSync } from "node:child_process"
+import { promisify } from "node:util"
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
+const execFileAsync = promisify(execFile)
 const root = resolve(import.meta.dirname, "..")
+const readmeSamples = readdirSync(join(root, "examples", "readme")).filter((file) => file.endsWith(".ts")).sort()
 let consumerDir: string
 
 beforeAll(() => {
@@ -42,6 +45,21 @@ beforeAll(() => {
   cpSync(join(root, "test", "consumer", "consumer.ts"), join(consumerDir, "consumer.ts"))
   // Type-checks the consumer against the emitted declarations and emits it for node to run.
   execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", consumerDir], {
+    cwd: consumerDir,
+    stdio: "pipe"
+  })
+  // The README's samples, copied into the outside project as a user would, checked the same way.
+  cpSync(join(root, "examples", "readme"), join(consumerDir, "readme"), { recursive: true })
+  symlinkSync(join(root, "node_modules", "@types"), join(consumerDir, "node_modules", "@types"), "dir")
+  writeFileSync(
+    join(consumerDir, "tsconfig.readme.json"),
+    JSON.stringify({
+      extends: "./tsconfig.json",
+      compilerOptions: { types: ["node"], outDir: "out-readme", rootDir: "readme" },
+      files: readmeSamples.map((file) => join("readme", file))
+    })
+  )
+  execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.readme.json"], {
     cwd: consumerDir,
     stdio: "pipe"
   })
@@ -79,6 +97,18 @@ describe("the built package", () => {
     // The agent worked in its default workdir, the consumer's cwd.
     expect(readFileSync(join(consumerDir, "out.txt"), "utf8")).toBe("from the consumer")
   })
+
+  it("runs every README sample copied into the outside project (type-checked against the .d.ts files)", async () => {
+    expect(readmeSamples.length).toBeGreaterThan(0)
+    const env = { ...process.env }
+    delete env["ANTHROPIC_API_KEY"]
+    const runs = await Promise.all(readmeSamples.map(async (file) => {
+      const compiled = join(consumerDir, "out-readme", file.replace(/\.ts$/, ".js"))
+      const { stdout } = await execFileAsync(process.execPath, [compiled], { cwd: consumerDir, encoding: "utf8", env })
+      return [file, stdout.trim().length > 0] as const
+    }))
+    expect(runs).toEqual(readmeSamples.map((file) => [file, true]))
+  }, 120_000)
 
   it("loads the native SQLite module only through the checkpoint-sqlite subpath", () => {
     const nativeModulesAfter = (specifier: string) =>
