@@ -3,8 +3,10 @@
  * third-party backends to run too. It uses `node:assert` and the test runner you hand it.
  */
 export {
+  asStored,
   checkpointerConformance,
   type ConformanceOptions,
   type ConformanceRunner,
-  sampleEvents
+  sampleEvents,
+  storable
 } from "./testing/conformance.js"

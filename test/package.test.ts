@@ -85,7 +85,7 @@ describe("the built package", () => {
       },
       sqliteHead: 1,
       sqliteConflict: true,
-      sqliteSchemaVersion: 1,
+      sqliteSchemaVersion: 2,
       head: 1,
       expected: 0,
       actual: 1,

@@ -16,6 +16,7 @@ import { Checkpointer } from "../src/core.js"
 import { SqliteCheckpointer, sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import {
   CheckpointBusyError,
+  FileSnapshot,
   CheckpointConflictError,
   CheckpointerClosedError,
   ConfigurationError,
@@ -24,6 +25,7 @@ import {
   UserMessage
 } from "../src/index.js"
 import { expectConfigurationError, thrownBy } from "./support/refusals.js"
+import { sha256Hex } from "../src/core/sha256.js"
 
 const run = promisify(execFile)
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "lite-agent-sqlite-")), "sessions.db")
@@ -84,6 +86,33 @@ describe("sqliteCheckpointer options", () => {
 })
 
 describe("schema and versioning", () => {
+  it("a version-1 database (before the snapshot store) is migrated when opened; its events stay", async () => {
+    const file = freshFile()
+    const first = sqliteCheckpointer({ file })
+    await first.append("s", [message("from version 1")])
+    await first.close()
+    // Put the file back to what version 1 wrote: no blobs table, one migration, user_version 1.
+    const raw = new Database(file)
+    raw.exec("DROP TABLE lite_agent_blobs")
+    raw.prepare("DELETE FROM lite_agent_migrations WHERE migration_id = 2").run()
+    raw.pragma("user_version = 1")
+    raw.close()
+
+    const c = checkpointer({ file })
+    const data = new TextEncoder().encode("snapshot after the upgrade")
+    const sha256 = sha256Hex(data)
+    await c.append("s", [new FileSnapshot({ toolUseId: "t", path: "a", state: { _tag: "content", data, mode: 0o644, size: data.length, sha256 } })])
+    expect((await c.read("s")).map((stored) => stored.event._tag)).toEqual(["UserMessage", "FileSnapshot"])
+    expect(Array.from(await c.readSnapshot("s", sha256))).toEqual(Array.from(data))
+    const after = new Database(file, { readonly: true })
+    try {
+      expect(after.pragma("user_version", { simple: true })).toBe(SqliteCheckpointer.SCHEMA_VERSION)
+    } finally {
+      after.close()
+    }
+  })
+
+
   it("a new database is in WAL mode with the schema and its user_version marker", async () => {
     const file = freshFile()
     const c = checkpointer({ file })

@@ -511,7 +511,8 @@ describe("sqlite backend: damaged database files", () => {
       { name: "lite_agent_migrations", rootpage: 2 },
       { name: "lite_agent_sessions", rootpage: 3 },
       { name: "sqlite_autoindex_lite_agent_sessions_1", rootpage: 4 },
-      { name: "lite_agent_events", rootpage: 5 }
+      { name: "lite_agent_events", rootpage: 5 },
+      { name: "lite_agent_blobs", rootpage: 6 }
     ])
     overwritePages(file, 2, 4)
     const damaged = readFileSync(file)
@@ -613,15 +614,14 @@ describe("sqlite backend: damaged database files", () => {
 })
 
 describe("sqlite backend: a database from a newer schema version", () => {
-  it("user_version 2 (supported: 1) is refused with SchemaVersionError by every call, and the file's bytes are unchanged", async () => {
+  it("a user_version past the supported one is refused with SchemaVersionError by every call, and the file's bytes are unchanged", async () => {
     const { file, sessions } = await buildDatabase("newer")
     const raw = new Database(file)
     expect(raw.pragma("user_version", { simple: true })).toBe(SqliteCheckpointer.SCHEMA_VERSION)
-    raw.pragma("user_version = 2")
+    raw.pragma(`user_version = ${SqliteCheckpointer.SCHEMA_VERSION + 1}`)
     raw.close()
     expect(existsSync(`${file}-wal`) ? statSync(`${file}-wal`).size : 0).toBe(0)
     const before = readFileSync(file)
-    expect(SqliteCheckpointer.SCHEMA_VERSION).toBe(1)
 
     for (const integrityCheckOnOpen of [false, true]) {
       const checkpointer = sqliteCheckpointer({ file, integrityCheckOnOpen })
@@ -638,7 +638,7 @@ describe("sqlite backend: a database from a newer schema version", () => {
         for (const [name, call] of calls) {
           const error = await rejection(call())
           expect(error, name).toBeInstanceOf(SchemaVersionError)
-          expect(error, name).toMatchObject({ _tag: "SchemaVersionError", found: 2, supported: 1 })
+          expect(error, name).toMatchObject({ _tag: "SchemaVersionError", found: SqliteCheckpointer.SCHEMA_VERSION + 1, supported: SqliteCheckpointer.SCHEMA_VERSION })
         }
       } finally {
         await checkpointer.close()
@@ -648,7 +648,7 @@ describe("sqlite backend: a database from a newer schema version", () => {
     // Still the same data, readable by a tool that knows the newer version.
     const after = new Database(file, { readonly: true })
     try {
-      expect(after.pragma("user_version", { simple: true })).toBe(2)
+      expect(after.pragma("user_version", { simple: true })).toBe(SqliteCheckpointer.SCHEMA_VERSION + 1)
       expect(after.prepare("SELECT count(*) FROM lite_agent_events").pluck().get()).toBe(sessions.length * EVENTS_PER_SESSION)
     } finally {
       after.close()

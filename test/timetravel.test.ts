@@ -107,7 +107,7 @@ describe("file tools", () => {
       yield* turn("s", "p2", [{ name: "write_file", input: { path: "a.txt", content: "3" } }])
       const events = (yield* logOf("s")).map((s) => s.event)
       const snapshots = events.filter((e): e is FileSnapshot => e._tag === "FileSnapshot")
-      expect(snapshots.map((s) => [s.path, s.state._tag])).toEqual([["a.txt", "missing"], ["big.bin", "unavailable"], ["a.txt", "content"]])
+      expect(snapshots.map((s) => [s.path, s.state._tag])).toEqual([["a.txt", "missing"], ["big.bin", "unavailable"], ["a.txt", "stored"]])
       const changes = events.filter((e): e is FileChange => e._tag === "FileChange")
       expect(changes).toHaveLength(4)
       expect(changes.every((c) => c.after?._tag === "file" && /^[0-9a-f]{64}$/.test(c.after.sha256))).toBe(true)

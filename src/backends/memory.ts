@@ -23,6 +23,8 @@ const pages = <A>(records: Chunk.Chunk<A>): Array<Chunk.Chunk<A>> => {
 
 interface MemorySession {
   readonly records: Chunk.Chunk<StoredEventEncoded>
+  /** The snapshot store: blob bytes by SHA-256 (copies, so callers' buffers can change freely). */
+  readonly blobs: HashMap.HashMap<string, Uint8Array>
   /** Epoch ms of the last activity; strictly increasing across the store, so `list` order is exact. */
   readonly mtime: number
 }
@@ -43,8 +45,14 @@ export const makeDriver = Effect.gen(function*() {
   const sessionOf = (sessionId: string) => Effect.map(Ref.get(sessions), HashMap.get(sessionId))
   const headOf = (session: Option.Option<MemorySession>) =>
     Option.match(session, { onNone: () => 0, onSome: (s) => Chunk.size(s.records) })
-  const save = (sessionId: string, records: Chunk.Chunk<StoredEventEncoded>) =>
-    Effect.flatMap(nextActivity, (mtime) => Ref.update(sessions, HashMap.set(sessionId, { records, mtime })))
+  const save = (sessionId: string, change: Partial<Omit<MemorySession, "mtime">>) =>
+    Effect.flatMap(nextActivity, (mtime) =>
+      Ref.update(sessions, (all) => {
+        const current = Option.getOrElse(HashMap.get(all, sessionId), () => ({ records: Chunk.empty(), blobs: HashMap.empty() }))
+        return HashMap.set(all, sessionId, { records: current.records, blobs: current.blobs, ...change, mtime })
+      }))
+  const blobsOf = (sessionId: string) =>
+    Effect.map(sessionOf(sessionId), Option.match({ onNone: () => HashMap.empty<string, Uint8Array>(), onSome: (s) => s.blobs }))
 
   const driver: Checkpointer.CheckpointerDriver = {
     withSession: (sessionId, use) =>
@@ -53,8 +61,31 @@ export const makeDriver = Effect.gen(function*() {
           const records = Option.match(current, { onNone: () => Chunk.empty(), onSome: (s) => s.records })
           return use({
             head: Chunk.size(records),
-            append: (added) => save(sessionId, Chunk.appendAll(records, Chunk.fromIterable(added))),
-            truncate: (toSeq) => save(sessionId, Chunk.take(records, toSeq))
+            append: (added) => save(sessionId, { records: Chunk.appendAll(records, Chunk.fromIterable(added)) }),
+            truncate: (toSeq) => save(sessionId, { records: Chunk.take(records, toSeq) }),
+            // Blobs alone do not make a session exist (nor count as activity): only the log does.
+            putBlobs: (added) =>
+              Ref.update(sessions, (all) => {
+                const session = Option.getOrElse(HashMap.get(all, sessionId), () => ({
+                  records: Chunk.empty<StoredEventEncoded>(),
+                  blobs: HashMap.empty<string, Uint8Array>(),
+                  mtime: 0
+                }))
+                let blobs = session.blobs
+                for (const blob of added) if (!HashMap.has(blobs, blob.sha256)) blobs = HashMap.set(blobs, blob.sha256, blob.data.slice())
+                return HashMap.set(all, sessionId, { ...session, blobs })
+              }),
+            missingBlobs: (hashes) =>
+              Effect.map(blobsOf(sessionId), (blobs) => hashes.filter((sha256) => !HashMap.has(blobs, sha256))),
+            deleteBlobs: (hashes) =>
+              Ref.update(sessions, (all) =>
+                Option.match(HashMap.get(all, sessionId), {
+                  onNone: () => all,
+                  onSome: (session) =>
+                    HashMap.set(all, sessionId, { ...session, blobs: HashMap.removeMany(session.blobs, hashes) })
+                })),
+            records: Stream.suspend(() => Stream.fromChunks(...pages(records))),
+            storedBlobs: driver.listBlobs(sessionId)
           })
         })
       ),
@@ -66,8 +97,16 @@ export const makeDriver = Effect.gen(function*() {
         }))),
     head: (sessionId) => Effect.map(sessionOf(sessionId), headOf),
     list: Effect.map(Ref.get(sessions), (all) =>
-      Array.from(HashMap.entries(all), ([id, session]) => ({ id, mtime: new Date(session.mtime) }))),
-    delete: (sessionId) => writeLock.withPermits(1)(Ref.update(sessions, HashMap.remove(sessionId)))
+      Array.from(HashMap.entries(all)).filter(([, session]) => session.mtime > 0).map(([id, session]) => ({
+        id,
+        mtime: new Date(session.mtime)
+      }))),
+    delete: (sessionId) => writeLock.withPermits(1)(Ref.update(sessions, HashMap.remove(sessionId))),
+    readBlob: (sessionId, sha256) =>
+      Effect.map(blobsOf(sessionId), (blobs) => Option.getOrUndefined(Option.map(HashMap.get(blobs, sha256), (data) => data.slice()))),
+    listBlobs: (sessionId) =>
+      Effect.map(blobsOf(sessionId), (blobs) =>
+        Array.from(HashMap.entries(blobs), ([sha256, data]) => ({ sha256, storedBytes: data.length })))
   }
   return driver
 })

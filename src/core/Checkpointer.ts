@@ -1,8 +1,15 @@
 /**
  * The storage contract every backend provides. Backends implement a small driver of
  * primitives; `make` adds everything they share — argument validation, event validation
- * and encoding, seq allocation, expected-head checks, decoding with contiguity checks and
- * the closed state — so those rules are written once.
+ * and encoding, seq allocation, expected-head checks, decoding with contiguity checks, the
+ * snapshot store's rules and the closed state — so those rules are written once.
+ *
+ * The snapshot store: a file snapshot's bytes never enter the log. `append` takes a
+ * `FileSnapshot` whose state is `content` (the bytes), stores the bytes in the session's
+ * content-addressed store (by SHA-256, once per session however often they recur) and logs
+ * a `stored` reference instead — blobs first, then the log, under the session's write
+ * exclusion, so a logged reference always has its blob and a crash in between leaves only
+ * an unreferenced blob, which `sweepSnapshots` removes.
  */
 import { Chunk, Clock, Context, Effect, Either, Ref, Schema, Stream } from "effect"
 import { decodeStoredEvent, normalizeEvents, type SessionEventInput } from "./encoding.js"
@@ -11,11 +18,26 @@ import {
   CheckpointerClosedError,
   type CheckpointerError,
   CheckpointIntegrityError,
-  InvalidSeqError
+  InvalidEventError,
+  InvalidSeqError,
+  SnapshotBlobError
 } from "./errors.js"
-import type { StoredEvent, StoredEventEncoded } from "./events.js"
+import type { SessionEvent, SessionEventEncoded, StoredEvent, StoredEventEncoded } from "./events.js"
+import { sha256Hex } from "./sha256.js"
 import { decodeOptions } from "./options.js"
 import { validateSessionId } from "./sessionId.js"
+
+/** A blob of the snapshot store: the SHA-256 of its content and the bytes it takes as stored (after the codec). */
+export interface SnapshotInfo {
+  readonly sha256: string
+  readonly storedBytes: number
+}
+
+/** Content for the snapshot store, under the hash of its bytes. */
+export interface SnapshotBlob {
+  readonly sha256: string
+  readonly data: Uint8Array
+}
 
 export interface SessionInfo {
   readonly id: string
@@ -55,13 +77,20 @@ export interface CheckpointerService {
   /**
    * Drop every event after `toSeq` and return the new head (`toSeq`). `toSeq` must be
    * between 0 and the head; `toSeq === head` changes nothing; a larger one fails with
-   * `InvalidSeqError`. Truncating to 0 leaves an existing, empty session.
+   * `InvalidSeqError`. Truncating to 0 leaves an existing, empty session. Snapshot blobs
+   * only the dropped events referenced stay until `sweepSnapshots`.
    */
   readonly truncate: (
     sessionId: string,
     toSeq: number,
     expectedHead?: number
   ) => Effect.Effect<number, CheckpointerError>
+  /** The bytes of a stored file snapshot, checked against their hash (`SnapshotBlobError` when missing or damaged). */
+  readonly readSnapshot: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array, CheckpointerError>
+  /** The session's snapshot blobs, referenced or not. */
+  readonly listSnapshots: (sessionId: string) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
+  /** Delete the session's blobs that no logged event references; resolves to how many went. */
+  readonly sweepSnapshots: (sessionId: string) => Effect.Effect<number, CheckpointerError>
 }
 
 export class Checkpointer extends Context.Tag("@lite-agent/core/Checkpointer")<Checkpointer, CheckpointerService>() {}
@@ -74,6 +103,16 @@ export interface LockedSession {
   readonly append: (records: ReadonlyArray<StoredEventEncoded>) => Effect.Effect<void, CheckpointerError>
   /** Drop every record after `toSeq` (< head) atomically. */
   readonly truncate: (toSeq: number) => Effect.Effect<void, CheckpointerError>
+  /** Store these blobs durably (as durably as `append` stores records) before returning; one already stored is kept. */
+  readonly putBlobs: (blobs: ReadonlyArray<SnapshotBlob>) => Effect.Effect<void, CheckpointerError>
+  /** Which of these hashes have no blob stored. */
+  readonly missingBlobs: (hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, CheckpointerError>
+  /** Delete these blobs (absent ones are fine). */
+  readonly deleteBlobs: (hashes: ReadonlyArray<string>) => Effect.Effect<void, CheckpointerError>
+  /** Every blob stored for the session, seen from inside the exclusion. */
+  readonly storedBlobs: Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
+  /** Every stored record of the session, as `read` gives them, seen from inside the exclusion. */
+  readonly records: Stream.Stream<unknown, CheckpointerError>
 }
 
 /** The primitives a backend implements. Session ids reaching a driver are already valid. */
@@ -88,6 +127,55 @@ export interface CheckpointerDriver {
   readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
   readonly list: Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError>
   readonly delete: (sessionId: string) => Effect.Effect<void, CheckpointerError>
+  /** A blob's bytes as they were put (the backend's own encoding undone), or undefined when it is not stored. */
+  readonly readBlob: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array | undefined, CheckpointerError>
+  readonly listBlobs: (sessionId: string) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
+}
+
+const SHA256_HEX = /^[0-9a-f]{64}$/
+
+/**
+ * Move the bytes of `content` snapshots out of the events: each becomes a `stored`
+ * reference, and its bytes (checked against the hash the event claims) a blob.
+ */
+const separateSnapshots = (
+  sessionId: string,
+  encoded: ReadonlyArray<SessionEventEncoded>,
+  events: ReadonlyArray<SessionEvent>
+): Either.Either<
+  {
+    readonly encoded: ReadonlyArray<SessionEventEncoded>
+    readonly blobs: ReadonlyArray<SnapshotBlob>
+    /** `stored` references the events carry (not backed by this batch's blobs), with the index of an event naming each. */
+    readonly references: ReadonlyMap<string, number>
+  },
+  InvalidEventError
+> => {
+  const blobs = new Map<string, SnapshotBlob>()
+  const references = new Map<string, number>()
+  const separated: Array<SessionEventEncoded> = []
+  for (let index = 0; index < events.length; index++) {
+    const event = events[index]!
+    if (event._tag === "FileSnapshot" && event.state._tag === "stored") references.set(event.state.sha256, index)
+    if (event._tag !== "FileSnapshot" || event.state._tag !== "content") {
+      separated.push(encoded[index]!)
+      continue
+    }
+    const { data, mode, sha256, size } = event.state
+    if (data.length !== size || sha256Hex(data) !== sha256) {
+      return Either.left(
+        new InvalidEventError({
+          sessionId,
+          index,
+          detail: `the snapshot of ${event.path} holds ${data.length} bytes that do not match its size ${size} and sha256`
+        })
+      )
+    }
+    blobs.set(sha256, { sha256, data })
+    separated.push({ _tag: "FileSnapshot", toolUseId: event.toolUseId, path: event.path, state: { _tag: "stored", sha256, size, mode } })
+  }
+  for (const sha256 of blobs.keys()) references.delete(sha256)
+  return Either.right({ encoded: separated, blobs: [...blobs.values()], references })
 }
 
 /**
@@ -138,17 +226,31 @@ export const make = (driver: CheckpointerDriver) =>
         sessionId,
         Effect.gen(function*() {
           yield* checkSeqArgument(sessionId, "expectedHead", expectedHead)
-          const { encoded } = yield* normalizeEvents(sessionId, inputs)
-          if (encoded.length === 0) {
+          const normalized = yield* normalizeEvents(sessionId, inputs)
+          if (normalized.encoded.length === 0) {
             const head = yield* driver.head(sessionId)
             yield* checkExpectedHead(sessionId, expectedHead, head)
             return head
           }
+          const { blobs, encoded, references } = yield* separateSnapshots(sessionId, normalized.encoded, normalized.events)
           return yield* driver.withSession(sessionId, (session) =>
             Effect.gen(function*() {
               yield* checkExpectedHead(sessionId, expectedHead, session.head)
+              // A reference to a blob the store does not hold would make a snapshot that can never be restored.
+              if (references.size > 0) {
+                const missing = yield* session.missingBlobs([...references.keys()])
+                if (missing.length > 0) {
+                  return yield* new InvalidEventError({
+                    sessionId,
+                    index: references.get(missing[0]!) ?? 0,
+                    detail: `a stored snapshot reference names ${missing[0]}, which this session's snapshot store does not hold`
+                  })
+                }
+              }
               const ts = yield* Clock.currentTimeMillis
               const records = encoded.map((event, index) => ({ seq: session.head + index + 1, ts, event }))
+              // The blobs first: a logged reference must never lack its blob.
+              if (blobs.length > 0) yield* session.putBlobs(blobs)
               yield* session.append(records)
               return session.head + records.length
             }))
@@ -215,9 +317,69 @@ export const make = (driver: CheckpointerDriver) =>
         })
       )
 
+    const readSnapshot: CheckpointerService["readSnapshot"] = (sessionId, sha256) =>
+      guard(
+        sessionId,
+        Effect.gen(function*() {
+          if (typeof sha256 !== "string" || !SHA256_HEX.test(sha256)) {
+            return yield* new SnapshotBlobError({
+              sessionId,
+              sha256: String(sha256),
+              reason: "missing",
+              detail: "not a SHA-256 digest (64 lowercase hex digits)"
+            })
+          }
+          const data = yield* driver.readBlob(sessionId, sha256)
+          if (data === undefined) {
+            return yield* new SnapshotBlobError({ sessionId, sha256, reason: "missing", detail: "no such blob in the session's store" })
+          }
+          if (sha256Hex(data) !== sha256) {
+            return yield* new SnapshotBlobError({
+              sessionId,
+              sha256,
+              reason: "damaged",
+              detail: `its ${data.length} bytes do not match the hash they are stored under`
+            })
+          }
+          return data
+        })
+      )
+
+    /** The blobs the session's log references, read inside the exclusion. */
+    const referencedBlobs = (sessionId: string, records: Stream.Stream<unknown, CheckpointerError>) =>
+      Effect.suspend(() => {
+        let expectedSeq = 1
+        const referenced = new Set<string>()
+        return Stream.runForEach(records, (raw) =>
+          Either.match(decodeStoredEvent(sessionId, expectedSeq++, raw), {
+            onLeft: Effect.fail,
+            onRight: ({ event }) =>
+              Effect.sync(() => {
+                if (event._tag === "FileSnapshot" && event.state._tag === "stored") referenced.add(event.state.sha256)
+              })
+          })).pipe(Effect.as(referenced))
+      })
+
+    const sweepSnapshots: CheckpointerService["sweepSnapshots"] = (sessionId) =>
+      guard(
+        sessionId,
+        driver.withSession(sessionId, (session) =>
+          Effect.gen(function*() {
+            const stored = yield* session.storedBlobs
+            if (stored.length === 0) return 0
+            const referenced = yield* referencedBlobs(sessionId, session.records)
+            const unreferenced = stored.map((blob) => blob.sha256).filter((sha256) => !referenced.has(sha256))
+            if (unreferenced.length > 0) yield* session.deleteBlobs(unreferenced)
+            return unreferenced.length
+          }))
+      )
+
     const service: CheckpointerService = {
       append,
       read,
+      readSnapshot,
+      listSnapshots: (sessionId) => guard(sessionId, driver.listBlobs(sessionId)),
+      sweepSnapshots,
       head: (sessionId) => guard(sessionId, driver.head(sessionId)),
       list: () =>
         ensureOpen.pipe(Effect.zipRight(driver.list), Effect.map((sessions) => [...sessions].sort(byMostRecentActivity))),

@@ -171,6 +171,24 @@ export const Refusal = Schema.Struct({
 })
 export type Refusal = typeof Refusal.Type
 
+/**
+ * A file snapshot's bytes cannot be read back from the session's snapshot store: the blob is
+ * not there (`missing`) or does not match the hash it is stored under (`damaged`).
+ */
+export class SnapshotBlobError extends Schema.TaggedError<SnapshotBlobError>()(
+  "SnapshotBlobError",
+  {
+    sessionId: Schema.String,
+    sha256: Schema.String,
+    reason: Schema.Literal("missing", "damaged"),
+    detail: Schema.String
+  }
+) {
+  override get message(): string {
+    return `session "${this.sessionId}": snapshot ${this.sha256.slice(0, 12)}… is ${this.reason}: ${this.detail}`
+  }
+}
+
 /** Every error a `Checkpointer` operation can fail with. */
 export type CheckpointerError =
   | CheckpointConflictError
@@ -186,3 +204,4 @@ export type CheckpointerError =
   | CheckpointBusyError
   | CheckpointLockLostError
   | ConfigurationError
+  | SnapshotBlobError

@@ -126,6 +126,16 @@ export const SnapshotContent = Schema.TaggedStruct("content", {
   size: Count,
   sha256: Sha256Hex
 })
+/**
+ * The bytes of a file as it was before a tool changed it, kept in the session's snapshot
+ * store (content-addressed: by their SHA-256) rather than in the log. A `content` snapshot
+ * handed to `append` is stored as this; logs from before the store keep `content`.
+ */
+export const SnapshotStored = Schema.TaggedStruct("stored", {
+  sha256: Sha256Hex,
+  size: Count,
+  mode: FileMode
+})
 /** The path did not exist before the change (restore deletes it). */
 export const SnapshotMissing = Schema.TaggedStruct("missing", {})
 /** No usable snapshot (too large, unreadable, not a regular file); restore cannot put it back. */
@@ -133,7 +143,7 @@ export const SnapshotUnavailable = Schema.TaggedStruct("unavailable", {
   reason: Schema.String,
   size: Schema.optionalWith(Count, { exact: true })
 })
-export const FileSnapshotState = Schema.Union(SnapshotContent, SnapshotMissing, SnapshotUnavailable)
+export const FileSnapshotState = Schema.Union(SnapshotContent, SnapshotStored, SnapshotMissing, SnapshotUnavailable)
 export type FileSnapshotState = typeof FileSnapshotState.Type
 
 /** Taken by a mutating file tool before its first change to `path` after a checkpoint. */

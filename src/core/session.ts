@@ -231,9 +231,19 @@ export interface Checkpoint {
   readonly unavailableFiles: ReadonlyArray<string>
 }
 
-/** What restoring one path to before a checkpoint does: put these bytes and mode back, or delete it. */
+/**
+ * What restoring one path to before a checkpoint does: put content back (with this hash, size
+ * and mode), or delete it. The bytes are inline (`data`) for logs from before the snapshot
+ * store; otherwise they are read from the store by hash when the restore runs.
+ */
 export type PathRestore =
-  | { readonly kind: "write"; readonly data: Uint8Array; readonly mode: number }
+  | {
+    readonly kind: "write"
+    readonly sha256: string
+    readonly size: number
+    readonly mode: number
+    readonly data: Uint8Array | undefined
+  }
   | { readonly kind: "delete" }
 
 /**
@@ -271,7 +281,11 @@ export const pathRestore = (
           detail: `the snapshot at seq ${first.seq} holds ${data.length} of ${size} bytes or does not match its hash`
         }
       }
-      return { kind: "write", data, mode }
+      return { kind: "write", sha256, size, mode, data }
+    }
+    case "stored": {
+      const { mode, sha256, size } = first.state
+      return { kind: "write", sha256, size, mode, data: undefined }
     }
   }
 }

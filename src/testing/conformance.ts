@@ -14,13 +14,15 @@
 import assert from "node:assert/strict"
 import { Arbitrary, Chunk, Effect, Exit, FastCheck as fc, Layer, ManagedRuntime, Schema, Scope, Stream } from "effect"
 import { Checkpointer, type CheckpointerService } from "../core/Checkpointer.js"
+import { sha256Hex } from "../core/sha256.js"
 import { decodeOptionsOrThrow, Flag, isPlainObject, PositiveInteger, PositiveMilliseconds, recognised } from "../core/options.js"
 import {
   CheckpointConflictError,
   CheckpointerClosedError,
   InvalidEventError,
   InvalidSeqError,
-  InvalidSessionIdError
+  InvalidSessionIdError,
+  SnapshotBlobError
 } from "../core/errors.js"
 import {
   AssistantMessage,
@@ -86,6 +88,36 @@ const awkwardText = "héllo wörld — 你好，世界 🚀 \u{1F468}\u200D\u{1F
 const largeText = "0123456789abcdef".repeat(64 * 1024) // 1 MiB
 
 /** One event of every kind, with every optional field set somewhere. */
+const SAMPLE_SNAPSHOT_BYTES = new Uint8Array([0, 1, 2, 255, 254, 13, 10, 0])
+
+/** `event` as a store keeps it: a `content` snapshot becomes a `stored` reference to its bytes. */
+export const asStored = (event: SessionEvent): SessionEvent =>
+  event._tag === "FileSnapshot" && event.state._tag === "content"
+    ? new FileSnapshot({
+      toolUseId: event.toolUseId,
+      path: event.path,
+      state: { _tag: "stored", sha256: event.state.sha256, size: event.state.size, mode: event.state.mode }
+    })
+    : event
+
+/**
+ * `event` made acceptable to any store (for generated events): a `content` snapshot gets the
+ * size and hash of its bytes, and a `stored` reference (whose blob a fresh store lacks)
+ * becomes a `missing` snapshot.
+ */
+export const storable = (event: SessionEvent): SessionEvent =>
+  event._tag !== "FileSnapshot"
+    ? event
+    : event.state._tag === "content"
+    ? new FileSnapshot({
+      toolUseId: event.toolUseId,
+      path: event.path,
+      state: { ...event.state, size: event.state.data.length, sha256: sha256Hex(event.state.data) }
+    })
+    : event.state._tag === "stored"
+    ? new FileSnapshot({ toolUseId: event.toolUseId, path: event.path, state: { _tag: "missing" } })
+    : event
+
 export const sampleEvents = (): ReadonlyArray<SessionEvent> => [
   new SessionMetadata({
     formatVersion: 1,
@@ -132,10 +164,10 @@ export const sampleEvents = (): ReadonlyArray<SessionEvent> => [
     path: "src/ünïcode dir/a b.ts",
     state: {
       _tag: "content",
-      data: new Uint8Array([0, 1, 2, 255, 254, 13, 10, 0]),
+      data: SAMPLE_SNAPSHOT_BYTES,
       mode: 0o644,
-      size: 8,
-      sha256: "a".repeat(64)
+      size: SAMPLE_SNAPSHOT_BYTES.length,
+      sha256: sha256Hex(SAMPLE_SNAPSHOT_BYTES)
     }
   }),
   new FileSnapshot({ toolUseId: "toolu_01", path: "new.txt", state: { _tag: "missing" } }),
@@ -440,22 +472,23 @@ export const checkpointerConformance = <E>(
           const stored = yield* readAll(c, id)
           assert.equal(stored.length, events.length)
           stored.forEach((s, i) => {
-            const original = events[i]!
+            const original = asStored(events[i]!)
             assert.equal(s.event.constructor, original.constructor, `event ${i} keeps its class`)
             assert.deepEqual(encodeEvent(s.event), encodeEvent(original), `event ${i} (${original._tag})`)
           })
+          // The snapshot's bytes went to the store; the log holds their reference.
           const snapshot = stored.find((s) => s.event._tag === "FileSnapshot")!.event as FileSnapshot
-          assert.ok(snapshot.state._tag === "content" && snapshot.state.data instanceof Uint8Array)
-          assert.deepEqual(Array.from(snapshot.state.data), [0, 1, 2, 255, 254, 13, 10, 0])
+          assert.ok(snapshot.state._tag === "stored")
+          assert.deepEqual(Array.from(yield* c.readSnapshot(id, snapshot.state.sha256)), [0, 1, 2, 255, 254, 13, 10, 0])
         }))
 
       test("random events generated from the schemas round-trip exactly", (c, p) =>
         Effect.gen(function*() {
           const id = p + "arbitrary"
-          const events = fc.sample(Arbitrary.make(SessionEvent), { numRuns: 150, seed: 42 })
+          const events = fc.sample(Arbitrary.make(SessionEvent), { numRuns: 150, seed: 42 }).map(storable)
           yield* c.append(id, events)
           const stored = yield* readAll(c, id)
-          assert.deepEqual(stored.map((s) => encodeEvent(s.event)), events.map((e) => encodeEvent(e)))
+          assert.deepEqual(stored.map((s) => encodeEvent(s.event)), events.map((e) => encodeEvent(asStored(e))))
         }))
 
       test("encoded JSON events are accepted and validated; a malformed one stores nothing", (c, p) =>
@@ -614,7 +647,7 @@ export const checkpointerConformance = <E>(
                 Effect.gen(function*() {
                   assert.equal(yield* c.head(id), events.length)
                   const stored = yield* readAll(c, id)
-                  assert.deepEqual(encodedEvents(stored), events.map((e) => encodeEvent(e)))
+                  assert.deepEqual(encodedEvents(stored), events.map((e) => encodeEvent(asStored(e))))
                   yield* c.truncate(id, 3)
                 })).pipe(Effect.provide(layer)))
               yield* Effect.scoped(Effect.flatMap(Checkpointer, (c) =>
@@ -626,6 +659,104 @@ export const checkpointerConformance = <E>(
           timeoutMs
         )
       }
+    })
+
+    runner.describe("snapshot store", () => {
+      test("a content snapshot is logged as a stored reference; its bytes are kept once per session", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "blobs"
+          const bytes = new Uint8Array(4096).map((_, i) => (i * 7) % 256)
+          yield* c.append(id, [snapshotOf("a.txt", bytes), snapshotOf("b.txt", bytes)])
+          yield* c.append(id, [snapshotOf("a.txt", bytes), snapshotOf("c.txt", new Uint8Array([1]))])
+          const states = (yield* readAll(c, id)).map((s) => (s.event as FileSnapshot).state)
+          assert.deepEqual(states.map((state) => state._tag), ["stored", "stored", "stored", "stored"])
+          const listed = yield* c.listSnapshots(id)
+          assert.deepEqual(listed.map((blob) => blob.sha256).sort(), [sha256Hex(bytes), sha256Hex(new Uint8Array([1]))].sort())
+          for (const blob of listed) assert.ok(blob.storedBytes > 0, "a stored size")
+          const original = Array.from(bytes)
+          const sha256 = sha256Hex(bytes)
+          assert.deepEqual(Array.from(yield* c.readSnapshot(id, sha256)), original)
+          // A caller changing its buffer afterwards changes nothing stored.
+          bytes.fill(0)
+          assert.deepEqual(Array.from(yield* c.readSnapshot(id, sha256)), original)
+        }))
+
+      test("a hash the store does not hold, or no hash at all, is SnapshotBlobError; stores are per session", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "s1"
+          const bytes = new Uint8Array([5, 6, 7])
+          yield* c.append(id, [snapshotOf("x", bytes)])
+          const other = yield* expectFailure(c.readSnapshot(p + "s2", sha256Hex(bytes)), SnapshotBlobError, "other session")
+          assert.equal(other.reason, "missing")
+          for (const bad of ["0".repeat(64), "../log", "A".repeat(64), ""]) {
+            const error = yield* expectFailure(c.readSnapshot(id, bad), SnapshotBlobError, `hash ${bad}`)
+            assert.equal(error.reason, "missing")
+          }
+        }))
+
+      test("bytes that do not match their hash, or a reference to a blob not held, are refused and store nothing", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "bad"
+          yield* c.append(id, [new UserMessage({ content: "before" })])
+          const bytes = new Uint8Array([1, 2, 3])
+          const lying = new FileSnapshot({
+            toolUseId: "toolu_1",
+            path: "x",
+            state: { _tag: "content", data: bytes, mode: 0o644, size: 3, sha256: sha256Hex(new Uint8Array([9])) }
+          })
+          const wrongSize = new FileSnapshot({
+            toolUseId: "toolu_1",
+            path: "x",
+            state: { _tag: "content", data: bytes, mode: 0o644, size: 4, sha256: sha256Hex(bytes) }
+          })
+          const dangling = new FileSnapshot({
+            toolUseId: "toolu_1",
+            path: "x",
+            state: { _tag: "stored", sha256: "b".repeat(64), size: 3, mode: 0o644 }
+          })
+          for (const event of [lying, wrongSize, dangling]) {
+            const error = yield* expectFailure(c.append(id, [new UserMessage({ content: "x" }), event]), InvalidEventError, event.state._tag)
+            assert.equal(error.index, 1)
+          }
+          assert.equal(yield* c.head(id), 1)
+          assert.deepEqual(yield* c.listSnapshots(id), [])
+          // A reference to a blob the session does hold is fine (a copy of an event, say).
+          yield* c.append(id, [snapshotOf("y", bytes)])
+          yield* c.append(id, [new FileSnapshot({ toolUseId: "toolu_2", path: "z", state: { _tag: "stored", sha256: sha256Hex(bytes), size: 3, mode: 0o600 } })])
+          assert.equal(yield* c.head(id), 3)
+        }))
+
+      test("an append refused on its expected head stores no blob", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "conflict"
+          yield* c.append(id, [new UserMessage({ content: "one" })])
+          yield* expectFailure(c.append(id, [snapshotOf("x", new Uint8Array([4]))], 0), CheckpointConflictError, "stale head")
+          assert.deepEqual(yield* c.listSnapshots(id), [])
+        }))
+
+      test("truncate keeps every referenced blob; sweep removes exactly the unreferenced; delete removes all", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "sweep"
+          const [a, b, shared] = [new Uint8Array([1]), new Uint8Array([2]), new Uint8Array([3])]
+          yield* c.append(id, [snapshotOf("a", a), snapshotOf("s", shared)])
+          yield* c.append(id, [snapshotOf("b", b), snapshotOf("s2", shared)])
+          yield* c.truncate(id, 2)
+          assert.equal((yield* c.listSnapshots(id)).length, 3, "truncate alone removes no blob")
+          assert.equal(yield* c.sweepSnapshots(id), 1)
+          assert.deepEqual((yield* c.listSnapshots(id)).map((blob) => blob.sha256).sort(), [sha256Hex(a), sha256Hex(shared)].sort())
+          yield* expectFailure(c.readSnapshot(id, sha256Hex(b)), SnapshotBlobError, "swept blob")
+          assert.deepEqual(Array.from(yield* c.readSnapshot(id, sha256Hex(shared))), [3])
+          assert.equal(yield* c.sweepSnapshots(id), 0, "a second sweep finds nothing")
+          yield* c.delete(id)
+          assert.deepEqual(yield* c.listSnapshots(id), [])
+          assert.equal(yield* c.sweepSnapshots(p + "never"), 0)
+        }))
+
+      runner.it(
+        "random append/truncate/delete/sweep sequences never leave a referenced blob missing, nor an unreferenced one after a sweep",
+        () => runSnapshotProperty(layer, options),
+        Math.max(timeoutMs, 600_000)
+      )
     })
 
     runner.describe("model-based properties", () => {
@@ -807,5 +938,84 @@ const runModelProperty = async <E>(layer: Layer.Layer<Checkpointer, E>, options:
       }
     ),
     { numRuns: options.propertyRuns ?? 200, ...options.fastCheck }
+  )
+}
+
+// ---------------------------------------------------------------------------
+// The snapshot store's invariant, over random sequences
+// ---------------------------------------------------------------------------
+
+const snapshotOf = (path: string, data: Uint8Array) =>
+  new FileSnapshot({ toolUseId: "toolu_snap", path, state: { _tag: "content", data, mode: 0o644, size: data.length, sha256: sha256Hex(data) } })
+
+/** A few distinct contents, so sequences reuse blobs across events, appends and truncates. */
+const BLOB_POOL = Array.from({ length: 5 }, (_, i) => new Uint8Array(64 + i).fill(i + 1))
+
+type SnapshotOp =
+  | { readonly op: "append"; readonly session: 0 | 1; readonly blobs: ReadonlyArray<number> }
+  | { readonly op: "truncate"; readonly session: 0 | 1; readonly keep: number }
+  | { readonly op: "delete"; readonly session: 0 | 1 }
+  | { readonly op: "sweep"; readonly session: 0 | 1 }
+
+const snapshotOpArb: fc.Arbitrary<SnapshotOp> = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ op: fc.constant("append" as const), session: fc.constantFrom(0 as const, 1 as const), blobs: fc.array(fc.nat({ max: BLOB_POOL.length - 1 }), { maxLength: 3 }) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant("truncate" as const), session: fc.constantFrom(0 as const, 1 as const), keep: fc.nat({ max: 100 }) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("delete" as const), session: fc.constantFrom(0 as const, 1 as const) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant("sweep" as const), session: fc.constantFrom(0 as const, 1 as const) }) }
+)
+
+const checkSnapshotInvariant = (c: CheckpointerService, id: string, swept: boolean, after: string) =>
+  Effect.gen(function*() {
+    const referenced = new Set<string>()
+    for (const { event } of yield* readAll(c, id)) {
+      if (event._tag === "FileSnapshot" && event.state._tag === "stored") referenced.add(event.state.sha256)
+    }
+    for (const sha256 of referenced) {
+      const data = yield* c.readSnapshot(id, sha256)
+      assert.equal(sha256Hex(data), sha256, `${after}: blob ${sha256} reads back`)
+    }
+    const held = new Set((yield* c.listSnapshots(id)).map((blob) => blob.sha256))
+    for (const sha256 of referenced) assert.ok(held.has(sha256), `${after}: referenced blob ${sha256} is listed`)
+    if (swept) assert.deepEqual([...held].sort(), [...referenced].sort(), `${after}: a sweep leaves only referenced blobs`)
+  })
+
+const runSnapshotProperty = async <E>(layer: Layer.Layer<Checkpointer, E>, options: ConformanceOptions) => {
+  await fc.assert(
+    fc.asyncProperty(fc.array(snapshotOpArb, { minLength: 1, maxLength: 12 }), async (ops) => {
+      const prefix = uniquePrefix("blob")
+      await Effect.runPromise(Effect.scoped(Effect.flatMap(Checkpointer, (c) =>
+        Effect.gen(function*() {
+          const swept = [true, true]
+          for (const [index, step] of ops.entries()) {
+            const id = `${prefix}${step.session}`
+            const after = `step ${index} (${JSON.stringify(step)})`
+            switch (step.op) {
+              case "append":
+                yield* c.append(id, [
+                  new UserMessage({ content: `u${index}` }),
+                  ...step.blobs.map((blob, i) => snapshotOf(`f${i}`, BLOB_POOL[blob]!))
+                ])
+                // New blobs are all referenced: an append keeps a swept store swept.
+                break
+              case "truncate": {
+                const head = yield* c.head(id)
+                yield* c.truncate(id, head === 0 ? 0 : step.keep % (head + 1))
+                swept[step.session] = false
+                break
+              }
+              case "delete":
+                yield* c.delete(id)
+                swept[step.session] = true
+                break
+              case "sweep":
+                yield* c.sweepSnapshots(id)
+                swept[step.session] = true
+                break
+            }
+            yield* checkSnapshotInvariant(c, id, swept[step.session]!, after)
+          }
+        })).pipe(Effect.provide(layer))))
+    }),
+    { numRuns: Math.max(10, Math.round((options.propertyRuns ?? 200) / 4)), ...options.fastCheck }
   )
 }

@@ -15,7 +15,7 @@ import { Cause, Chunk, Context, Data, Effect, Layer, PubSub, type Queue, Schema,
 import { messageOf } from "../core/causes.js"
 import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
 import { decodeOptions, Flag, recognised } from "../core/options.js"
-import { type CheckpointerError, type ConfigurationError, type Refusal } from "../core/errors.js"
+import { type CheckpointerError, type ConfigurationError, type Refusal, SnapshotBlobError } from "../core/errors.js"
 import { RestoreFailedError, RestoreRefusedError, UnsafePathError, type WorkspaceIOError } from "./errors.js"
 import { type CommandAfterCheckpoint, type FilePlan, planRestore } from "../core/restore.js"
 import * as Session from "../core/session.js"
@@ -144,9 +144,27 @@ export const make = Effect.gen(function*() {
       const { events, state } = yield* load(sessionId)
       const plan = planRestore(sessionId, state, events, seq, { files, conversation })
       const diskRefusals: Array<Refusal> = []
+      // The bytes each written path goes back to, read (and checked) before anything changes.
+      const contents = new Map<string, Uint8Array>()
       for (const file of plan.files) {
         const refusal = yield* preflight(file)
         if (refusal !== undefined) diskRefusals.push(refusal)
+        if (file.action.kind !== "write") continue
+        if (file.action.data !== undefined) {
+          contents.set(file.path, file.action.data)
+          continue
+        }
+        const stored = yield* Effect.either(checkpointer.readSnapshot(sessionId, file.action.sha256))
+        if (stored._tag === "Right") contents.set(file.path, stored.right)
+        else if (stored.left instanceof SnapshotBlobError) {
+          if (refusal === undefined) {
+            diskRefusals.push({
+              reason: stored.left.reason === "missing" ? "snapshot_missing" : "snapshot_truncated",
+              path: file.path,
+              detail: stored.left.message
+            })
+          }
+        } else return yield* stored.left
       }
       const refusals = [...plan.refusals, ...diskRefusals]
       const refusalFor = (path: string) => refusals.find((refusal) => refusal.path === path)
@@ -207,9 +225,14 @@ export const make = Effect.gen(function*() {
           yield* checkAbort
           const before = yield* workspace.inspect(file.path)
           replaced.push({ path: file.path, before })
-          yield* file.action.kind === "write"
-            ? workspace.write(file.path, file.action.data, file.action.mode)
-            : workspace.remove(file.path)
+          if (file.action.kind === "write") {
+            const data = contents.get(file.path)
+            // Preflight read every written path's content or refused the restore.
+            if (data === undefined) return yield* Effect.dieMessage(`restore: no content was read for ${file.path}`)
+            yield* workspace.write(file.path, data, file.action.mode)
+          } else {
+            yield* workspace.remove(file.path)
+          }
           completed++
           yield* publish({ type: "checkpoint_restore", phase: "progress", sessionId, seq, completed, total, path: file.path })
           // Let listeners, an abort and an interruption in between files.
@@ -246,6 +269,12 @@ export const make = Effect.gen(function*() {
             restoredFiles: plan.files.map((file) => file.path),
             conversationRestored: conversation,
             dryRun: false
+          }
+          // Blobs only the cut events referenced go now; a failure here loses nothing (the next sweep retries).
+          if (conversation) {
+            yield* checkpointer.sweepSnapshots(sessionId).pipe(
+              Effect.catchAll((error) => Effect.logWarning(`restore of "${sessionId}": sweeping unreferenced snapshots failed`, error))
+            )
           }
           yield* publish({ type: "checkpoint_restore", phase: "done", sessionId, seq, result })
           return result

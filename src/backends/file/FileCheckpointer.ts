@@ -32,7 +32,7 @@ import type { StoredEventEncoded } from "../../core/events.js"
 import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised } from "../../core/options.js"
 import { sessionIdProblem } from "../../core/sessionId.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
-import { isLogCodec, jsonCodec, LogCodec } from "./codec.js"
+import { blobCodec, isLogCodec, jsonCodec, LogCodec } from "./codec.js"
 import { findCommittedEnd, ForwardScanner, headerLine, type LogHeader, parseHeader, recordLine } from "./format.js"
 import { layerNode, type LogHandle, LogFiles } from "./LogFiles.js"
 import { type HeldSessionLock, SessionLock } from "./SessionLock.js"
@@ -74,6 +74,9 @@ export const defaultDirectory = (): string =>
 
 const READ_CHUNK_BYTES = 1024 * 1024
 const LOG_FILE = "log"
+/** The session's snapshot store: `<dir>/<session>/blobs/<sha256>`. */
+const BLOBS_DIR = "blobs"
+const SHA256_NAME = /^[0-9a-f]{64}$/
 
 /** The header is one short JSON line at the start of the log. */
 const HEADER_READ_BYTES = 4096
@@ -109,6 +112,10 @@ export const make = (options: FileCheckpointerOptions = {}) =>
 
     const sessionDir = (sessionId: string) => join(realDir, sessionId)
     const logPath = (sessionId: string) => join(realDir, sessionId, LOG_FILE)
+
+    const blobsDir = (sessionId: string) => join(realDir, sessionId, BLOBS_DIR)
+    const blobPath = (sessionId: string, sha256: string) => join(realDir, sessionId, BLOBS_DIR, sha256)
+    const blobs = blobCodec(codec)
 
     const lock = yield* SessionLock
     const withSessionLock = <A, E>(sessionId: string, use: (held: HeldSessionLock) => Effect.Effect<A, E>) =>
@@ -297,6 +304,75 @@ export const make = (options: FileCheckpointerOptions = {}) =>
         return yield* new CheckpointIntegrityError({ sessionId, seq: toSeq, detail: "record not found while truncating" })
       })
 
+    // ---------------------------------------------------------------------------------
+    // The snapshot store: one file per blob, named by its plain SHA-256, through the codec
+    // ---------------------------------------------------------------------------------
+
+    /** Write each blob not yet stored: to a temporary file, flushed when durable, renamed into place. */
+    const putBlobs = (held: HeldSessionLock, sessionId: string, added: ReadonlyArray<Checkpointer.SnapshotBlob>) =>
+      Effect.gen(function*() {
+        const directory = blobsDir(sessionId)
+        if ((yield* files.modifiedAt(directory)) === undefined) {
+          yield* files.makeDirectory(directory)
+          if (durable) {
+            yield* files.flushDirectory(realDir)
+            yield* files.flushDirectory(sessionDir(sessionId))
+          }
+        }
+        let wrote = false
+        for (const blob of added) {
+          const target = blobPath(sessionId, blob.sha256)
+          if ((yield* files.modifiedAt(target)) !== undefined) continue
+          const stored = yield* blobs.encode({ sessionId, sha256: blob.sha256, data: blob.data })
+          const temp = join(directory, `.tmp-${yield* randomSuffix}`)
+          const written = Effect.scoped(Effect.gen(function*() {
+            const handle = yield* files.create(temp)
+            yield* handle.writeAt(0, stored)
+            if (durable) yield* handle.flush
+          }))
+          yield* written.pipe(
+            Effect.zipRight(held.ensureHeld),
+            Effect.zipRight(files.rename(temp, target)),
+            Effect.onError(() => files.remove(temp).pipe(Effect.ignore))
+          )
+          wrote = true
+        }
+        // The blobs' names are on disk before the log names them.
+        if (wrote && durable) yield* files.flushDirectory(directory)
+      })
+
+    const deleteBlobs = (held: HeldSessionLock, sessionId: string, hashes: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        yield* held.ensureHeld
+        for (const sha256 of hashes) yield* files.remove(blobPath(sessionId, sha256))
+        if (durable) yield* files.flushDirectory(blobsDir(sessionId))
+      })
+
+    const missingBlobs = (sessionId: string, hashes: ReadonlyArray<string>) =>
+      Effect.filter(hashes, (sha256) => Effect.map(files.modifiedAt(blobPath(sessionId, sha256)), (mtime) => mtime === undefined))
+
+    const readBlob = (sessionId: string, sha256: string) =>
+      Effect.scoped(Effect.gen(function*() {
+        const file = yield* files.open(blobPath(sessionId, sha256), "read")
+        if (file === undefined) return undefined
+        const stored = yield* file.readAt(0, yield* file.size)
+        return yield* blobs.decode({ sessionId, sha256, data: stored })
+      }))
+
+    const listBlobs = (sessionId: string) =>
+      Effect.gen(function*() {
+        if ((yield* files.modifiedAt(blobsDir(sessionId))) === undefined) return []
+        const names = (yield* files.list(blobsDir(sessionId))).filter((name) => SHA256_NAME.test(name))
+        const found: Array<Checkpointer.SnapshotInfo> = []
+        for (const sha256 of names) {
+          const storedBytes = yield* Effect.scoped(
+            Effect.flatMap(files.open(blobPath(sessionId, sha256), "read"), (file) => (file === undefined ? Effect.succeed(undefined) : file.size))
+          )
+          if (storedBytes !== undefined) found.push({ sha256, storedBytes })
+        }
+        return found
+      })
+
     const withSession: Checkpointer.CheckpointerDriver["withSession"] = (sessionId, use) =>
       withSessionLock(sessionId, (held) =>
         Effect.scoped(Effect.gen(function*() {
@@ -315,7 +391,12 @@ export const make = (options: FileCheckpointerOptions = {}) =>
                   const header = Buffer.from(headerLine(codec.name, codec.keyId), "utf8")
                   yield* replaceAtomically(held, directory, logPath(sessionId), [header, lines])
                 }),
-              truncate: () => Effect.void
+              truncate: () => Effect.void,
+              putBlobs: (added) => putBlobs(held, sessionId, added),
+              missingBlobs: (hashes) => missingBlobs(sessionId, hashes),
+              deleteBlobs: (hashes) => deleteBlobs(held, sessionId, hashes),
+              records: read(sessionId, 0),
+              storedBlobs: listBlobs(sessionId)
             })
           }
           const tail = yield* inspect(sessionId, file)
@@ -350,7 +431,12 @@ export const make = (options: FileCheckpointerOptions = {}) =>
                 const contents = yield* truncatedContents(sessionId, file, tail.headerEnd, tail.committedEnd, toSeq)
                 yield* repair
                 yield* replaceAtomically(held, sessionDir(sessionId), logPath(sessionId), contents)
-              })
+              }),
+            putBlobs: (added) => putBlobs(held, sessionId, added),
+            missingBlobs: (hashes) => missingBlobs(sessionId, hashes),
+            deleteBlobs: (hashes) => deleteBlobs(held, sessionId, hashes),
+            records: read(sessionId, 0),
+            storedBlobs: listBlobs(sessionId)
           })
         })))
 
@@ -378,7 +464,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
           yield* files.remove(doomed).pipe(Effect.ignore)
         }))
 
-    const service = yield* Checkpointer.make({ withSession, read, head, list, delete: remove })
+    const service = yield* Checkpointer.make({ withSession, read, head, list, delete: remove, readBlob, listBlobs })
 
     const checkIntegrity: Effect.Effect<IntegrityReport, CheckpointerError> = Effect.gen(function*() {
       const sessions = yield* service.list()

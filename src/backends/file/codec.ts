@@ -3,6 +3,7 @@
  * on its line, and back. A codec may be asynchronous; the file backend runs it under the
  * session lock. The codec's name (and, for keyed codecs, a key fingerprint) is written in
  * the log header, so a log is never read with a codec other than the one that wrote it.
+ * File snapshots (the session's blobs) go through the same codec, as bytes.
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
 import { promisify } from "node:util"
@@ -18,6 +19,13 @@ export interface CodecRecord {
   readonly payload: string
 }
 
+/** A file snapshot's bytes (`data`: plain when encoding, as stored when decoding), named by their plain SHA-256. */
+export interface BlobRecord {
+  readonly sessionId: string
+  readonly sha256: string
+  readonly data: Uint8Array
+}
+
 export interface LogCodecService {
   /** Written in the log header; a log is only opened by a codec of the same name. */
   readonly name: string
@@ -27,7 +35,32 @@ export interface LogCodecService {
   readonly encode: (records: ReadonlyArray<CodecRecord>) => Effect.Effect<ReadonlyArray<string>, CodecError>
   /** The JSON text of each record, in order. */
   readonly decode: (records: ReadonlyArray<CodecRecord>) => Effect.Effect<ReadonlyArray<string>, CodecError>
+  /** A blob's bytes as stored. Optional: without it, blobs are stored through `encode` as base64 text. */
+  readonly encodeBlob?: (blob: BlobRecord) => Effect.Effect<Uint8Array, CodecError>
+  /** A stored blob's plain bytes; required with `encodeBlob`. */
+  readonly decodeBlob?: (blob: BlobRecord) => Effect.Effect<Uint8Array, CodecError>
 }
+
+/** Blob seq for codecs that only know records: blobs are not log records, and their hash names them. */
+const BLOB_SEQ = 0
+
+/** How `codec` stores blobs: its own blob methods, or base64 text through its record methods. */
+export const blobCodec = (codec: LogCodecService) => ({
+  encode: (blob: BlobRecord): Effect.Effect<Uint8Array, CodecError> =>
+    codec.encodeBlob !== undefined && codec.decodeBlob !== undefined
+      ? codec.encodeBlob(blob)
+      : Effect.map(
+        codec.encode([{ sessionId: blob.sessionId, seq: BLOB_SEQ, payload: Buffer.from(blob.data).toString("base64") }]),
+        (texts) => Buffer.from(texts[0] ?? "", "utf8")
+      ),
+  decode: (blob: BlobRecord): Effect.Effect<Uint8Array, CodecError> =>
+    codec.encodeBlob !== undefined && codec.decodeBlob !== undefined
+      ? codec.decodeBlob(blob)
+      : Effect.map(
+        codec.decode([{ sessionId: blob.sessionId, seq: BLOB_SEQ, payload: Buffer.from(blob.data).toString("utf8") }]),
+        (texts) => Buffer.from(texts[0] ?? "", "base64")
+      )
+})
 
 /** Whether `value` looks like a codec (for options that take one). */
 export const isLogCodec = (value: unknown): value is LogCodecService =>
@@ -40,7 +73,10 @@ export class LogCodec extends Context.Tag("@lite-agent/backends/file/LogCodec")<
 export const jsonCodec: LogCodecService = {
   name: "json",
   encode: (records) => Effect.succeed(records.map((record) => record.payload)),
-  decode: (records) => Effect.succeed(records.map((record) => record.payload))
+  decode: (records) => Effect.succeed(records.map((record) => record.payload)),
+  // Blobs are stored as their raw bytes.
+  encodeBlob: (blob) => Effect.succeed(blob.data),
+  decodeBlob: (blob) => Effect.succeed(blob.data)
 }
 
 const gzipAsync = promisify(gzip)
@@ -73,7 +109,18 @@ export const gzipCodec = (input: GzipCodecOptions = {}): LogCodecService => {
               operation: "decode",
               detail: `session "${record.sessionId}", seq ${record.seq}: ${String(cause)}`
             })
-        }), { concurrency: 8 })
+        }), { concurrency: 8 }),
+    encodeBlob: (blob) =>
+      Effect.tryPromise({
+        try: () => gzipAsync(blob.data, zlibOptions),
+        catch: (cause) => new CodecError({ codec: "gzip", operation: "encode", detail: String(cause) })
+      }),
+    decodeBlob: (blob) =>
+      Effect.tryPromise({
+        try: () => gunzipAsync(blob.data),
+        catch: (cause) =>
+          new CodecError({ codec: "gzip", operation: "decode", detail: `session "${blob.sessionId}", snapshot ${blob.sha256}: ${String(cause)}` })
+      })
   }
 }
 
@@ -82,6 +129,8 @@ const TAG_BYTES = 16
 
 /** The record's identity is authenticated with it, so records cannot be swapped or moved. */
 const additionalData = (record: CodecRecord) => Buffer.from(`${record.sessionId}\0${record.seq}`, "utf8")
+/** A blob's too: its session and the hash it is stored under. */
+const blobAdditionalData = (blob: BlobRecord) => Buffer.from(`blob\0${blob.sessionId}\0${blob.sha256}`, "utf8")
 
 /**
  * AES-256-GCM with a random 96-bit IV per record. The key is yours: 32 bytes, kept out of
@@ -130,7 +179,34 @@ export const aes256gcmCodec = (key: Uint8Array): LogCodecService => {
               operation: "decode",
               detail: `session "${record.sessionId}", seq ${record.seq}: authentication failed (wrong key or tampered record)`
             })
-        }))
+        })),
+    encodeBlob: (blob) =>
+      Effect.try({
+        try: () => {
+          const iv = randomBytes(IV_BYTES)
+          const cipher = createCipheriv("aes-256-gcm", secret, iv)
+          cipher.setAAD(blobAdditionalData(blob))
+          return Buffer.concat([iv, cipher.update(blob.data), cipher.final(), cipher.getAuthTag()])
+        },
+        catch: (cause) => new CodecError({ codec: "aes-256-gcm", operation: "encode", detail: String(cause) })
+      }),
+    decodeBlob: (blob) =>
+      Effect.try({
+        try: () => {
+          const sealed = blob.data
+          if (sealed.length < IV_BYTES + TAG_BYTES) throw new Error("blob is too short")
+          const decipher = createDecipheriv("aes-256-gcm", secret, sealed.subarray(0, IV_BYTES))
+          decipher.setAAD(blobAdditionalData(blob))
+          decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES))
+          return Buffer.concat([decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES)), decipher.final()])
+        },
+        catch: () =>
+          new CodecError({
+            codec: "aes-256-gcm",
+            operation: "decode",
+            detail: `session "${blob.sessionId}", snapshot ${blob.sha256}: authentication failed (wrong key or tampered blob)`
+          })
+      })
   }
 }
 

@@ -45,7 +45,7 @@ export const SqliteCheckpointerOptions = Schema.Struct({
 export interface SqliteCheckpointerOptions extends Schema.Schema.Type<typeof SqliteCheckpointerOptions> {}
 
 /** The schema version this code writes and reads (`PRAGMA user_version`). */
-export const SCHEMA_VERSION = 1
+export const SCHEMA_VERSION = 2
 /** SQLite before this has a WAL-reset bug that can corrupt a database under concurrent writers. */
 export const MINIMUM_SQLITE_VERSION = "3.51.3"
 
@@ -116,7 +116,15 @@ const migrations = Migrator.fromRecord({
         event TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
       ) STRICT, WITHOUT ROWID`
-    ], { discard: true }))
+    ], { discard: true })),
+  // The snapshot store: blobs written in the same transaction as the events that reference them.
+  "0002_snapshot_blobs": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`CREATE TABLE lite_agent_blobs (
+      session_id TEXT NOT NULL,
+      sha256 TEXT NOT NULL,
+      data BLOB NOT NULL,
+      PRIMARY KEY (session_id, sha256)
+    ) STRICT, WITHOUT ROWID`)
 })
 
 /**
@@ -342,7 +350,52 @@ export const make = (options: SqliteCheckpointerOptions) =>
                     )
                   }),
                   "truncate"
-                )
+                ),
+              putBlobs: (blobs) =>
+                statements(
+                  Effect.forEach(blobs, (blob) =>
+                    execute(
+                      "INSERT INTO lite_agent_blobs (session_id, sha256, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                      [sessionId, blob.sha256, Buffer.from(blob.data.buffer, blob.data.byteOffset, blob.data.byteLength)]
+                    ), { discard: true }),
+                  "store snapshot"
+                ),
+              missingBlobs: (hashes) =>
+                statements(
+                  Effect.filter(hashes, (sha256) =>
+                    Effect.map(
+                      execute("SELECT 1 AS found FROM lite_agent_blobs WHERE session_id = ? AND sha256 = ?", [sessionId, sha256]),
+                      (rows) => rows.length === 0
+                    )),
+                  "check snapshots"
+                ),
+              deleteBlobs: (hashes) =>
+                statements(
+                  Effect.forEach(hashes, (sha256) =>
+                    execute("DELETE FROM lite_agent_blobs WHERE session_id = ? AND sha256 = ?", [sessionId, sha256]), {
+                    discard: true
+                  }),
+                  "delete snapshots"
+                ),
+              storedBlobs: statements(
+                Effect.map(
+                  execute("SELECT sha256, length(data) AS storedBytes FROM lite_agent_blobs WHERE session_id = ?", [sessionId]),
+                  (rows) => rows as ReadonlyArray<{ sha256: string; storedBytes: number }>
+                ),
+                "list snapshots"
+              ),
+              records: Stream.flatMap(
+                Stream.fromEffect(statements(
+                  execute("SELECT seq, ts, event FROM lite_agent_events WHERE session_id = ? ORDER BY seq", [sessionId]),
+                  "read"
+                )),
+                (rows) => Stream.fromIterable(rows as ReadonlyArray<{ seq: number; ts: number; event: string }>)
+              ).pipe(Stream.mapEffect((row) =>
+                Effect.try({
+                  try: () => ({ seq: row.seq, ts: row.ts, event: JSON.parse(row.event) as unknown }),
+                  catch: (cause) =>
+                    new CheckpointIntegrityError({ sessionId, seq: row.seq, detail: `the stored event is not JSON: ${String(cause)}` })
+                })))
             })
           })
         ),
@@ -390,6 +443,20 @@ export const make = (options: SqliteCheckpointerOptions) =>
             })
         ),
       head: (sessionId) => readStatement(headOf(sessionId), "head"),
+      readBlob: (sessionId, sha256) =>
+        Effect.map(
+          readStatement(
+            sql<{ data: Uint8Array }>`SELECT data FROM lite_agent_blobs WHERE session_id = ${sessionId} AND sha256 = ${sha256}`,
+            "read snapshot"
+          ),
+          (rows) => rows[0]?.data
+        ),
+      listBlobs: (sessionId) =>
+        readStatement(
+          sql<{ sha256: string; storedBytes: number }>`SELECT sha256, length(data) AS storedBytes FROM lite_agent_blobs
+            WHERE session_id = ${sessionId}`,
+          "list snapshots"
+        ),
       list: Effect.map(
         readStatement(sql<{ id: string; mtime: number }>`SELECT id, mtime FROM lite_agent_sessions`, "list"),
         (rows) => rows.map((row) => ({ id: row.id, mtime: new Date(row.mtime) }))
@@ -401,6 +468,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
             Effect.mapError(
               Effect.all([
                 execute("DELETE FROM lite_agent_events WHERE session_id = ?", [sessionId]),
+                execute("DELETE FROM lite_agent_blobs WHERE session_id = ?", [sessionId]),
                 execute("DELETE FROM lite_agent_sessions WHERE id = ?", [sessionId])
               ], { discard: true }),
               toCheckpointerError("delete")
@@ -413,7 +481,9 @@ export const make = (options: SqliteCheckpointerOptions) =>
       read: driver.read,
       head: (sessionId) => outsideCallerTransactions(driver.head(sessionId)),
       list: outsideCallerTransactions(driver.list),
-      delete: (sessionId) => outsideCallerTransactions(driver.delete(sessionId))
+      delete: (sessionId) => outsideCallerTransactions(driver.delete(sessionId)),
+      readBlob: (sessionId, sha256) => outsideCallerTransactions(driver.readBlob(sessionId, sha256)),
+      listBlobs: (sessionId) => outsideCallerTransactions(driver.listBlobs(sessionId))
     }
     const service = yield* Checkpointer.make(isolated)
     return { service, integrity: { checkIntegrity: quickCheck } }

@@ -1,0 +1,158 @@
+/**
+ * The snapshot store on real files: restore refuses a missing or damaged blob and changes
+ * nothing; blobs go through the log's codec (never plaintext under gzip or AES, bound to their
+ * name); and logs written before the store, with snapshot bytes inline, still restore.
+ */
+import { randomBytes } from "node:crypto"
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { afterEach, describe, expect, it } from "vitest"
+import { recordLine, headerLine } from "../src/backends/file/format.js"
+import { encodeStoredEvent } from "../src/core/encoding.js"
+import { sha256Hex } from "../src/core/sha256.js"
+import {
+  aes256gcmCodec,
+  AssistantMessage,
+  CodecError,
+  createLiteAgent,
+  fileCheckpointer,
+  FileChange,
+  FileSnapshot,
+  gzipCodec,
+  type LiteAgent,
+  type PromiseCheckpointer,
+  RestoreRefusedError,
+  SnapshotBlobError,
+  ToolResult,
+  UserMessage
+} from "../src/index.js"
+import { scripted } from "../src/provider.js"
+import { tempDir } from "./support/agent.js"
+
+const opened: Array<{ close(): Promise<void> }> = []
+afterEach(async () => {
+  for (const thing of opened.splice(0).reverse()) await thing.close()
+})
+const track = <T extends { close(): Promise<void> }>(thing: T): T => {
+  opened.push(thing)
+  return thing
+}
+
+const write = (content: string) => ({ toolCalls: [{ name: "write_file", input: { path: "a.txt", content } }] })
+const bytesOf = (text: string) => new TextEncoder().encode(text)
+const snapshot = (path: string, data: Uint8Array) =>
+  new FileSnapshot({ toolUseId: "toolu_x", path, state: { _tag: "content", data, mode: 0o644, size: data.length, sha256: sha256Hex(data) } })
+
+describe("restore and the snapshot store", () => {
+  /** Three prompts rewriting a.txt: one, two, three. Restoring to prompt 2 needs the snapshot of "one". */
+  const threeVersions = async () => {
+    const dir = tempDir("blob-log")
+    const workdir = tempDir("blob-work")
+    const checkpointer = track(fileCheckpointer({ dir }))
+    const agent: LiteAgent = track(createLiteAgent({
+      model: scripted([write("one"), { text: "1" }, write("two"), { text: "2" }, write("three"), { text: "3" }]),
+      workdir,
+      checkpointer
+    }))
+    for (const prompt of ["v1", "v2", "v3"]) await agent.send(prompt)
+    const second = (await agent.listCheckpoints(agent.sessionId))[1]!
+    const blob = join(dir, agent.sessionId, "blobs", sha256Hex(bytesOf("one")))
+    expect(existsSync(blob)).toBe(true)
+    // The JSON codec stores a blob as its raw bytes.
+    expect(readFileSync(blob, "utf8")).toBe("one")
+    return { agent, checkpointer, workdir, second, blob }
+  }
+
+  it.each([
+    ["missing", (blob: string) => rmSync(blob), "snapshot_missing"],
+    ["damaged", (blob: string) => writeFileSync(blob, "0ne"), "snapshot_truncated"]
+  ] as const)("a %s blob: the plan shows the refusal, restore refuses, nothing changes", async (_, tamper, reason) => {
+    const { agent, checkpointer, workdir, second, blob } = await threeVersions()
+    tamper(blob)
+    const head = await checkpointer.head(agent.sessionId)
+    const dry = await agent.restore(agent.sessionId, second.seq, { dryRun: true })
+    expect(dry.refusals).toEqual([expect.objectContaining({ path: "a.txt", reason })])
+    const error = await agent.restore(agent.sessionId, second.seq).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(RestoreRefusedError)
+    expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("three")
+    expect(await checkpointer.head(agent.sessionId)).toBe(head)
+  })
+
+  it("a restore puts the bytes back and sweeps the blobs only the cut events referenced", async () => {
+    const { agent, checkpointer, workdir, second } = await threeVersions()
+    expect((await checkpointer.listSnapshots(agent.sessionId)).length).toBe(2)
+    await agent.restore(agent.sessionId, second.seq)
+    expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("one")
+    // Prompt 1's snapshot (a.txt missing) holds no blob; "one" and "two" were referenced only after the cut.
+    expect(await checkpointer.listSnapshots(agent.sessionId)).toEqual([])
+  })
+})
+
+describe("blobs go through the codec", () => {
+  const plaintext = bytesOf(`SECRET-SNAPSHOT-${randomBytes(8).toString("hex")}`.repeat(20))
+
+  it.each([
+    ["gzip", () => gzipCodec()],
+    ["aes-256-gcm", () => aes256gcmCodec(randomBytes(32))]
+  ] as const)("%s: the blob on disk is not the plaintext, and reads back", async (_, codec) => {
+    const dir = tempDir("blob-codec")
+    const checkpointer: PromiseCheckpointer = track(fileCheckpointer({ dir, codec: codec() }))
+    await checkpointer.append("s", [snapshot("secret.txt", plaintext)])
+    const onDisk = readFileSync(join(dir, "s", "blobs", sha256Hex(plaintext)))
+    expect(onDisk.includes(Buffer.from("SECRET-SNAPSHOT"))).toBe(false)
+    expect(Array.from(await checkpointer.readSnapshot("s", sha256Hex(plaintext)))).toEqual(Array.from(plaintext))
+  })
+
+  it("aes-256-gcm: a wrong key, or a blob moved to another name, is a CodecError — never bytes", async () => {
+    const dir = tempDir("blob-aes")
+    const key = randomBytes(32)
+    const checkpointer = track(fileCheckpointer({ dir, codec: aes256gcmCodec(key) }))
+    const other = bytesOf("other content")
+    await checkpointer.append("s", [snapshot("a", plaintext), snapshot("b", other)])
+    const wrongKey = track(fileCheckpointer({ dir, codec: aes256gcmCodec(randomBytes(32)) }))
+    expect(await wrongKey.readSnapshot("s", sha256Hex(plaintext)).catch((e: unknown) => e)).toBeInstanceOf(CodecError)
+    const blobs = join(dir, "s", "blobs")
+    renameSync(join(blobs, sha256Hex(plaintext)), join(blobs, sha256Hex(other)))
+    expect(await checkpointer.readSnapshot("s", sha256Hex(other)).catch((e: unknown) => e)).toBeInstanceOf(CodecError)
+    const missing = await checkpointer.readSnapshot("s", sha256Hex(plaintext)).catch((e: unknown) => e)
+    expect(missing).toBeInstanceOf(SnapshotBlobError)
+    expect(missing).toMatchObject({ reason: "missing" })
+  })
+})
+
+describe("logs from before the snapshot store", () => {
+  it("a log with snapshot bytes inline reads, lists its checkpoint and restores", async () => {
+    const dir = tempDir("legacy-log")
+    const workdir = tempDir("legacy-work")
+    const old = bytesOf("old content\n")
+    const now = bytesOf("new content\n")
+    writeFileSync(join(workdir, "a.txt"), now)
+    chmodSync(join(workdir, "a.txt"), 0o644)
+    const events = [
+      new UserMessage({ content: "rewrite a.txt", origin: "user" }),
+      new AssistantMessage({ content: [{ type: "tool_use", id: "toolu_1", name: "write_file", input: { path: "a.txt", content: "new content\n" } }] }),
+      new FileSnapshot({ toolUseId: "toolu_1", path: "a.txt", state: { _tag: "content", data: old, mode: 0o644, size: old.length, sha256: sha256Hex(old) } }),
+      new FileChange({ toolUseId: "toolu_1", path: "a.txt", operation: "write", after: { _tag: "file", sha256: sha256Hex(now), size: now.length, mode: 0o644 } }),
+      new ToolResult({ toolUseId: "toolu_1", toolName: "write_file", content: "wrote a.txt", isError: false }),
+      new AssistantMessage({ content: [{ type: "text", text: "done" }] })
+    ]
+    const lines = events.map((event, index) => {
+      const { ts, event: encoded } = encodeStoredEvent({ seq: index + 1, ts: 1_700_000_000_000, event })
+      return recordLine(index + 1, events.length, JSON.stringify({ ts, event: encoded }))
+    })
+    mkdirSync(join(dir, "legacy"))
+    writeFileSync(join(dir, "legacy", "log"), headerLine("json", undefined) + lines.join(""))
+
+    const checkpointer = track(fileCheckpointer({ dir }))
+    const stored = await checkpointer.read("legacy")
+    const state = (stored[2]!.event as FileSnapshot).state
+    expect(state._tag).toBe("content")
+    const agent = track(createLiteAgent({ model: scripted([]), workdir, checkpointer, sessionId: "legacy" }))
+    const [checkpoint] = await agent.listCheckpoints("legacy")
+    expect(checkpoint).toMatchObject({ seq: 1, files: ["a.txt"] })
+    const result = await agent.restore("legacy", 1)
+    expect(result.restoredFiles).toEqual(["a.txt"])
+    expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("old content\n")
+    expect(await checkpointer.head("legacy")).toBe(0)
+  })
+})
