@@ -15,6 +15,7 @@ export * from "./core/userCheckpoint.js"
 export { AppendOnly } from "./core/appendOnly.js"
 export { type KeyedMutex, makeKeyedMutex } from "./core/keyedMutex.js"
 export * as Session from "./core/session.js"
+export type { SessionVersion, SnapshotBlob, SnapshotInfo } from "./core/Checkpointer.js"
 export type {
   Checkpoint,
   CheckpointAnchor,
@@ -54,6 +55,8 @@ export type { PathState, WorkspaceService } from "./tools/Workspace.js"
 export * as FileTools from "./tools/FileTools.js"
 export type { FileChangeResult, FileToolError, FileToolsService, ToolCallContext } from "./tools/FileTools.js"
 export * as TimeTravel from "./tools/TimeTravel.js"
+export * as SessionStates from "./tools/SessionStates.js"
+export type { FoldedSession, SessionStatesService } from "./tools/SessionStates.js"
 export type {
   PlannedFile,
   RestoreError,

@@ -442,10 +442,49 @@ describe("options and the directory", () => {
     expect(readdirSync(dir).filter((n) => !n.startsWith("."))).toEqual([])
   })
 
-  it("the log header names the codec and format version", async () => {
+  it("the log header names the codec, the format version and the log's generation (new on every truncate)", async () => {
     const dir = freshDir()
     const c = checkpointer({ dir })
-    await c.append("s", [message("x")])
-    expect(readFileSync(logOf(dir, "s"), "utf8").split("\n")[0] + "\n").toBe(headerLine("json", undefined))
+    await c.append("s", [message("x"), message("y")])
+    const headerOf = () => JSON.parse(readFileSync(logOf(dir, "s"), "utf8").split("\n")[0]!) as { generation: string }
+    const first = headerOf()
+    expect(readFileSync(logOf(dir, "s"), "utf8").split("\n")[0] + "\n").toBe(headerLine("json", undefined, first.generation))
+    expect(first.generation).toMatch(/^[0-9a-f]{16}$/)
+    await c.truncate("s", 1)
+    expect(headerOf().generation).not.toBe(first.generation)
+    expect((await c.read("s")).map((stored) => (stored.event as UserMessage).content)).toEqual(["x"])
+  })
+
+  it("a tail read of a long log (seeking by bisection) gives exactly the records after sinceSeq, batches and big lines included", async () => {
+    const dir = freshDir()
+    const c = checkpointer({ dir })
+    let seq = 0
+    // About 1.5 MB: batches of 1 to 40 events, some lines far longer than a probe window.
+    for (let batch = 0; seq < 2500; batch++) {
+      const size = 1 + (batch * 7) % 40
+      const events = Array.from({ length: size }, (_, i) =>
+        message(`${seq + i + 1}:${"x".repeat((seq + i) % 97 === 0 ? 200_000 : 300)}`))
+      await c.append("s", events)
+      seq += size
+    }
+    const all = await c.read("s")
+    expect(all.length).toBe(seq)
+    for (const sinceSeq of [0, 1, 2, 39, 40, 41, 500, 1234, 1999, seq - 41, seq - 1, seq, seq + 5]) {
+      const tail = await c.read("s", { sinceSeq })
+      expect(tail.map((stored) => stored.seq), `sinceSeq ${sinceSeq}`).toEqual(all.filter((stored) => stored.seq > sinceSeq).map((stored) => stored.seq))
+      expect(tail[0]?.event, `sinceSeq ${sinceSeq}`).toEqual(all[sinceSeq]?.event)
+    }
+  })
+
+  it("a log from before generations (no generation in its header) reads, and gets one on its first truncate", async () => {
+    const dir = freshDir()
+    const c = checkpointer({ dir })
+    await c.append("s", [message("x"), message("y")])
+    const [, ...records] = readFileSync(logOf(dir, "s"), "utf8").split("\n")
+    writeFileSync(logOf(dir, "s"), headerLine("json", undefined) + records.join("\n"))
+    expect((await c.read("s")).length).toBe(2)
+    await c.truncate("s", 1)
+    expect(JSON.parse(readFileSync(logOf(dir, "s"), "utf8").split("\n")[0]!)).toHaveProperty("generation")
+    expect((await c.read("s")).length).toBe(1)
   })
 })

@@ -156,3 +156,48 @@ describe("logs from before the snapshot store", () => {
     expect(await checkpointer.head("legacy")).toBe(0)
   })
 })
+
+describe("createLiteAgent({ storage })", () => {
+  it("configures the default file checkpointer: its codec covers the log and the file snapshots", async () => {
+    const dir = tempDir("storage")
+    const workdir = tempDir("storage-work")
+    const key = randomBytes(32)
+    const secret = "TOP-SECRET-FILE-CONTENT"
+    const agent = track(createLiteAgent({
+      model: scripted([write(`${secret} v1`), { text: "1" }, write(`${secret} v2`), { text: "2" }]),
+      workdir,
+      storage: { dir, codec: aes256gcmCodec(key), synchronous: "full" }
+    }))
+    await agent.send("first")
+    await agent.send("second")
+    const sessionDir = join(dir, agent.sessionId)
+    expect(readFileSync(join(sessionDir, "log")).includes(Buffer.from(secret))).toBe(false)
+    const blob = join(sessionDir, "blobs", sha256Hex(bytesOf(`${secret} v1`)))
+    expect(existsSync(blob)).toBe(true)
+    expect(readFileSync(blob).includes(Buffer.from(secret))).toBe(false)
+    const plain = track(fileCheckpointer({ dir }))
+    expect(await plain.read(agent.sessionId).catch((e: unknown) => e)).toBeInstanceOf(CodecError)
+    const right = track(fileCheckpointer({ dir, codec: aes256gcmCodec(key) }))
+    expect(new TextDecoder().decode(await right.readSnapshot(agent.sessionId, sha256Hex(bytesOf(`${secret} v1`))))).toBe(`${secret} v1`)
+  })
+
+  it("is refused with a checkpointer, with sessions: false, and with an unknown key", () => {
+    const model = scripted([])
+    const workdir = tempDir("storage-refused")
+    const attempt = (options: Record<string, unknown>) => {
+      try {
+        createLiteAgent({ model, workdir, ...options } as Parameters<typeof createLiteAgent>[0])
+      } catch (error) {
+        return error
+      }
+      return undefined
+    }
+    expect(attempt({ storage: { dir: workdir }, checkpointer: track(fileCheckpointer({ dir: workdir })) })).toMatchObject({
+      _tag: "ConfigurationError",
+      option: "storage"
+    })
+    expect(attempt({ storage: {}, sessions: false })).toMatchObject({ _tag: "ConfigurationError", option: "storage" })
+    expect(attempt({ storage: { directory: workdir } })).toMatchObject({ _tag: "ConfigurationError", option: "storage.directory" })
+    expect(attempt({ storage: "gzip" })).toMatchObject({ _tag: "ConfigurationError", option: "storage" })
+  })
+})

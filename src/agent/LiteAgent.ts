@@ -18,6 +18,7 @@ import type * as Session from "../core/session.js"
 import * as FileTools from "../tools/FileTools.js"
 import { type RestoreError, type RestoreOptions, type RestoreResult, TimeTravel } from "../tools/TimeTravel.js"
 import * as TimeTravelModule from "../tools/TimeTravel.js"
+import * as SessionStatesModule from "../tools/SessionStates.js"
 import * as Workspace from "../tools/Workspace.js"
 import { type AgentEvent, type Emit, type LiteAgentResult, makeAgentEventHub } from "./AgentEvents.js"
 import { makeBackgroundTasks } from "./BackgroundTasks.js"
@@ -99,6 +100,7 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
     const timeTravel = yield* TimeTravel
     const workspace = yield* Workspace.Workspace
     const lock = yield* MaintenanceLock
+    const states = yield* SessionStatesModule.fromContextOrNew
     const scope = yield* Effect.scope
     const pointer = options.pointer ?? new SessionPointer(options.sessions !== false, options.sessionId)
 
@@ -110,7 +112,7 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
       cwd: workspace.root,
       timeoutMs: options.backgroundTimeoutMs ?? DEFAULT_BACKGROUND_TIMEOUT_MS,
       lock,
-      openSession: (sessionId) => openSessionWriter(checkpointer, sessionId, hub.publish),
+      openSession: (sessionId) => openSessionWriter(checkpointer, states, sessionId, hub.publish),
       publish: hub.publish,
       scope
     })
@@ -120,7 +122,8 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
       systemPrompt: options.systemPrompt,
       maxSteps: options.maxSteps ?? DEFAULT_MAX_STEPS,
       bashTimeoutMs: options.bashTimeoutMs ?? DEFAULT_BASH_TIMEOUT_MS,
-      background
+      background,
+      states
     })
     const turn = (input: UserContent, sendOptions: SendOptions | undefined, emit: Emit) =>
       Effect.suspend(() => runTurn(input, sendOptions, pointer.current, emit))
@@ -200,6 +203,8 @@ export const layerWithWorkdir = (
           FileTools.layer(snapshotMaxBytes === undefined ? {} : { snapshotMaxBytes }),
           TimeTravelModule.layer
         )),
-        Layer.provideMerge(Workspace.layer(workdir))
+        Layer.provideMerge(Workspace.layer(workdir)),
+        // One fold cache for the agent, its file tools and time travel.
+        Layer.provide(SessionStatesModule.layer)
       )
   ))

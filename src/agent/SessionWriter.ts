@@ -8,6 +8,7 @@ import type { CheckpointerService } from "../core/Checkpointer.js"
 import { CheckpointConflictError, type CheckpointerError } from "../core/errors.js"
 import type { SessionEvent, StoredEvent } from "../core/events.js"
 import * as Session from "../core/session.js"
+import type { SessionStatesService } from "../tools/SessionStates.js"
 import type { Emit } from "./AgentEvents.js"
 
 export interface SessionWriter {
@@ -27,17 +28,25 @@ export interface SessionWriter {
   readonly foldToolRecords: (toolUseId: string) => Effect.Effect<void, CheckpointerError>
 }
 
-/** Fold `sessionId` from its log; each record the writer folds in later is also emitted. */
+/**
+ * The session as the shared fold cache has it (brought up to date with what others appended);
+ * each record the writer folds in later is emitted, and kept in the cache for the next turn.
+ */
 export const openSessionWriter = (
   checkpointer: CheckpointerService,
+  states: SessionStatesService,
   sessionId: string,
   emit: Emit
 ): Effect.Effect<SessionWriter, CheckpointerError> =>
-  Effect.map(Stream.runFold(checkpointer.read(sessionId), Session.emptySessionState, Session.step), (initial) => {
+  Effect.map(states.get(sessionId), ({ generation, state: initial }) => {
     let state = initial
+    // The writer's own appends never change the generation, so its fold stays valid for the cache.
     const advance = (stored: StoredEvent) => {
       state = Session.step(state, stored)
-      return emit({ type: "session_event", sessionId, seq: stored.seq, ts: stored.ts, event: stored.event })
+      return Effect.zipRight(
+        states.remember(sessionId, { state, generation }),
+        emit({ type: "session_event", sessionId, seq: stored.seq, ts: stored.ts, event: stored.event })
+      )
     }
     const append = (events: ReadonlyArray<SessionEvent>) =>
       events.length === 0 ? Effect.void : Effect.asVoid(checkpointer.append(sessionId, events, state.head))

@@ -22,6 +22,7 @@ import {
 import { AnyString, decodeOptions, PositiveInteger, quoteValue } from "../core/options.js"
 import { validateSessionId } from "../core/sessionId.js"
 import * as FileTools from "../tools/FileTools.js"
+import type { SessionStatesService } from "../tools/SessionStates.js"
 import type { Emit, LiteAgentResult, ToolCallRecord } from "./AgentEvents.js"
 import type { BackgroundTasks } from "./BackgroundTasks.js"
 import type { AgentBusyError, ModelError } from "./errors.js"
@@ -49,6 +50,8 @@ export interface TurnSettings {
   readonly maxSteps: number
   readonly bashTimeoutMs: number
   readonly background: BackgroundTasks
+  /** The folds the agent shares with its file tools and time travel. */
+  readonly states: SessionStatesService
 }
 
 /** A turn (in `currentSessionId` unless the options name another), emitting as it goes; the last event is `{ type: "result" }`. */
@@ -71,7 +74,7 @@ export const makeRunTurn = (
 
     const steps = (sessionId: string, input: UserContent, maxSteps: number, emit: Emit) =>
       Effect.gen(function*() {
-        const writer = yield* openSessionWriter(checkpointer, sessionId, emit)
+        const writer = yield* openSessionWriter(checkpointer, settings.states, sessionId, emit)
         yield* writer.commit(repairs(writer.state))
         yield* background.drain(writer)
         const user = new UserMessage({ content: input, origin: "user" })

@@ -27,6 +27,8 @@ interface MemorySession {
   readonly blobs: HashMap.HashMap<string, Uint8Array>
   /** Epoch ms of the last activity; strictly increasing across the store, so `list` order is exact. */
   readonly mtime: number
+  /** Changed by every truncate; a deleted and re-created session starts a new one. */
+  readonly generation: string
 }
 
 export const makeDriver = Effect.gen(function*() {
@@ -45,11 +47,20 @@ export const makeDriver = Effect.gen(function*() {
   const sessionOf = (sessionId: string) => Effect.map(Ref.get(sessions), HashMap.get(sessionId))
   const headOf = (session: Option.Option<MemorySession>) =>
     Option.match(session, { onNone: () => 0, onSome: (s) => Chunk.size(s.records) })
-  const save = (sessionId: string, change: Partial<Omit<MemorySession, "mtime">>) =>
+  // Generations are unique within the store: a counter, never reused.
+  let generations = 0
+  const nextGeneration = () => `g${++generations}`
+  const emptySession = (): MemorySession => ({
+    records: Chunk.empty(),
+    blobs: HashMap.empty(),
+    mtime: 0,
+    generation: nextGeneration()
+  })
+  const save = (sessionId: string, change: Partial<Pick<MemorySession, "records" | "generation">>) =>
     Effect.flatMap(nextActivity, (mtime) =>
       Ref.update(sessions, (all) => {
-        const current = Option.getOrElse(HashMap.get(all, sessionId), () => ({ records: Chunk.empty(), blobs: HashMap.empty() }))
-        return HashMap.set(all, sessionId, { records: current.records, blobs: current.blobs, ...change, mtime })
+        const current = Option.getOrElse(HashMap.get(all, sessionId), emptySession)
+        return HashMap.set(all, sessionId, { ...current, ...change, mtime })
       }))
   const blobsOf = (sessionId: string) =>
     Effect.map(sessionOf(sessionId), Option.match({ onNone: () => HashMap.empty<string, Uint8Array>(), onSome: (s) => s.blobs }))
@@ -62,15 +73,11 @@ export const makeDriver = Effect.gen(function*() {
           return use({
             head: Chunk.size(records),
             append: (added) => save(sessionId, { records: Chunk.appendAll(records, Chunk.fromIterable(added)) }),
-            truncate: (toSeq) => save(sessionId, { records: Chunk.take(records, toSeq) }),
+            truncate: (toSeq) => save(sessionId, { records: Chunk.take(records, toSeq), generation: nextGeneration() }),
             // Blobs alone do not make a session exist (nor count as activity): only the log does.
             putBlobs: (added) =>
               Ref.update(sessions, (all) => {
-                const session = Option.getOrElse(HashMap.get(all, sessionId), () => ({
-                  records: Chunk.empty<StoredEventEncoded>(),
-                  blobs: HashMap.empty<string, Uint8Array>(),
-                  mtime: 0
-                }))
+                const session = Option.getOrElse(HashMap.get(all, sessionId), emptySession)
                 let blobs = session.blobs
                 for (const blob of added) if (!HashMap.has(blobs, blob.sha256)) blobs = HashMap.set(blobs, blob.sha256, blob.data.slice())
                 return HashMap.set(all, sessionId, { ...session, blobs })
@@ -96,6 +103,11 @@ export const makeDriver = Effect.gen(function*() {
           onSome: (s) => Stream.fromChunks(...pages(Chunk.drop(s.records, sinceSeq)))
         }))),
     head: (sessionId) => Effect.map(sessionOf(sessionId), headOf),
+    version: (sessionId) =>
+      Effect.map(sessionOf(sessionId), (current) => ({
+        head: headOf(current),
+        generation: Option.match(current, { onNone: () => Checkpointer.NO_GENERATION, onSome: (s) => s.generation })
+      })),
     list: Effect.map(Ref.get(sessions), (all) =>
       Array.from(HashMap.entries(all)).filter(([, session]) => session.mtime > 0).map(([id, session]) => ({
         id,

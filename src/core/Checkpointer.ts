@@ -39,6 +39,20 @@ export interface SnapshotBlob {
   readonly data: Uint8Array
 }
 
+/**
+ * Where a session's log stands: its head, and its generation — an opaque value that every
+ * truncate and every delete (then re-creation) changes, and appends never do. Two equal
+ * generations with heads h1 <= h2 mean the first log is a prefix of the second: what a cache
+ * of the fold needs to fold only the new events.
+ */
+export interface SessionVersion {
+  readonly head: number
+  readonly generation: string
+}
+
+/** The generation of a session that does not exist. */
+export const NO_GENERATION = "none"
+
 export interface SessionInfo {
   readonly id: string
   /** The session's last activity (append or truncate). */
@@ -70,6 +84,8 @@ export interface CheckpointerService {
   readonly read: (sessionId: string, options?: ReadOptions) => Stream.Stream<StoredEvent, CheckpointerError>
   /** The last seq; 0 for an empty or unknown session. */
   readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
+  /** The head and the generation (changed by every truncate and delete, never by an append). */
+  readonly version: (sessionId: string) => Effect.Effect<SessionVersion, CheckpointerError>
   /** Every existing session, most recently active first. */
   readonly list: () => Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError>
   /** Remove a session and everything stored for it. Deleting an unknown session does nothing. */
@@ -125,6 +141,7 @@ export interface CheckpointerDriver {
   /** The stored records after `sinceSeq` in seq order, in their JSON form. */
   readonly read: (sessionId: string, sinceSeq: number) => Stream.Stream<unknown, CheckpointerError>
   readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
+  readonly version: (sessionId: string) => Effect.Effect<SessionVersion, CheckpointerError>
   readonly list: Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError>
   readonly delete: (sessionId: string) => Effect.Effect<void, CheckpointerError>
   /** A blob's bytes as they were put (the backend's own encoding undone), or undefined when it is not stored. */
@@ -381,6 +398,7 @@ export const make = (driver: CheckpointerDriver) =>
       listSnapshots: (sessionId) => guard(sessionId, driver.listBlobs(sessionId)),
       sweepSnapshots,
       head: (sessionId) => guard(sessionId, driver.head(sessionId)),
+      version: (sessionId) => guard(sessionId, driver.version(sessionId)),
       list: () =>
         ensureOpen.pipe(Effect.zipRight(driver.list), Effect.map((sessions) => [...sessions].sort(byMostRecentActivity))),
       delete: (sessionId) => guard(sessionId, driver.delete(sessionId)),

@@ -16,7 +16,7 @@ import type { BackgroundTaskInfo } from "../agent/MaintenanceLock.js"
 import type { SendOptions } from "../agent/turn.js"
 import { SessionPointer } from "../agent/SessionPointer.js"
 import { fileToolsOptionFields } from "../tools/FileTools.js"
-import { AnyString, decodeOptionsOrThrow, expecting, quoteValue, recognised } from "../core/options.js"
+import { AnyString, decodeOptionsOrThrow, described, expecting, quoteValue, recognised } from "../core/options.js"
 import { workdirProblem } from "../tools/Workspace.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
 import type { RestoreOptions, RestoreResult } from "../tools/TimeTravel.js"
@@ -44,6 +44,20 @@ export const LiteAgentOptions = Schema.Struct({
     recognised(
       "a checkpointer: fileCheckpointer(), sqliteCheckpointer(), memoryCheckpointer() or an object with the PromiseCheckpointer methods and its layer",
       isPromiseCheckpointer
+    )
+  ),
+  /**
+   * The default file checkpointer's settings (the spec's `storage`): where logs live, the codec
+   * (which also covers file snapshots) and durability. Not together with `checkpointer`.
+   */
+  storage: Schema.optional(
+    described(
+      Schema.Struct({
+        dir: FileCheckpointer.FileCheckpointerLayerOptions.fields.dir,
+        codec: FileCheckpointer.FileCheckpointerLayerOptions.fields.codec,
+        synchronous: FileCheckpointer.FileCheckpointerLayerOptions.fields.synchronous
+      }),
+      "storage settings { dir?, codec?, synchronous? }"
     )
   ),
   ...agentOptionFields,
@@ -83,6 +97,15 @@ const checkedOptions = (input: unknown, prefix = ""): LiteAgentOptions => {
   if (options.sessions === false && options.checkpointer !== undefined) {
     throw new ConfigurationError({ option: "checkpointer", detail: "sessions: false means no persistence; do not pass a checkpointer" })
   }
+  if (options.sessions === false && options.storage !== undefined) {
+    throw new ConfigurationError({ option: "storage", detail: "sessions: false means no persistence; do not pass storage settings" })
+  }
+  if (options.storage !== undefined && options.checkpointer !== undefined) {
+    throw new ConfigurationError({
+      option: "storage",
+      detail: "storage configures the default file checkpointer; with your own checkpointer, configure that one instead"
+    })
+  }
   const problem = workdirProblem(options.workdir ?? process.cwd())
   if (problem !== undefined) throw problem
   return options
@@ -97,11 +120,11 @@ const createAgent = (options: LiteAgentOptions): LiteAgent => {
   const ownCheckpointer = options.sessions === false
     ? toPromiseCheckpointer(MemoryCheckpointer.layer)
     : options.checkpointer === undefined
-    ? toPromiseCheckpointer(FileCheckpointer.layer({}))
+    ? toPromiseCheckpointer(FileCheckpointer.layer(options.storage ?? {}))
     : undefined
   const checkpointer = ownCheckpointer ?? options.checkpointer
   if (checkpointer === undefined) throw new ConfigurationError({ option: "checkpointer", detail: "no checkpointer" })
-  const { model, workdir, checkpointer: _given, sessions: _sessions, sessionId: _sessionId, ...layerOptions } = options
+  const { model, workdir, checkpointer: _given, sessions: _sessions, sessionId: _sessionId, storage: _storage, ...layerOptions } = options
   const agentLayer = layerWithWorkdir(workdir ?? process.cwd(), {
     ...layerOptions,
     pointer,

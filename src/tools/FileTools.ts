@@ -5,7 +5,7 @@
  * what they left. Those records are ordinary session events, so they go through the same
  * checkpointer (and codec) as the conversation.
  */
-import { Context, Effect, Layer, Schema, Stream } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { type CheckpointerError } from "../core/errors.js"
 import { ToolInputError, type UnsafePathError, type WorkspaceIOError } from "./errors.js"
@@ -14,6 +14,7 @@ import * as Session from "../core/session.js"
 import { ConfigurationError } from "../core/errors.js"
 import { decodeOptions, NonNegativeInteger } from "../core/options.js"
 import { sha256Hex } from "../core/sha256.js"
+import * as SessionStates from "./SessionStates.js"
 import { type FileState, normalizeRelative, type PathState, Workspace } from "./Workspace.js"
 
 export interface ToolCallContext {
@@ -74,9 +75,9 @@ export const make = (input: FileToolsOptions = {}) =>
     // One mutation at a time, so snapshot decisions see every earlier record.
     const lock = yield* Effect.makeSemaphore(1)
 
-    /** The session folded up to its current head. */
-    const stateOf = (sessionId: string) =>
-      Stream.runFold(checkpointer.read(sessionId), Session.emptySessionState, Session.step)
+    const states = yield* SessionStates.fromContextOrNew
+    /** The session folded up to its current head (incrementally, from the shared cache). */
+    const stateOf = (sessionId: string) => Effect.map(states.get(sessionId), (folded) => folded.state)
 
     const snapshotOf = (current: PathState): Effect.Effect<FileSnapshotState, FileToolError> =>
       Effect.gen(function*() {

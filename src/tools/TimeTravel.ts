@@ -20,6 +20,7 @@ import { RestoreFailedError, RestoreRefusedError, UnsafePathError, type Workspac
 import { type CommandAfterCheckpoint, type FilePlan, planRestore } from "../core/restore.js"
 import * as Session from "../core/session.js"
 import { sha256Hex } from "../core/sha256.js"
+import * as SessionStates from "./SessionStates.js"
 import { type PathState, Workspace } from "./Workspace.js"
 
 const isAbortSignal = (value: unknown): value is AbortSignal => value instanceof AbortSignal
@@ -96,6 +97,7 @@ const describeState = (state: PathState) =>
 export const make = Effect.gen(function*() {
   const checkpointer = yield* Checkpointer
   const workspace = yield* Workspace
+  const states = yield* SessionStates.fromContextOrNew
   const hub = yield* PubSub.unbounded<RestoreProgress>()
 
   const load = (sessionId: string) =>
@@ -283,7 +285,7 @@ export const make = Effect.gen(function*() {
     })
 
   const service: TimeTravelService = {
-    listCheckpoints: (sessionId) => Effect.map(load(sessionId), ({ state }) => Session.checkpoints(state)),
+    listCheckpoints: (sessionId) => Effect.map(states.get(sessionId), ({ state }) => Session.checkpoints(state)),
     restore: (sessionId, seq, options) => restore(sessionId, seq, options),
     progress: Stream.fromPubSub(hub),
     subscribe: PubSub.subscribe(hub)

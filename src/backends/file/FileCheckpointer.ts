@@ -16,6 +16,7 @@
  * the real tail of the file after taking it, and confirms it still holds the lock right
  * before it writes.
  */
+import { randomBytes } from "node:crypto"
 import { homedir } from "node:os"
 import { join } from "node:path"
 import { Chunk, Context, Effect, Layer, Option, Random, Schema, Stream } from "effect"
@@ -33,7 +34,7 @@ import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised } from 
 import { sessionIdProblem } from "../../core/sessionId.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { blobCodec, isLogCodec, jsonCodec, LogCodec } from "./codec.js"
-import { findCommittedEnd, ForwardScanner, headerLine, type LogHeader, parseHeader, recordLine } from "./format.js"
+import { findCommittedEnd, ForwardScanner, headerLine, type LogHeader, parseHeader, recordLine, seekLine } from "./format.js"
 import { layerNode, type LogHandle, LogFiles } from "./LogFiles.js"
 import { type HeldSessionLock, SessionLock } from "./SessionLock.js"
 import * as SessionLocks from "./SessionLock.js"
@@ -77,6 +78,9 @@ const LOG_FILE = "log"
 /** The session's snapshot store: `<dir>/<session>/blobs/<sha256>`. */
 const BLOBS_DIR = "blobs"
 const SHA256_NAME = /^[0-9a-f]{64}$/
+/** The generation of a log written before headers carried one; its first truncate gives it a real one. */
+const LEGACY_GENERATION = "legacy"
+const newGeneration = () => randomBytes(8).toString("hex")
 
 /** The header is one short JSON line at the start of the log. */
 const HEADER_READ_BYTES = 4096
@@ -153,7 +157,13 @@ export const make = (options: FileCheckpointerOptions = {}) =>
         if (parsed instanceof CheckpointIntegrityError || parsed instanceof SchemaVersionError) return yield* parsed
         yield* checkCodec(sessionId, parsed.header)
         const committed = yield* findCommittedEnd(file.readAt, parsed.end, size)
-        return { size, headerEnd: parsed.end, head: committed.head, committedEnd: committed.end }
+        return {
+          size,
+          headerEnd: parsed.end,
+          head: committed.head,
+          committedEnd: committed.end,
+          generation: parsed.header.generation ?? LEGACY_GENERATION
+        }
       })
 
     const toRecords = (
@@ -184,8 +194,10 @@ export const make = (options: FileCheckpointerOptions = {}) =>
         if (file === undefined) return Stream.empty
         // Read the log as it is now; later appends belong to a later read.
         const { committedEnd, headerEnd } = yield* inspect(sessionId, file)
-        const scanner = new ForwardScanner(sessionId, headerEnd, sinceSeq)
-        return Stream.paginateChunkEffect(headerEnd, (position) =>
+        // A tail read starts near its first record, not at the top of the log.
+        const start = yield* seekLine(file.readAt, headerEnd, committedEnd, sinceSeq)
+        const scanner = new ForwardScanner(sessionId, start.offset, sinceSeq, start.seq)
+        return Stream.paginateChunkEffect(start.offset, (position) =>
           Effect.gen(function*() {
             if (position >= committedEnd) return [Chunk.empty(), Option.none()] as const
             const bytes = yield* file.readAt(position, Math.min(READ_CHUNK_BYTES, committedEnd - position))
@@ -197,11 +209,14 @@ export const make = (options: FileCheckpointerOptions = {}) =>
           }))
       }))
 
-    const head = (sessionId: string) =>
+    const version = (sessionId: string) =>
       Effect.scoped(Effect.gen(function*() {
         const file = yield* files.open(logPath(sessionId), "read")
-        return file === undefined ? 0 : (yield* inspect(sessionId, file)).head
+        if (file === undefined) return { head: 0, generation: Checkpointer.NO_GENERATION }
+        const { generation, head } = yield* inspect(sessionId, file)
+        return { head, generation }
       }))
+    const head = (sessionId: string) => Effect.map(version(sessionId), (current) => current.head)
 
     // ---------------------------------------------------------------------------------
     // Writing
@@ -284,7 +299,9 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       toSeq: number
     ) =>
       Effect.gen(function*() {
-        if (toSeq === 0) return [yield* file.readAt(0, headerEnd)]
+        // A new header: the rewritten log is a new generation.
+        const header = Buffer.from(headerLine(codec.name, codec.keyId, newGeneration()), "utf8")
+        if (toSeq === 0) return [header]
         const scanner = new ForwardScanner(sessionId, headerEnd, 0)
         let position = headerEnd
         while (position < committedEnd) {
@@ -295,11 +312,11 @@ export const make = (options: FileCheckpointerOptions = {}) =>
           if (scanned instanceof CheckpointIntegrityError) return yield* scanned
           const target = scanned.find((record) => record.seq === toSeq)
           if (target === undefined) continue
-          if (target.batchEnd === toSeq) return [yield* file.readAt(0, target.end)]
+          if (target.batchEnd === toSeq) return [header, yield* file.readAt(headerEnd, target.end - headerEnd)]
           const batch = scanned.filter((record) => record.batchEnd === target.batchEnd && record.seq <= toSeq)
-          const kept = yield* file.readAt(0, batch[0]!.start)
+          const kept = yield* file.readAt(headerEnd, batch[0]!.start - headerEnd)
           const relined = batch.map((record) => recordLine(record.seq, toSeq, record.payload)).join("")
-          return [kept, Buffer.from(relined, "utf8")]
+          return [header, kept, Buffer.from(relined, "utf8")]
         }
         return yield* new CheckpointIntegrityError({ sessionId, seq: toSeq, detail: "record not found while truncating" })
       })
@@ -388,7 +405,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
                   yield* held.ensureHeld
                   yield* files.makeDirectory(directory)
                   if (durable) yield* files.flushDirectory(realDir)
-                  const header = Buffer.from(headerLine(codec.name, codec.keyId), "utf8")
+                  const header = Buffer.from(headerLine(codec.name, codec.keyId, newGeneration()), "utf8")
                   yield* replaceAtomically(held, directory, logPath(sessionId), [header, lines])
                 }),
               truncate: () => Effect.void,
@@ -464,7 +481,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
           yield* files.remove(doomed).pipe(Effect.ignore)
         }))
 
-    const service = yield* Checkpointer.make({ withSession, read, head, list, delete: remove, readBlob, listBlobs })
+    const service = yield* Checkpointer.make({ withSession, read, head, version, list, delete: remove, readBlob, listBlobs })
 
     const checkIntegrity: Effect.Effect<IntegrityReport, CheckpointerError> = Effect.gen(function*() {
       const sessions = yield* service.list()

@@ -30,11 +30,18 @@ export interface LogHeader {
   readonly version: number
   readonly codec: string
   readonly keyId?: string
+  /** Random per log file: a truncate (which rewrites the file) and a re-creation give a new one. Absent in older logs. */
+  readonly generation?: string
 }
 
-export const headerLine = (codec: string, keyId: string | undefined): string =>
-  JSON.stringify({ format: LOG_FORMAT, version: LOG_VERSION, codec, ...(keyId === undefined ? {} : { keyId }) }) +
-  "\n"
+export const headerLine = (codec: string, keyId: string | undefined, generation?: string): string =>
+  JSON.stringify({
+    format: LOG_FORMAT,
+    version: LOG_VERSION,
+    codec,
+    ...(keyId === undefined ? {} : { keyId }),
+    ...(generation === undefined ? {} : { generation })
+  }) + "\n"
 
 /**
  * Parse the header at the start of `bytes`. Returns the header and the offset just after
@@ -148,9 +155,12 @@ export class ForwardScanner {
     private readonly sessionId: string,
     startOffset: number,
     /** Records at or before this seq are checked but not returned. */
-    private readonly sinceSeq: number
+    private readonly sinceSeq: number,
+    /** The seq of the line at `startOffset` (a scan may start inside a batch, see `seekLine`). */
+    firstSeq = 1
   ) {
     this.carryOffset = startOffset
+    this.lastCommittedSeq = firstSeq - 1
   }
 
   push(chunk: Uint8Array): Array<ScannedRecord> | CheckpointIntegrityError {
@@ -238,4 +248,56 @@ export const findCommittedEnd = <E>(
     }
   }
   return { head: 0, end: headerEnd }
+  })
+
+/** Longest line a seek probes for before it settles for the position it has. */
+const MAX_PROBE_BYTES = 16 * 1024 * 1024
+/** Close enough: from here a forward scan is cheaper than more probes. */
+const SEEK_SPAN_BYTES = 64 * 1024
+
+/**
+ * Where to start reading the records after `sinceSeq`: the start of a line whose seq is at
+ * most `sinceSeq + 1`, found by bisecting the committed bytes (every line carries its seq and
+ * checksum), so reading the tail of a long log costs O(log size) probes, not a scan from the
+ * start. Falls back to an earlier position (at worst the first record) when a probe finds no
+ * intact line.
+ */
+export const seekLine = <E>(
+  read: (position: number, length: number) => Effect.Effect<Uint8Array, E>,
+  headerEnd: number,
+  committedEnd: number,
+  sinceSeq: number
+): Effect.Effect<{ readonly offset: number; readonly seq: number }, E> =>
+  Effect.gen(function*() {
+    let lo = { offset: headerEnd, seq: 1 }
+    let hi = committedEnd
+    while (sinceSeq > 0 && hi - lo.offset > SEEK_SPAN_BYTES) {
+      const middle = lo.offset + Math.floor((hi - lo.offset) / 2)
+      const probe = yield* lineAfter(read, middle, hi)
+      if (probe === undefined) break
+      if (probe.seq <= sinceSeq + 1) lo = probe
+      else hi = middle
+    }
+    return lo
+  })
+
+/** The first whole line starting after `position` (and before `end`), or undefined. */
+const lineAfter = <E>(
+  read: (position: number, length: number) => Effect.Effect<Uint8Array, E>,
+  position: number,
+  end: number
+): Effect.Effect<{ readonly offset: number; readonly seq: number } | undefined, E> =>
+  Effect.gen(function*() {
+    let length = 8 * 1024
+    while (true) {
+      const bytes = asBuffer(yield* read(position, Math.min(length, end - position)))
+      const previous = bytes.indexOf(NEWLINE)
+      const next = previous < 0 ? -1 : bytes.indexOf(NEWLINE, previous + 1)
+      if (next >= 0) {
+        const line = parseLine(bytes, previous + 1, next)
+        return line === undefined ? undefined : { offset: position + previous + 1, seq: line.seq }
+      }
+      if (position + bytes.length >= end || length >= MAX_PROBE_BYTES) return undefined
+      length *= 4
+    }
   })

@@ -443,6 +443,19 @@ export const make = (options: SqliteCheckpointerOptions) =>
             })
         ),
       head: (sessionId) => readStatement(headOf(sessionId), "head"),
+      version: (sessionId) =>
+        Effect.map(
+          readStatement(
+            sql<{ head: number; generation: number }>`SELECT head, generation FROM lite_agent_sessions WHERE id = ${sessionId}`,
+            "version"
+          ),
+          (rows) => {
+            const row = rows[0]
+            return row === undefined
+              ? { head: 0, generation: Checkpointer.NO_GENERATION }
+              : { head: row.head, generation: String(row.generation) }
+          }
+        ),
       readBlob: (sessionId, sha256) =>
         Effect.map(
           readStatement(
@@ -480,6 +493,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
       withSession: (sessionId, use) => outsideCallerTransactions(driver.withSession(sessionId, use)),
       read: driver.read,
       head: (sessionId) => outsideCallerTransactions(driver.head(sessionId)),
+      version: (sessionId) => outsideCallerTransactions(driver.version(sessionId)),
       list: outsideCallerTransactions(driver.list),
       delete: (sessionId) => outsideCallerTransactions(driver.delete(sessionId)),
       readBlob: (sessionId, sha256) => outsideCallerTransactions(driver.readBlob(sessionId, sha256)),
