@@ -6,6 +6,7 @@ import { Effect, Stream } from "effect"
 import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core.js"
 import { runAgentBench } from "./agent.js"
 import { runFileBench } from "./file.js"
+import { runLongSessionBench } from "./longSession.js"
 import { runSqliteBench } from "./sqlite.js"
 
 const EVENTS = 100_000
@@ -57,8 +58,12 @@ console.log("| measurement | lite-agent | raw better-sqlite3 | ratio |\n|---|---
 for (const row of await runSqliteBench()) console.log(`| ${row.join(" | ")} |`)
 
 console.log(`\n## Agent turn (scripted model, one write_file per turn)\n`)
-console.log("| backend | 6 appends (baseline) | turns 6-25 | turns 181-200 |\n|---|---:|---:|---:|")
+console.log("| backend | 6 appends (baseline) | turns 6-25 | turns 981-1000 | late / early |\n|---|---:|---:|---:|---:|")
 const agentBench = await runAgentBench()
 for (const row of agentBench.turns) console.log(`| ${row.join(" | ")} |`)
 console.log("\n| scripted model call | no tools (baseline) | with the agent toolkit | ratio |\n|---|---:|---:|---:|")
 console.log(`| generateText | ${agentBench.model.join(" | ")} |`)
+
+console.log(`\n## A long session rewriting a 512 KB file every prompt (file backend, JSON codec)\n`)
+console.log("| measurement | 512 KB file | 1-byte file (baseline) | ratio |\n|---|---:|---:|---:|")
+for (const row of await runLongSessionBench()) console.log(`| ${row.join(" | ")} |`)

@@ -15,7 +15,7 @@ export * from "./core/userCheckpoint.js"
 export { AppendOnly } from "./core/appendOnly.js"
 export { type KeyedMutex, makeKeyedMutex } from "./core/keyedMutex.js"
 export * as Session from "./core/session.js"
-export type { SessionVersion, SnapshotBlob, SnapshotInfo } from "./core/Checkpointer.js"
+export type { SessionStats, SessionVersion, SnapshotBlob, SnapshotInfo } from "./core/Checkpointer.js"
 export type {
   Checkpoint,
   CheckpointAnchor,

@@ -9,11 +9,11 @@
  * - `SessionPointer.ts` — which session is current.
  */
 import type * as LanguageModel from "@effect/ai/LanguageModel"
-import { Context, Effect, Exit, Layer, Mailbox, Queue, Schema, Stream } from "effect"
-import { Checkpointer, type SessionInfo } from "../core/Checkpointer.js"
-import type { CheckpointerError, ConfigurationError, InvalidSessionIdError } from "../core/errors.js"
+import { Clock, Context, Effect, Exit, Layer, Mailbox, Queue, Schema, Stream } from "effect"
+import { Checkpointer, type SessionInfo, type SessionStats } from "../core/Checkpointer.js"
+import { type CheckpointerError, ConfigurationError, type InvalidSessionIdError } from "../core/errors.js"
 import type { UserContent } from "../core/events.js"
-import { AnyString, decodeOptions, expecting, Flag, PositiveInteger, PositiveMilliseconds } from "../core/options.js"
+import { AnyString, decodeOptions, expecting, Flag, NonNegativeInteger, PositiveInteger, PositiveMilliseconds } from "../core/options.js"
 import type * as Session from "../core/session.js"
 import * as FileTools from "../tools/FileTools.js"
 import { type RestoreError, type RestoreOptions, type RestoreResult, TimeTravel } from "../tools/TimeTravel.js"
@@ -58,6 +58,14 @@ export interface LiteAgentLayerOptions extends Schema.Schema.Type<typeof LiteAge
 export const LiteAgentWithWorkdirOptions = Schema.Struct({ ...LiteAgentLayerOptions.fields, ...FileTools.fileToolsOptionFields })
 export interface LiteAgentWithWorkdirOptions extends Schema.Schema.Type<typeof LiteAgentWithWorkdirOptions> {}
 
+export const PruneOptions = Schema.Struct({
+  /** Prune sessions whose last activity is older than this many milliseconds. */
+  olderThanMs: Schema.optional(expecting(Schema.Number.pipe(Schema.finite(), Schema.nonNegative()), "a number of milliseconds >= 0")),
+  /** Keep this many of the most recently active sessions whatever their age. */
+  keepLast: Schema.optional(NonNegativeInteger)
+})
+export interface PruneOptions extends Schema.Schema.Type<typeof PruneOptions> {}
+
 export interface LiteAgentService {
   /** The session `send` uses when no id is given. */
   readonly sessionId: Effect.Effect<string>
@@ -73,6 +81,16 @@ export interface LiteAgentService {
   readonly listSessions: () => Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError | SessionsDisabledError>
   readonly deleteSession: (sessionId: string) => Effect.Effect<void, CheckpointerError | SessionsDisabledError | AgentBusyError>
   readonly listCheckpoints: (sessionId: string) => Effect.Effect<ReadonlyArray<Session.Checkpoint>, CheckpointerError | SessionsDisabledError>
+  /** What a session costs in storage: `{ events, logBytes, snapshotBytes, snapshots }`. */
+  readonly sessionStats: (sessionId: string) => Effect.Effect<SessionStats, CheckpointerError | SessionsDisabledError>
+  /**
+   * Delete the sessions older than `olderThanMs` (by last activity) and/or beyond the `keepLast`
+   * most recent — never the current one — when the agent is idle (like `deleteSession`).
+   * Resolves to the ids deleted, most recent first.
+   */
+  readonly pruneSessions: (
+    options: PruneOptions
+  ) => Effect.Effect<ReadonlyArray<string>, CheckpointerError | SessionsDisabledError | AgentBusyError | ConfigurationError>
   /** Roll back to just before a checkpoint (agent must be idle), then make `sessionId` current. */
   readonly restore: (
     sessionId: string,
@@ -153,6 +171,29 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
           lock.maintenance("deleteSession", sessionId, checkpointer.delete(sessionId))
         ),
       listCheckpoints: (sessionId) => Effect.zipRight(pointer.requireSessions("listCheckpoints"), timeTravel.listCheckpoints(sessionId)),
+      sessionStats: (sessionId) => Effect.zipRight(pointer.requireSessions("sessionStats"), checkpointer.stats(sessionId)),
+      pruneSessions: (input) =>
+        Effect.gen(function*() {
+          yield* pointer.requireSessions("pruneSessions")
+          const options = yield* decodeOptions(PruneOptions, input, "prune options")
+          if (options.olderThanMs === undefined && options.keepLast === undefined) {
+            return yield* new ConfigurationError({
+              option: "prune options",
+              detail: "give olderThanMs, keepLast or both: pruning by nothing would delete every session"
+            })
+          }
+          return yield* lock.maintenance("pruneSessions", pointer.current, Effect.gen(function*() {
+            const now = yield* Clock.currentTimeMillis
+            const sessions = yield* checkpointer.list()
+            const doomed = sessions.filter((session, index) =>
+              session.id !== pointer.current &&
+              (options.keepLast === undefined || index >= options.keepLast) &&
+              (options.olderThanMs === undefined || session.mtime.getTime() < now - options.olderThanMs)
+            )
+            for (const session of doomed) yield* checkpointer.delete(session.id)
+            return doomed.map((session) => session.id)
+          }))
+        }),
       restore: (sessionId, seq, restoreOptions) =>
         Effect.gen(function*() {
           yield* pointer.requireSessions("restore")

@@ -114,6 +114,11 @@ export const makeDriver = Effect.gen(function*() {
         mtime: new Date(session.mtime)
       }))),
     delete: (sessionId) => writeLock.withPermits(1)(Ref.update(sessions, HashMap.remove(sessionId))),
+    logBytes: (sessionId) =>
+      Effect.map(sessionOf(sessionId), Option.match({
+        onNone: () => 0,
+        onSome: (s) => Chunk.reduce(s.records, 0, (total, record) => total + Buffer.byteLength(JSON.stringify(record)) + 1)
+      })),
     readBlob: (sessionId, sha256) =>
       Effect.map(blobsOf(sessionId), (blobs) => Option.getOrUndefined(Option.map(HashMap.get(blobs, sha256), (data) => data.slice()))),
     listBlobs: (sessionId) =>

@@ -50,6 +50,18 @@ export interface SessionVersion {
   readonly generation: string
 }
 
+/** What a session costs in storage. */
+export interface SessionStats {
+  /** Events in the log (its head). */
+  readonly events: number
+  /** Bytes the log takes as stored. */
+  readonly logBytes: number
+  /** Bytes the snapshot store's blobs take as stored (after the codec). */
+  readonly snapshotBytes: number
+  /** Blobs in the snapshot store. */
+  readonly snapshots: number
+}
+
 /** The generation of a session that does not exist. */
 export const NO_GENERATION = "none"
 
@@ -101,6 +113,8 @@ export interface CheckpointerService {
     toSeq: number,
     expectedHead?: number
   ) => Effect.Effect<number, CheckpointerError>
+  /** Events, log bytes, snapshot bytes and blobs of a session (zeros for an unknown one). */
+  readonly stats: (sessionId: string) => Effect.Effect<SessionStats, CheckpointerError>
   /** The bytes of a stored file snapshot, checked against their hash (`SnapshotBlobError` when missing or damaged). */
   readonly readSnapshot: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array, CheckpointerError>
   /** The session's snapshot blobs, referenced or not. */
@@ -147,6 +161,8 @@ export interface CheckpointerDriver {
   /** A blob's bytes as they were put (the backend's own encoding undone), or undefined when it is not stored. */
   readonly readBlob: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array | undefined, CheckpointerError>
   readonly listBlobs: (sessionId: string) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
+  /** Bytes the session's log takes as stored (0 when unknown). */
+  readonly logBytes: (sessionId: string) => Effect.Effect<number, CheckpointerError>
 }
 
 const SHA256_HEX = /^[0-9a-f]{64}$/
@@ -399,6 +415,19 @@ export const make = (driver: CheckpointerDriver) =>
       sweepSnapshots,
       head: (sessionId) => guard(sessionId, driver.head(sessionId)),
       version: (sessionId) => guard(sessionId, driver.version(sessionId)),
+      stats: (sessionId) =>
+        guard(
+          sessionId,
+          Effect.map(
+            Effect.all([driver.head(sessionId), driver.logBytes(sessionId), driver.listBlobs(sessionId)]),
+            ([events, logBytes, blobs]): SessionStats => ({
+              events,
+              logBytes,
+              snapshotBytes: blobs.reduce((total, blob) => total + blob.storedBytes, 0),
+              snapshots: blobs.length
+            })
+          )
+        ),
       list: () =>
         ensureOpen.pipe(Effect.zipRight(driver.list), Effect.map((sessions) => [...sessions].sort(byMostRecentActivity))),
       delete: (sessionId) => guard(sessionId, driver.delete(sessionId)),

@@ -8,10 +8,16 @@ import * as MemoryCheckpointer from "../backends/memory.js"
 import { ConfigurationError } from "../core/errors.js"
 import { AgentClosedError } from "../agent/errors.js"
 import type { Checkpoint } from "../core/session.js"
-import type { SessionInfo } from "../core/Checkpointer.js"
+import type { SessionInfo, SessionStats } from "../core/Checkpointer.js"
 import { UserContent } from "../core/events.js"
 import type { AgentEvent, LiteAgentResult } from "../agent/AgentEvents.js"
-import { agentOptionFields, LiteAgent as LiteAgentTag, layerWithWorkdir, type LiteAgentService } from "../agent/LiteAgent.js"
+import {
+  agentOptionFields,
+  LiteAgent as LiteAgentTag,
+  layerWithWorkdir,
+  type LiteAgentService,
+  type PruneOptions
+} from "../agent/LiteAgent.js"
 import type { BackgroundTaskInfo } from "../agent/MaintenanceLock.js"
 import type { SendOptions } from "../agent/turn.js"
 import { SessionPointer } from "../agent/SessionPointer.js"
@@ -81,6 +87,10 @@ export interface LiteAgent {
   deleteSession(sessionId: string): Promise<void>
   /** A session's rollback anchors (one per user prompt), oldest first. */
   listCheckpoints(sessionId: string): Promise<Array<Checkpoint>>
+  /** What a session costs in storage: `{ events, logBytes, snapshotBytes, snapshots }`. */
+  sessionStats(sessionId: string): Promise<SessionStats>
+  /** Delete sessions older than `olderThanMs` and/or beyond the `keepLast` most recent (never the current one); the ids deleted. */
+  pruneSessions(options: PruneOptions): Promise<Array<string>>
   /** Roll back to just before a checkpoint; the agent must be idle. Then `sessionId` is current. */
   restore(sessionId: string, seq: number, options?: RestoreOptions): Promise<RestoreResult>
   /** Background tasks not yet reported in their session's log. */
@@ -192,6 +202,8 @@ const createAgent = (options: LiteAgentOptions): LiteAgent => {
     deleteSession: (sessionId) => call((agent) => agent.deleteSession(sessionId)),
     listCheckpoints: (sessionId) => call((agent) => Effect.map(agent.listCheckpoints(sessionId), (checkpoints) => [...checkpoints])),
     restore: (sessionId, seq, restoreOptions) => call((agent) => agent.restore(sessionId, seq, restoreOptions)),
+    sessionStats: (sessionId) => call((agent) => agent.sessionStats(sessionId)),
+    pruneSessions: (pruneOptions) => call((agent) => Effect.map(agent.pruneSessions(pruneOptions), (ids) => [...ids])),
     backgroundTasks: () => call((agent) => Effect.map(agent.backgroundTasks, (tasks) => [...tasks])),
     subscribe: (listener) => {
       orThrow(open())

@@ -3,7 +3,7 @@
  * that reject with the library's own error instances.
  */
 import { Chunk, Context, Effect, Layer, ManagedRuntime, type Runtime, Stream } from "effect"
-import { Checkpointer, type ReadOptions, type SessionInfo, type SnapshotInfo } from "../core/Checkpointer.js"
+import { Checkpointer, type ReadOptions, type SessionInfo, type SessionStats, type SnapshotInfo } from "../core/Checkpointer.js"
 import type { SessionEventInput } from "../core/encoding.js"
 import { CheckpointerClosedError } from "../core/errors.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../core/integrity.js"
@@ -21,6 +21,8 @@ export interface PromiseCheckpointer {
   list(): Promise<Array<SessionInfo>>
   delete(sessionId: string): Promise<void>
   truncate(sessionId: string, toSeq: number, expectedHead?: number): Promise<number>
+  /** Events, log bytes, snapshot bytes and blobs of a session. */
+  stats(sessionId: string): Promise<SessionStats>
   /** The bytes of a stored file snapshot, checked against their hash. */
   readSnapshot(sessionId: string, sha256: string): Promise<Uint8Array>
   /** The session's snapshot blobs (referenced or not), with their stored sizes. */
@@ -64,6 +66,7 @@ const makeFacade = <R, E>(layer: Layer.Layer<Checkpointer | R, E>) => {
     list: () => run((c) => Effect.map(c.list(), (sessions) => [...sessions])),
     delete: (sessionId) => run((c) => c.delete(sessionId)),
     truncate: (sessionId, toSeq, expectedHead) => run((c) => c.truncate(sessionId, toSeq, expectedHead)),
+    stats: (sessionId) => run((c) => c.stats(sessionId)),
     readSnapshot: (sessionId, sha256) => run((c) => c.readSnapshot(sessionId, sha256)),
     listSnapshots: (sessionId) => run((c) => Effect.map(c.listSnapshots(sessionId), (blobs) => [...blobs])),
     sweepSnapshots: (sessionId) => run((c) => c.sweepSnapshots(sessionId)),

@@ -481,7 +481,10 @@ export const make = (options: FileCheckpointerOptions = {}) =>
           yield* files.remove(doomed).pipe(Effect.ignore)
         }))
 
-    const service = yield* Checkpointer.make({ withSession, read, head, version, list, delete: remove, readBlob, listBlobs })
+    const logBytes = (sessionId: string) =>
+      Effect.scoped(Effect.flatMap(files.open(logPath(sessionId), "read"), (file) => (file === undefined ? Effect.succeed(0) : file.size)))
+
+    const service = yield* Checkpointer.make({ withSession, read, head, version, list, delete: remove, readBlob, listBlobs, logBytes })
 
     const checkIntegrity: Effect.Effect<IntegrityReport, CheckpointerError> = Effect.gen(function*() {
       const sessions = yield* service.list()

@@ -464,6 +464,15 @@ export const make = (options: SqliteCheckpointerOptions) =>
           ),
           (rows) => rows[0]?.data
         ),
+      logBytes: (sessionId) =>
+        Effect.map(
+          readStatement(
+            sql<{ bytes: number | null }>`SELECT SUM(length(CAST(event AS BLOB))) AS bytes FROM lite_agent_events
+              WHERE session_id = ${sessionId}`,
+            "stats"
+          ),
+          (rows) => Number(rows[0]?.bytes ?? 0)
+        ),
       listBlobs: (sessionId) =>
         readStatement(
           sql<{ sha256: string; storedBytes: number }>`SELECT sha256, length(data) AS storedBytes FROM lite_agent_blobs
@@ -497,7 +506,8 @@ export const make = (options: SqliteCheckpointerOptions) =>
       list: outsideCallerTransactions(driver.list),
       delete: (sessionId) => outsideCallerTransactions(driver.delete(sessionId)),
       readBlob: (sessionId, sha256) => outsideCallerTransactions(driver.readBlob(sessionId, sha256)),
-      listBlobs: (sessionId) => outsideCallerTransactions(driver.listBlobs(sessionId))
+      listBlobs: (sessionId) => outsideCallerTransactions(driver.listBlobs(sessionId)),
+      logBytes: (sessionId) => outsideCallerTransactions(driver.logBytes(sessionId))
     }
     const service = yield* Checkpointer.make(isolated)
     return { service, integrity: { checkIntegrity: quickCheck } }
