@@ -42,7 +42,7 @@ const measure = async (label: string, makeCheckpointer: () => PromiseCheckpointe
 
   const checkpointer = makeCheckpointer()
   const agent = createLiteAgent({
-    model: scripted(turns(TURNS)),
+    model: scripted(turns(TURNS), { recordPrompts: false }),
     workdir: mkdtempSync(join(tmpdir(), "lite-agent-bench-work-")),
     checkpointer,
     sessionId: "bench"

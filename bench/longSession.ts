@@ -30,7 +30,7 @@ const session = async (fileBytes: number) => {
     { text: `version ${i}` }
   ]).flat()
   const checkpointer = fileCheckpointer({ dir })
-  const agent = createLiteAgent({ model: scripted(turns), workdir, checkpointer, sessionId: "long" })
+  const agent = createLiteAgent({ model: scripted(turns, { recordPrompts: false }), workdir, checkpointer, sessionId: "long" })
   const times: Array<number> = []
   for (let i = 0; i < PROMPTS; i++) {
     const start = process.hrtime.bigint()

@@ -51,6 +51,17 @@ describe("scripted model", () => {
     }).pipe(Effect.provide(model.layer()))
   })
 
+  it.effect("recordPrompts: false answers the same but keeps no prompts; a bad option is refused", () => {
+    const model = scripted([{ text: "one" }, { text: "two" }], { recordPrompts: false })
+    expect(() => scripted([], { recordPrompt: false } as never)).toThrow(ConfigurationError)
+    return Effect.gen(function*() {
+      expect((yield* LanguageModel.generateText({ prompt: "first" })).text).toBe("one")
+      expect((yield* LanguageModel.generateText({ prompt: "second" })).text).toBe("two")
+      expect(model.calls().map((call) => [call.index, call.prompt.content.length])).toEqual([[0, 0], [1, 0]])
+      expect(model.remaining()).toBe(0)
+    }).pipe(Effect.provide(model.layer()))
+  })
+
   it.effect("returns text and tool calls with fresh unique ids, params and a tool-calls finish", () => {
     const model = scripted([
       {

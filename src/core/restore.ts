@@ -5,9 +5,9 @@
  * job (preflight); this module never does I/O.
  */
 import { HashMap } from "effect"
-import type { FileAfterState, JsonValue, SessionEvent } from "./events.js"
+import type { FileAfterState, JsonValue } from "./events.js"
 import type { Refusal } from "./errors.js"
-import { type FileHistoryEntry, fold, pathRestore, type PathRestore, type SessionState } from "./session.js"
+import { type FileHistoryEntry, pathRestore, type PathRestore, type SessionState } from "./session.js"
 
 /** Tools whose effects restore undoes (through snapshots); anything else is reported, not undone. */
 export const FILE_TOOLS: ReadonlySet<string> = new Set(["read_file", "write_file", "edit_file", "delete_file", "list_files", "chmod_file"])
@@ -46,13 +46,12 @@ export interface RestorePlan {
 
 
 /**
- * Plan a restore of `state` to just before checkpoint `seq`. `events` are the stored events
- * of the session (the same ones `state` was folded from) for the tool-call checks.
+ * Plan a restore of `state` to just before checkpoint `seq`. The fold holds every message
+ * with its seq, so the plan needs nothing but the state (not the log).
  */
 export const planRestore = (
   sessionId: string,
   state: SessionState,
-  events: ReadonlyArray<{ readonly seq: number; readonly event: SessionEvent }>,
   seq: number,
   options: { readonly files: boolean; readonly conversation: boolean }
 ): RestorePlan => {
@@ -68,8 +67,9 @@ export const planRestore = (
     return { ...base, files, refusals, unverifiedFiles, commandsNotUndone }
   }
 
+  const messages = state.messages.toArray()
   // Tool calls made after the checkpoint that restore cannot undo.
-  for (const { event, seq: at } of events) {
+  for (const { event, seq: at } of messages) {
     if (at <= seq || event._tag !== "AssistantMessage") continue
     for (const block of event.content) {
       if (block.type === "tool_use" && !FILE_TOOLS.has(block.name)) {
@@ -80,11 +80,19 @@ export const planRestore = (
 
   if (options.conversation) {
     // A tool call made before the cut whose result lands after it would be cut in half.
-    const before = fold(events.filter((stored) => stored.seq < seq).map((stored) => ({ ...stored, ts: 0 })))
-    const resultsAfter = new Set(events.flatMap((stored) =>
-      stored.seq >= seq && stored.event._tag === "ToolResult" ? [stored.event.toolUseId] : []
+    const openBeforeCut = new Map<string, { readonly name: string; readonly seq: number }>()
+    for (const { event, seq: at } of messages) {
+      if (at >= seq) break
+      if (event._tag === "AssistantMessage") {
+        for (const block of event.content) if (block.type === "tool_use") openBeforeCut.set(block.id, { name: block.name, seq: at })
+      } else if (event._tag === "ToolResult") {
+        openBeforeCut.delete(event.toolUseId)
+      }
+    }
+    const resultsAfter = new Set(messages.flatMap(({ event, seq: at }) =>
+      at >= seq && event._tag === "ToolResult" ? [event.toolUseId] : []
     ))
-    for (const [toolUseId, call] of before.pendingToolCalls) {
+    for (const [toolUseId, call] of openBeforeCut) {
       if (resultsAfter.has(toolUseId)) {
         refusals.push({
           reason: "tool_call_cut",

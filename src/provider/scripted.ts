@@ -7,16 +7,16 @@
 import { randomBytes } from "node:crypto"
 import * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
-import type * as Prompt from "@effect/ai/Prompt"
+import * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import { DateTime, Effect, Either, Layer, Schema, Stream } from "effect"
-import { AnyString, decodeArgument, described, expecting, quoteValue } from "../core/options.js"
+import { AnyString, decodeArgument, decodeOptionsOrThrow, described, expecting, Flag, quoteValue } from "../core/options.js"
 import type { ModelProvider } from "./ModelProvider.js"
 
 export interface ScriptedCall {
   /** 0-based: the n-th model call, answered by `turns[index]` when there is one. */
   readonly index: number
-  /** The prompt exactly as the model received it. */
+  /** The prompt exactly as the model received it (empty with `recordPrompts: false`). */
   readonly prompt: Prompt.Prompt
   /** The tools the call offered (none when the tool choice was `"none"`). */
   readonly toolNames: ReadonlyArray<string>
@@ -168,8 +168,18 @@ const deltas = (text: string): ReadonlyArray<string> => text.match(/\s*\S+\s*|\s
  * provider, so every layer built from it (one per agent run, say) continues the same
  * script. Invalid turns throw a `ConfigurationError` right here.
  */
-export const scripted = (turns: ReadonlyArray<ScriptedTurn>): ScriptedProvider => {
+export const ScriptedOptions = Schema.Struct({
+  /**
+   * Keep every call's prompt for `calls()` (default true). A long scripted session (benchmarks)
+   * turns it off: each prompt holds the whole conversation, so keeping them all grows quadratically.
+   */
+  recordPrompts: Schema.optional(Flag)
+})
+export interface ScriptedOptions extends Schema.Schema.Type<typeof ScriptedOptions> {}
+
+export const scripted = (turns: ReadonlyArray<ScriptedTurn>, input: ScriptedOptions = {}): ScriptedProvider => {
   const script = checkTurns(turns)
+  const { recordPrompts = true } = decodeOptionsOrThrow(ScriptedOptions, input, "scripted options")
   // Random per provider, so ids stay unique across processes: a session written by one
   // process can be resumed by another with a fresh scripted model. Letters, digits and
   // "_" only, which is what Anthropic accepts as a tool_use id.
@@ -186,7 +196,7 @@ export const scripted = (turns: ReadonlyArray<ScriptedTurn>): ScriptedProvider =
     Effect.gen(function*() {
       const index = calls.length
       const toolNames = options.toolChoice === "none" ? [] : options.tools.map((tool) => tool.name)
-      calls.push({ index, prompt: options.prompt, toolNames })
+      calls.push({ index, prompt: recordPrompts ? options.prompt : Prompt.empty, toolNames })
       const turn = script[index]
       if (turn === undefined) {
         return yield* fail(

@@ -11,7 +11,7 @@
  * Not a file-system or database transaction: a crash of the process part-way leaves
  * what was done so far.
  */
-import { Cause, Chunk, Context, Data, Effect, Layer, PubSub, type Queue, Schema, type Scope, Stream } from "effect"
+import { Cause, Context, Data, Effect, Layer, PubSub, type Queue, Schema, type Scope, Stream } from "effect"
 import { messageOf } from "../core/causes.js"
 import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
 import { decodeOptions, Flag, recognised } from "../core/options.js"
@@ -100,12 +100,6 @@ export const make = Effect.gen(function*() {
   const states = yield* SessionStates.fromContextOrNew
   const hub = yield* PubSub.unbounded<RestoreProgress>()
 
-  const load = (sessionId: string) =>
-    Effect.map(Stream.runCollect(checkpointer.read(sessionId)), (chunk) => {
-      const events = Chunk.toReadonlyArray(chunk)
-      return { events, state: Session.fold(events) }
-    })
-
   /** Check one planned file against the disk; a refusal, or nothing. */
   const preflight = (file: FilePlan): Effect.Effect<Refusal | undefined, WorkspaceIOError> =>
     Effect.gen(function*() {
@@ -143,8 +137,9 @@ export const make = Effect.gen(function*() {
       const files = options.files ?? true
       const conversation = options.conversation ?? true
       const dryRun = options.dryRun ?? false
-      const { events, state } = yield* load(sessionId)
-      const plan = planRestore(sessionId, state, events, seq, { files, conversation })
+      // The shared fold: no re-read of the log. Its head is the expected head of the truncate.
+      const { state } = yield* states.get(sessionId)
+      const plan = planRestore(sessionId, state, seq, { files, conversation })
       const diskRefusals: Array<Refusal> = []
       // The bytes each written path goes back to, read (and checked) before anything changes.
       const contents = new Map<string, Uint8Array>()
