@@ -88,6 +88,20 @@ describe("restore and the snapshot store", () => {
   })
 })
 
+describe("the file backend's sweep", () => {
+  it("removes what a crash left half-written in blobs/, and keeps every referenced blob", async () => {
+    const dir = tempDir("blob-leftovers")
+    const checkpointer = track(fileCheckpointer({ dir }))
+    const data = bytesOf("kept")
+    await checkpointer.append("s", [snapshot("a", data)])
+    const blobs = join(dir, "s", "blobs")
+    writeFileSync(join(blobs, ".tmp-12345-crashed"), "half a blob")
+    expect(await checkpointer.sweepSnapshots("s")).toBe(0)
+    expect(existsSync(join(blobs, ".tmp-12345-crashed"))).toBe(false)
+    expect(new TextDecoder().decode(await checkpointer.readSnapshot("s", sha256Hex(data)))).toBe("kept")
+  })
+})
+
 describe("blobs go through the codec", () => {
   const plaintext = bytesOf(`SECRET-SNAPSHOT-${randomBytes(8).toString("hex")}`.repeat(20))
 

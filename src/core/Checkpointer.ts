@@ -137,7 +137,7 @@ export interface LockedSession {
   readonly putBlobs: (blobs: ReadonlyArray<SnapshotBlob>) => Effect.Effect<void, CheckpointerError>
   /** Which of these hashes have no blob stored. */
   readonly missingBlobs: (hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, CheckpointerError>
-  /** Delete these blobs (absent ones are fine). */
+  /** Delete these blobs (absent ones are fine), and any leftovers of blobs half-written by a crash. */
   readonly deleteBlobs: (hashes: ReadonlyArray<string>) => Effect.Effect<void, CheckpointerError>
   /** Every blob stored for the session, seen from inside the exclusion. */
   readonly storedBlobs: Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
@@ -402,7 +402,8 @@ export const make = (driver: CheckpointerDriver) =>
             if (stored.length === 0) return 0
             const referenced = yield* referencedBlobs(sessionId, session.records)
             const unreferenced = stored.map((blob) => blob.sha256).filter((sha256) => !referenced.has(sha256))
-            if (unreferenced.length > 0) yield* session.deleteBlobs(unreferenced)
+            // Called even with nothing to delete: a backend may clear its own leftovers (half-written blobs) here.
+            yield* session.deleteBlobs(unreferenced)
             return unreferenced.length
           }))
       )

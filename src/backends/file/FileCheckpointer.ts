@@ -360,8 +360,13 @@ export const make = (options: FileCheckpointerOptions = {}) =>
 
     const deleteBlobs = (held: HeldSessionLock, sessionId: string, hashes: ReadonlyArray<string>) =>
       Effect.gen(function*() {
+        if ((yield* files.modifiedAt(blobsDir(sessionId))) === undefined) return
+        // Temporary files are only written under this lock: any found now were left by a crash.
+        const leftovers = (yield* files.list(blobsDir(sessionId))).filter((name) => name.startsWith(".tmp-"))
+        if (hashes.length === 0 && leftovers.length === 0) return
         yield* held.ensureHeld
         for (const sha256 of hashes) yield* files.remove(blobPath(sessionId, sha256))
+        for (const name of leftovers) yield* files.remove(join(blobsDir(sessionId), name))
         if (durable) yield* files.flushDirectory(blobsDir(sessionId))
       })
 
