@@ -8,7 +8,7 @@
 import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { Effect, Exit, Layer, Stream } from "effect"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import {
   AgentClosedError,
   createLiteAgent,
@@ -26,13 +26,10 @@ import { SqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import { Checkpointer, FileCheckpointer, FileTools, LiteAgent as Agent, MemoryCheckpointer, Workspace } from "../src/core.js"
 import { anthropic, anthropicLayer, scripted, scriptedLayer } from "../src/provider.js"
 import { checkpointerConformance } from "../src/testing.js"
-import { tempDir } from "./support/agent.js"
+import { closeAfterEach, tempDir } from "./support/agent.js"
 import { expectConfigurationError, thrownBy } from "./support/refusals.js"
 
-const opened: Array<{ close(): Promise<void> }> = []
-afterEach(async () => {
-  for (const thing of opened.splice(0).reverse()) await thing.close()
-})
+const track = closeAfterEach()
 
 /** A JavaScript caller: the options are whatever it passes. */
 const createFromJs = (options: unknown): LiteAgent => createLiteAgent(options as LiteAgentOptions)
@@ -87,7 +84,7 @@ describe("the agent's methods refuse bad arguments and change nothing", () => {
   const setup = async () => {
     const workdir = tempDir("refusals-agent")
     const checkpointer = memoryCheckpointer()
-    opened.push(checkpointer)
+    track(checkpointer)
     const agent = createLiteAgent({
       model: scripted([
         { toolCalls: [{ name: "write_file", input: { path: "a.txt", content: "one\n" } }] },
@@ -98,7 +95,7 @@ describe("the agent's methods refuse bad arguments and change nothing", () => {
       workdir,
       checkpointer
     })
-    opened.push(agent)
+    track(agent)
     await agent.send("write one")
     await agent.send("write two")
     return { agent, checkpointer, workdir }
@@ -177,7 +174,7 @@ describe("the checkpointers, codecs and providers refuse bad options at the call
 
   it("read options: an unknown key does not silently read everything", async () => {
     const checkpointer: PromiseCheckpointer = memoryCheckpointer()
-    opened.push(checkpointer)
+    track(checkpointer)
     await checkpointer.append("s", [{ _tag: "UserMessage", content: "hi", origin: "user" }])
     expectConfigurationError(
       await checkpointer.read("s", { since: 1 } as never).catch((e: unknown) => e),

@@ -2,16 +2,13 @@
  * Housekeeping: what a session costs (`sessionStats`) and pruning old sessions
  * (`pruneSessions`), on every backend, through the promise facade.
  */
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { AgentBusyError, ConfigurationError, createLiteAgent, type LiteAgent } from "../src/index.js"
 import { scripted } from "../src/provider.js"
 import { BACKENDS } from "./support/agentSim.js"
-import { promiseCheckpointer, tempDir } from "./support/agent.js"
+import { closeAfterEach, promiseCheckpointer, tempDir } from "./support/agent.js"
 
-const opened: Array<{ close(): Promise<void> }> = []
-afterEach(async () => {
-  for (const thing of opened.splice(0).reverse()) await thing.close()
-})
+const track = closeAfterEach()
 
 const write = (content: string) => ({ toolCalls: [{ name: "write_file", input: { path: "a.txt", content } }] })
 
@@ -19,7 +16,8 @@ describe.each(BACKENDS)("housekeeping on the %s backend", (backend) => {
   const setup = (turns: Parameters<typeof scripted>[0]) => {
     const checkpointer = promiseCheckpointer(backend)
     const agent: LiteAgent = createLiteAgent({ model: scripted(turns), workdir: tempDir("housekeeping"), checkpointer })
-    opened.push(checkpointer, agent)
+    track(checkpointer)
+    track(agent)
     return { agent, checkpointer }
   }
 

@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { recordLine, headerLine } from "../src/backends/file/format.js"
 import { encodeStoredEvent } from "../src/core/encoding.js"
 import { sha256Hex } from "../src/core/sha256.js"
@@ -27,16 +27,9 @@ import {
   UserMessage
 } from "../src/index.js"
 import { scripted } from "../src/provider.js"
-import { tempDir } from "./support/agent.js"
+import { closeAfterEach, tempDir } from "./support/agent.js"
 
-const opened: Array<{ close(): Promise<void> }> = []
-afterEach(async () => {
-  for (const thing of opened.splice(0).reverse()) await thing.close()
-})
-const track = <T extends { close(): Promise<void> }>(thing: T): T => {
-  opened.push(thing)
-  return thing
-}
+const track = closeAfterEach()
 
 const write = (content: string) => ({ toolCalls: [{ name: "write_file", input: { path: "a.txt", content } }] })
 const bytesOf = (text: string) => new TextEncoder().encode(text)

@@ -10,7 +10,7 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import { DateTime, Effect, Either, Layer, Schema, Stream } from "effect"
-import { AnyString, decodeArgument, decodeOptionsOrThrow, described, expecting, Flag, quoteValue } from "../core/options.js"
+import { AnyString, decodeArgument, decodeOptionsOrThrow, described, expecting, Flag, isPlainObject, quoteValue } from "../core/options.js"
 import type { ModelProvider } from "./ModelProvider.js"
 
 export interface ScriptedCall {
@@ -37,12 +37,6 @@ export const SCRIPTED_MODEL_NAME = "scripted"
 // Checking the script up front: a typo should fail where the script is written,
 // not as a confusing tool error several model calls later.
 // -----------------------------------------------------------------------------
-
-const isPlainObject = (value: unknown): value is Record<string, unknown> => {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return false
-  const proto = Object.getPrototypeOf(value)
-  return proto === Object.prototype || proto === null
-}
 
 const describe = (value: unknown): string =>
   value === null ? "null" : Array.isArray(value) ? "an array" : typeof value === "object" ? "an object" : typeof value

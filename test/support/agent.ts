@@ -6,9 +6,22 @@ import type { Prompt } from "@effect/ai"
 import { mkdtempSync, realpathSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { afterEach } from "vitest"
 import { fileCheckpointer, memoryCheckpointer, type PromiseCheckpointer } from "../../src/index.js"
 import { sqliteCheckpointer } from "../../src/checkpoint-sqlite.js"
 import type { Backend } from "./agentSim.js"
+
+/** Returns `track`: what a test passes to it is closed after that test, the last opened first. */
+export const closeAfterEach = () => {
+  const opened: Array<{ close(): Promise<void> }> = []
+  afterEach(async () => {
+    for (const thing of opened.splice(0).reverse()) await thing.close()
+  })
+  return <T extends { close(): Promise<void> }>(thing: T): T => {
+    opened.push(thing)
+    return thing
+  }
+}
 
 export const tempDir = (label: string) => realpathSync(mkdtempSync(join(tmpdir(), `lite-agent-${label}-`)))
 

@@ -141,6 +141,26 @@ class WriteTransaction extends Context.Tag("@lite-agent/backends/sqlite/WriteTra
 const outsideCallerTransactions = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
   Effect.mapInputContext(effect, (context: Context.Context<never>) => Context.omit(SqlClient.TransactionConnection)(context))
 
+const LIST_BLOBS = "SELECT sha256, length(data) AS storedBytes FROM lite_agent_blobs WHERE session_id = ?"
+
+interface StoredRecord {
+  readonly seq: number
+  readonly ts: number
+  readonly event: unknown
+}
+
+/** A stored row as the core decodes it, or the damage found in its event text. */
+const recordOf = (
+  sessionId: string,
+  row: { readonly seq: number; readonly ts: number; readonly event: string }
+): StoredRecord | CheckpointIntegrityError => {
+  try {
+    return { seq: row.seq, ts: row.ts, event: JSON.parse(row.event) as unknown }
+  } catch (cause) {
+    return new CheckpointIntegrityError({ sessionId, seq: row.seq, detail: `the stored event is not JSON: ${String(cause)}` })
+  }
+}
+
 interface EventRow {
   readonly seq: number
   readonly ts: number
@@ -378,24 +398,16 @@ export const make = (options: SqliteCheckpointerOptions) =>
                   "delete snapshots"
                 ),
               storedBlobs: statements(
-                Effect.map(
-                  execute("SELECT sha256, length(data) AS storedBytes FROM lite_agent_blobs WHERE session_id = ?", [sessionId]),
-                  (rows) => rows as ReadonlyArray<{ sha256: string; storedBytes: number }>
-                ),
+                Effect.map(execute(LIST_BLOBS, [sessionId]), (rows) => rows as ReadonlyArray<Checkpointer.SnapshotInfo>),
                 "list snapshots"
               ),
-              records: Stream.flatMap(
-                Stream.fromEffect(statements(
-                  execute("SELECT seq, ts, event FROM lite_agent_events WHERE session_id = ? ORDER BY seq", [sessionId]),
-                  "read"
-                )),
-                (rows) => Stream.fromIterable(rows as ReadonlyArray<{ seq: number; ts: number; event: string }>)
-              ).pipe(Stream.mapEffect((row) =>
-                Effect.try({
-                  try: () => ({ seq: row.seq, ts: row.ts, event: JSON.parse(row.event) as unknown }),
-                  catch: (cause) =>
-                    new CheckpointIntegrityError({ sessionId, seq: row.seq, detail: `the stored event is not JSON: ${String(cause)}` })
-                })))
+              records: Stream.fromIterableEffect(statements(
+                execute("SELECT seq, ts, event FROM lite_agent_events WHERE session_id = ? ORDER BY seq", [sessionId]),
+                "read"
+              )).pipe(Stream.mapEffect((row) => {
+                const record = recordOf(sessionId, row as { seq: number; ts: number; event: string })
+                return record instanceof CheckpointIntegrityError ? Effect.fail(record) : Effect.succeed(record)
+              }))
             })
           })
         ),
@@ -417,17 +429,11 @@ export const make = (options: SqliteCheckpointerOptions) =>
                 // The log was truncated (or deleted and re-created) while this read paged through it.
                 return yield* new CheckpointConflictError({ sessionId, expected: cursor.startHead ?? cursor.after, actual })
               }
-              const records: Array<{ readonly seq: number; readonly ts: number; readonly event: unknown }> = []
+              const records: Array<StoredRecord> = []
               for (const row of rows) {
-                try {
-                  records.push({ seq: row.seq, ts: row.ts, event: JSON.parse(row.event) })
-                } catch (cause) {
-                  return yield* new CheckpointIntegrityError({
-                    sessionId,
-                    seq: row.seq,
-                    detail: `the stored event is not JSON: ${String(cause)}`
-                  })
-                }
+                const record = recordOf(sessionId, row)
+                if (record instanceof CheckpointIntegrityError) return yield* record
+                records.push(record)
               }
               const last = rows.at(-1)
               return [
@@ -473,12 +479,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
           ),
           (rows) => Number(rows[0]?.bytes ?? 0)
         ),
-      listBlobs: (sessionId) =>
-        readStatement(
-          sql<{ sha256: string; storedBytes: number }>`SELECT sha256, length(data) AS storedBytes FROM lite_agent_blobs
-            WHERE session_id = ${sessionId}`,
-          "list snapshots"
-        ),
+      listBlobs: (sessionId) => readStatement(sql.unsafe<Checkpointer.SnapshotInfo>(LIST_BLOBS, [sessionId]), "list snapshots"),
       list: Effect.map(
         readStatement(sql<{ id: string; mtime: number }>`SELECT id, mtime FROM lite_agent_sessions`, "list"),
         (rows) => rows.map((row) => ({ id: row.id, mtime: new Date(row.mtime) }))
