@@ -28,6 +28,7 @@ export type {
 export {
   Checkpointer,
   type CheckpointerDriver,
+  fullToolInput,
   type CheckpointerService,
   type LockedSession,
   make as makeCheckpointer,

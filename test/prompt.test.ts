@@ -130,4 +130,45 @@ describe("promptFromSession", () => {
     const encode = Schema.encodeSync(Prompt.Prompt)
     expect(encode(promptOf(state, "sys"))).toEqual(encode(Prompt.make(promptFromSession(state, "sys"))))
   })
+
+  it("shows a stored argument as a note with its size and hash, never as missing", () => {
+    const storedArguments = [{ key: "content", sha256: "a".repeat(64), size: 524288 }]
+    const state = fold([
+      user("write it"),
+      new AssistantMessage({ content: [{ type: "tool_use", id: "t1", name: "write_file", input: { path: "big.txt" }, storedArguments }] }),
+      new ToolResult({ toolUseId: "t1", toolName: "write_file", content: "wrote big.txt", isError: false })
+    ])
+    const [, assistant] = promptFromSession(state, undefined)
+    expect(assistant).toMatchObject({ role: "assistant", content: [{ type: "tool-call", id: "t1", params: { path: "big.txt" } }] })
+    expect(JSON.stringify(assistant)).toContain(`"content":"[lite-agent: 524288 bytes kept in the session's snapshot store (sha256 ${"a".repeat(64)})`)
+  })
+
+  it("extended turn by turn, the prompt equals the one built from scratch, for newer and older states alike", () => {
+    const events: Array<SessionEvent> = [
+      user("one"),
+      new AssistantMessage({ content: [{ type: "text", text: "calling" }, call("t1")] }),
+      new ToolResult({ toolUseId: "t1", toolName: "bash", content: "ok", isError: false }),
+      new AssistantMessage({ content: [call("t2")] }),
+      new BackgroundCompleted({ taskId: "bg_1", command: "make", exitCode: 1, output: "", outputTruncated: false }),
+      new ToolResult({ toolUseId: "t2", toolName: "bash", content: "done", isError: false }),
+      new AssistantMessage({ content: [{ type: "text", text: "two" }] }),
+      new AssistantMessage({ content: [] }),
+      user("three"),
+      new AssistantMessage({ content: [call("t3")] }),
+      new Compaction({ summary: "so far", tokensBefore: 50, tokensAfter: 5, keptFromSeq: 9 }),
+      new ToolResult({ toolUseId: "t3", toolName: "bash", content: "later", isError: false }),
+      user("four")
+    ]
+    const stored = events.map((event, index) => ({ seq: index + 1, ts: index, event }))
+    const states = [Session.emptySessionState]
+    for (const record of stored) states.push(Session.step(states[states.length - 1]!, record))
+    const encode = Schema.encodeSync(Prompt.Prompt)
+    const fresh = (count: number) => Session.fold(stored.slice(0, count).map((record) => ({ ...record })))
+    // Forwards (each call extends the last), then backwards (each call sees a shorter conversation).
+    for (const index of [...states.keys(), ...[...states.keys()].reverse()]) {
+      const state = states[index]!
+      expect(promptFromSession(state, "sys"), `after ${index} events`).toEqual(promptFromSession(fresh(index), "sys"))
+      expect(encode(promptOf(state, "sys")), `built, after ${index} events`).toEqual(encode(Prompt.make(promptFromSession(fresh(index), "sys"))))
+    }
+  })
 })

@@ -23,6 +23,7 @@ import {
   type PromiseCheckpointer,
   RestoreRefusedError,
   SnapshotBlobError,
+  STORED_ARGUMENT_MIN_BYTES,
   ToolResult,
   UserMessage
 } from "../src/index.js"
@@ -78,6 +79,45 @@ describe("restore and the snapshot store", () => {
     expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("one")
     // Prompt 1's snapshot (a.txt missing) holds no blob; "one" and "two" were referenced only after the cut.
     expect(await checkpointer.listSnapshots(agent.sessionId)).toEqual([])
+  })
+})
+
+describe("large tool-call arguments", () => {
+  it("are stored once with the snapshot of the file they wrote; the model sees a note; restore still works", async () => {
+    const dir = tempDir("args-log")
+    const workdir = tempDir("args-work")
+    const first = "a".repeat(STORED_ARGUMENT_MIN_BYTES)
+    const second = "b".repeat(STORED_ARGUMENT_MIN_BYTES)
+    const checkpointer = track(fileCheckpointer({ dir }))
+    const model = scripted([write(first), { text: "1" }, write(second), { text: "2" }])
+    const agent: LiteAgent = track(createLiteAgent({ model, workdir, checkpointer }))
+    await agent.send("v1")
+    await agent.send("v2")
+    expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe(second)
+
+    const calls = (await checkpointer.read(agent.sessionId)).flatMap(({ event }) =>
+      event._tag === "AssistantMessage" ? event.content.filter((block) => block.type === "tool_use") : []
+    )
+    expect(calls.map((call) => [call.input, call.storedArguments?.map((argument) => argument.key)])).toEqual([
+      [{ path: "a.txt" }, ["content"]],
+      [{ path: "a.txt" }, ["content"]]
+    ])
+    expect(await checkpointer.toolInput(agent.sessionId, calls[0]!)).toEqual({ path: "a.txt", content: first })
+    // The first write's argument and the snapshot taken before the second write are one blob.
+    expect((await checkpointer.listSnapshots(agent.sessionId)).map((blob) => blob.sha256).sort()).toEqual(
+      [sha256Hex(bytesOf(first)), sha256Hex(bytesOf(second))].sort()
+    )
+    const log = readFileSync(join(dir, agent.sessionId, "log"), "utf8")
+    expect(log.includes(first.slice(0, 1000))).toBe(false)
+
+    // The model call after the write sees the argument as a note, not the bytes.
+    const afterWrite = JSON.stringify(model.calls()[1]!.prompt)
+    expect(afterWrite).toContain(`${STORED_ARGUMENT_MIN_BYTES} bytes kept in the session's snapshot store`)
+    expect(afterWrite.includes(first.slice(0, 1000))).toBe(false)
+
+    const checkpoints = await agent.listCheckpoints(agent.sessionId)
+    await agent.restore(agent.sessionId, checkpoints[1]!.seq)
+    expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe(first)
   })
 })
 

@@ -22,7 +22,17 @@ import {
   InvalidSeqError,
   SnapshotBlobError
 } from "./errors.js"
-import type { SessionEvent, SessionEventEncoded, StoredEvent, StoredEventEncoded } from "./events.js"
+import {
+  blobReferences,
+  type JsonValue,
+  type SessionEvent,
+  type SessionEventEncoded,
+  STORED_ARGUMENT_MIN_BYTES,
+  type StoredArgument,
+  type StoredEvent,
+  type StoredEventEncoded,
+  type ToolUseBlock
+} from "./events.js"
 import { sha256Hex } from "./sha256.js"
 import { decodeOptions } from "./options.js"
 import { validateSessionId } from "./sessionId.js"
@@ -167,11 +177,62 @@ export interface CheckpointerDriver {
 
 const SHA256_HEX = /^[0-9a-f]{64}$/
 
+type EncodedBlock = Extract<SessionEventEncoded, { readonly _tag: "AssistantMessage" }>["content"][number]
+
+interface Separation {
+  readonly blobs: Map<string, SnapshotBlob>
+  /** `stored` references the events carry (not backed by this batch's blobs), with the index of an event naming each. */
+  readonly references: Map<string, number>
+}
+
 /**
- * Move the bytes of `content` snapshots out of the events: each becomes a `stored`
- * reference, and its bytes (checked against the hash the event claims) a blob.
+ * A tool call's large string arguments moved into the store: each becomes a `StoredArgument`
+ * and its UTF-8 bytes a blob. A string that UTF-8 cannot carry exactly (a lone surrogate) stays inline.
  */
-const separateSnapshots = (
+const separateArguments = (
+  sessionId: string,
+  index: number,
+  block: EncodedBlock,
+  separation: Separation
+): Either.Either<EncodedBlock, InvalidEventError> => {
+  if (block.type !== "tool_use") return Either.right(block)
+  const given = block.storedArguments ?? []
+  const input = block.input
+  const invalid = (detail: string) => Either.left(new InvalidEventError({ sessionId, index, detail: `tool call ${block.id}: ${detail}` }))
+  const keys = new Set<string>()
+  for (const argument of given) {
+    if (keys.has(argument.key)) return invalid(`the stored argument "${argument.key}" is listed twice`)
+    keys.add(argument.key)
+    if (input !== null && typeof input === "object" && !Array.isArray(input) && Object.hasOwn(input, argument.key)) {
+      return invalid(`"${argument.key}" is both in the input and a stored argument`)
+    }
+    if (!separation.references.has(argument.sha256)) separation.references.set(argument.sha256, index)
+  }
+  if (input === null || typeof input !== "object" || Array.isArray(input)) {
+    return given.length > 0 ? invalid("stored arguments need an input object") : Either.right(block)
+  }
+  let kept: Record<string, unknown> | undefined
+  const stored: Array<StoredArgument> = [...given]
+  for (const [key, value] of Object.entries(input)) {
+    if (typeof value !== "string" || value.length * 3 < STORED_ARGUMENT_MIN_BYTES) continue
+    const size = Buffer.byteLength(value, "utf8")
+    if (size < STORED_ARGUMENT_MIN_BYTES || !value.isWellFormed()) continue
+    const data = Buffer.from(value, "utf8")
+    const sha256 = sha256Hex(data)
+    separation.blobs.set(sha256, { sha256, data })
+    stored.push({ key, sha256, size })
+    kept ??= { ...input }
+    delete kept[key]
+  }
+  return kept === undefined ? Either.right(block) : Either.right({ ...block, input: kept as typeof input, storedArguments: stored })
+}
+
+/**
+ * Move bytes out of the events into blobs: each `content` snapshot becomes a `stored`
+ * reference (its bytes checked against the hash the event claims), and each large string
+ * argument of a tool call a `StoredArgument`.
+ */
+const separateBlobs = (
   sessionId: string,
   encoded: ReadonlyArray<SessionEventEncoded>,
   events: ReadonlyArray<SessionEvent>
@@ -179,19 +240,30 @@ const separateSnapshots = (
   {
     readonly encoded: ReadonlyArray<SessionEventEncoded>
     readonly blobs: ReadonlyArray<SnapshotBlob>
-    /** `stored` references the events carry (not backed by this batch's blobs), with the index of an event naming each. */
     readonly references: ReadonlyMap<string, number>
   },
   InvalidEventError
 > => {
-  const blobs = new Map<string, SnapshotBlob>()
-  const references = new Map<string, number>()
+  const separation: Separation = { blobs: new Map(), references: new Map() }
   const separated: Array<SessionEventEncoded> = []
   for (let index = 0; index < events.length; index++) {
     const event = events[index]!
-    if (event._tag === "FileSnapshot" && event.state._tag === "stored") references.set(event.state.sha256, index)
+    const original = encoded[index]!
+    if (original._tag === "AssistantMessage") {
+      const content: Array<EncodedBlock> = []
+      for (const block of original.content) {
+        const result = separateArguments(sessionId, index, block, separation)
+        if (Either.isLeft(result)) return Either.left(result.left)
+        content.push(result.right)
+      }
+      separated.push(content.every((block, i) => block === original.content[i]) ? original : { ...original, content })
+      continue
+    }
+    if (event._tag === "FileSnapshot" && event.state._tag === "stored" && !separation.references.has(event.state.sha256)) {
+      separation.references.set(event.state.sha256, index)
+    }
     if (event._tag !== "FileSnapshot" || event.state._tag !== "content") {
-      separated.push(encoded[index]!)
+      separated.push(original)
       continue
     }
     const { data, mode, sha256, size } = event.state
@@ -204,11 +276,11 @@ const separateSnapshots = (
         })
       )
     }
-    blobs.set(sha256, { sha256, data })
+    separation.blobs.set(sha256, { sha256, data })
     separated.push({ _tag: "FileSnapshot", toolUseId: event.toolUseId, path: event.path, state: { _tag: "stored", sha256, size, mode } })
   }
-  for (const sha256 of blobs.keys()) references.delete(sha256)
-  return Either.right({ encoded: separated, blobs: [...blobs.values()], references })
+  for (const sha256 of separation.blobs.keys()) separation.references.delete(sha256)
+  return Either.right({ encoded: separated, blobs: [...separation.blobs.values()], references: separation.references })
 }
 
 /**
@@ -265,7 +337,7 @@ export const make = (driver: CheckpointerDriver) =>
             yield* checkExpectedHead(sessionId, expectedHead, head)
             return head
           }
-          const { blobs, encoded, references } = yield* separateSnapshots(sessionId, normalized.encoded, normalized.events)
+          const { blobs, encoded, references } = yield* separateBlobs(sessionId, normalized.encoded, normalized.events)
           return yield* driver.withSession(sessionId, (session) =>
             Effect.gen(function*() {
               yield* checkExpectedHead(sessionId, expectedHead, session.head)
@@ -276,7 +348,7 @@ export const make = (driver: CheckpointerDriver) =>
                   return yield* new InvalidEventError({
                     sessionId,
                     index: references.get(missing[0]!) ?? 0,
-                    detail: `a stored snapshot reference names ${missing[0]}, which this session's snapshot store does not hold`
+                    detail: `a stored reference names ${missing[0]}, which this session's snapshot store does not hold`
                   })
                 }
               }
@@ -388,7 +460,7 @@ export const make = (driver: CheckpointerDriver) =>
             onLeft: Effect.fail,
             onRight: ({ event }) =>
               Effect.sync(() => {
-                if (event._tag === "FileSnapshot" && event.state._tag === "stored") referenced.add(event.state.sha256)
+                for (const sha256 of blobReferences(event)) referenced.add(sha256)
               })
           })).pipe(Effect.as(referenced))
       })
@@ -436,3 +508,24 @@ export const make = (driver: CheckpointerDriver) =>
     }
     return service
   })
+
+/**
+ * A logged tool call's input as the model sent it: each stored argument read back from the
+ * session's snapshot store (`SnapshotBlobError` when its blob is missing or damaged).
+ */
+export const fullToolInput = (
+  checkpointer: CheckpointerService,
+  sessionId: string,
+  block: ToolUseBlock
+): Effect.Effect<JsonValue, CheckpointerError> => {
+  const stored = block.storedArguments ?? []
+  if (stored.length === 0 || block.input === null || typeof block.input !== "object" || Array.isArray(block.input)) {
+    return Effect.succeed(block.input)
+  }
+  const input = block.input
+  return Effect.map(
+    Effect.forEach(stored, (argument) =>
+      Effect.map(checkpointer.readSnapshot(sessionId, argument.sha256), (data) => [argument.key, new TextDecoder().decode(data)] as const)),
+    (entries) => ({ ...input, ...Object.fromEntries(entries) })
+  )
+}

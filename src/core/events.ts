@@ -51,11 +51,34 @@ export const TextBlock = Schema.Struct({
 }).annotations({ identifier: "TextBlock" })
 export type TextBlock = typeof TextBlock.Type
 
+const Count = Schema.NonNegativeInt
+const Sha256Hex = Schema.String.pipe(Schema.pattern(/^[0-9a-f]{64}$/), Schema.annotations({ identifier: "Sha256Hex" }))
+
+/**
+ * A tool-call argument at least this many UTF-8 bytes long (a whole file handed to
+ * `write_file`, say) is kept in the session's snapshot store, not in the log: the same bytes
+ * are usually snapshotted by the next change to that file, so they are stored once.
+ */
+export const STORED_ARGUMENT_MIN_BYTES = 16 * 1024
+
+/**
+ * A top-level string argument of a tool call that `append` moved into the snapshot store:
+ * `input[key]` was the UTF-8 text of the blob named by `sha256`, and is absent from `input`.
+ */
+export const StoredArgument = Schema.Struct({
+  key: Schema.NonEmptyString,
+  sha256: Sha256Hex,
+  size: Count
+}).annotations({ identifier: "StoredArgument" })
+export type StoredArgument = typeof StoredArgument.Type
+
 export const ToolUseBlock = Schema.Struct({
   type: Schema.Literal("tool_use"),
   id: Schema.NonEmptyString,
   name: Schema.NonEmptyString,
-  input: JsonValue
+  input: JsonValue,
+  /** Arguments kept in the snapshot store (see `StoredArgument`); absent when none are. */
+  storedArguments: Schema.optionalWith(Schema.Array(StoredArgument), { exact: true })
 }).annotations({ identifier: "ToolUseBlock" })
 export type ToolUseBlock = typeof ToolUseBlock.Type
 
@@ -66,8 +89,6 @@ export type UserContent = typeof UserContent.Type
 export const AssistantBlock = Schema.Union(TextBlock, ToolUseBlock)
 export type AssistantBlock = typeof AssistantBlock.Type
 
-const Count = Schema.NonNegativeInt
-const Sha256Hex = Schema.String.pipe(Schema.pattern(/^[0-9a-f]{64}$/), Schema.annotations({ identifier: "Sha256Hex" }))
 /** POSIX permission bits (and the file-type bits are never stored). */
 const FileMode = Schema.Int.pipe(Schema.between(0, 0o7777), Schema.annotations({ identifier: "FileMode" }))
 
@@ -245,3 +266,28 @@ export type StoredEventEncoded = typeof StoredEvent.Encoded
 /** The text of user content, blocks joined by newlines. */
 export const contentText = (content: UserContent): string =>
   typeof content === "string" ? content : content.map((block) => block.text).join("\n")
+
+/** The snapshot-store blobs an event references: a stored file snapshot's, or a tool call's stored arguments. */
+export const blobReferences = (event: SessionEvent): ReadonlyArray<string> => {
+  if (event._tag === "FileSnapshot") return event.state._tag === "stored" ? [event.state.sha256] : []
+  if (event._tag !== "AssistantMessage") return []
+  const hashes: Array<string> = []
+  for (const block of event.content) {
+    if (block.type === "tool_use" && block.storedArguments !== undefined) {
+      for (const argument of block.storedArguments) hashes.push(argument.sha256)
+    }
+  }
+  return hashes
+}
+
+/** How a stored argument reads where a conversation is shown (the prompt, a restore plan): its size and hash, not its bytes. */
+export const storedArgumentNote = (argument: StoredArgument): string =>
+  `[lite-agent: ${argument.size} bytes kept in the session's snapshot store (sha256 ${argument.sha256}), not repeated here]`
+
+/** A tool call's input with each stored argument back in place as its note. */
+export const inputWithStoredNotes = (block: ToolUseBlock): JsonValue => {
+  if (block.storedArguments === undefined || block.storedArguments.length === 0) return block.input
+  const input = block.input !== null && typeof block.input === "object" && !Array.isArray(block.input) ? block.input : {}
+  const notes = Object.fromEntries(block.storedArguments.map((argument) => [argument.key, storedArgumentNote(argument)]))
+  return { ...input, ...notes }
+}

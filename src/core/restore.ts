@@ -5,7 +5,7 @@
  * job (preflight); this module never does I/O.
  */
 import { HashMap } from "effect"
-import type { FileAfterState, JsonValue } from "./events.js"
+import { type FileAfterState, inputWithStoredNotes, type JsonValue } from "./events.js"
 import type { Refusal } from "./errors.js"
 import { type FileHistoryEntry, pathRestore, type PathRestore, type SessionState } from "./session.js"
 
@@ -73,7 +73,7 @@ export const planRestore = (
     if (at <= seq || event._tag !== "AssistantMessage") continue
     for (const block of event.content) {
       if (block.type === "tool_use" && !FILE_TOOLS.has(block.name)) {
-        commandsNotUndone.push({ seq: at, tool: block.name, input: block.input })
+        commandsNotUndone.push({ seq: at, tool: block.name, input: inputWithStoredNotes(block) })
       }
     }
   }

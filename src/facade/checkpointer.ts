@@ -3,11 +3,11 @@
  * that reject with the library's own error instances.
  */
 import { Chunk, Context, Effect, Layer, ManagedRuntime, type Runtime, Stream } from "effect"
-import { Checkpointer, type ReadOptions, type SessionInfo, type SessionStats, type SnapshotInfo } from "../core/Checkpointer.js"
+import { Checkpointer, fullToolInput, type ReadOptions, type SessionInfo, type SessionStats, type SnapshotInfo } from "../core/Checkpointer.js"
 import type { SessionEventInput } from "../core/encoding.js"
 import { CheckpointerClosedError } from "../core/errors.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../core/integrity.js"
-import type { StoredEvent } from "../core/events.js"
+import type { JsonValue, StoredEvent, ToolUseBlock } from "../core/events.js"
 import { runForPromise } from "./run.js"
 
 export interface PromiseCheckpointer {
@@ -25,6 +25,8 @@ export interface PromiseCheckpointer {
   stats(sessionId: string): Promise<SessionStats>
   /** The bytes of a stored file snapshot, checked against their hash. */
   readSnapshot(sessionId: string, sha256: string): Promise<Uint8Array>
+  /** A logged tool call's input as the model sent it, its stored arguments read back from the snapshot store. */
+  toolInput(sessionId: string, block: ToolUseBlock): Promise<JsonValue>
   /** The session's snapshot blobs (referenced or not), with their stored sizes. */
   listSnapshots(sessionId: string): Promise<Array<SnapshotInfo>>
   /** Delete the session's blobs no logged event references; resolves to how many went. */
@@ -68,6 +70,7 @@ const makeFacade = <R, E>(layer: Layer.Layer<Checkpointer | R, E>) => {
     truncate: (sessionId, toSeq, expectedHead) => run((c) => c.truncate(sessionId, toSeq, expectedHead)),
     stats: (sessionId) => run((c) => c.stats(sessionId)),
     readSnapshot: (sessionId, sha256) => run((c) => c.readSnapshot(sessionId, sha256)),
+    toolInput: (sessionId, block) => run((c) => fullToolInput(c, sessionId, block)),
     listSnapshots: (sessionId) => run((c) => Effect.map(c.listSnapshots(sessionId), (blobs) => [...blobs])),
     sweepSnapshots: (sessionId) => run((c) => c.sweepSnapshots(sessionId)),
     close: async () => {

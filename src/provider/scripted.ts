@@ -117,11 +117,19 @@ const jsonLength = (value: unknown): number => JSON.stringify(value)?.length ?? 
  */
 export const promptCharacters = (prompt: Prompt.Prompt): number => {
   let total = 0
-  for (const message of prompt.content) {
-    if (message.role === "system") {
-      total += message.content.length
-      continue
-    }
+  for (const message of prompt.content) total += messageCharacters(message)
+  return total
+}
+
+/** Counts by message, remembered: the agent hands the same message objects to every call of a session. */
+const counted = new WeakMap<Prompt.Message, number>()
+
+const messageCharacters = (message: Prompt.Message): number => {
+  const remembered = counted.get(message)
+  if (remembered !== undefined) return remembered
+  let total = 0
+  if (message.role === "system") total = message.content.length
+  else {
     for (const part of message.content) {
       switch (part.type) {
         case "text":
@@ -139,6 +147,7 @@ export const promptCharacters = (prompt: Prompt.Prompt): number => {
       }
     }
   }
+  counted.set(message, total)
   return total
 }
 

@@ -25,15 +25,19 @@ import {
   SnapshotBlobError
 } from "../core/errors.js"
 import {
+  type AssistantBlock,
   AssistantMessage,
   BackgroundCompleted,
+  blobReferences,
   Compaction,
   FileChange,
   FileSnapshot,
+  type JsonValue,
   RuntimeMessage,
   SessionEvent,
   type SessionEventEncoded,
   SessionMetadata,
+  STORED_ARGUMENT_MIN_BYTES,
   type StoredEvent,
   ToolResult,
   UserMessage
@@ -90,9 +94,29 @@ const largeText = "0123456789abcdef".repeat(64 * 1024) // 1 MiB
 /** One event of every kind, with every optional field set somewhere. */
 const SAMPLE_SNAPSHOT_BYTES = new Uint8Array([0, 1, 2, 255, 254, 13, 10, 0])
 
-/** `event` as a store keeps it: a `content` snapshot becomes a `stored` reference to its bytes. */
+/** A tool call as a store keeps it: each top-level string argument of at least `STORED_ARGUMENT_MIN_BYTES` UTF-8 bytes moved out. */
+const withArgumentsStored = (block: AssistantBlock): AssistantBlock => {
+  if (block.type !== "tool_use" || !isPlainObject(block.input)) return block
+  const input: Record<string, JsonValue> = { ...block.input }
+  const storedArguments = [...(block.storedArguments ?? [])]
+  for (const [key, value] of Object.entries(input)) {
+    if (typeof value !== "string" || !value.isWellFormed()) continue
+    const bytes = new TextEncoder().encode(value)
+    if (bytes.length < STORED_ARGUMENT_MIN_BYTES) continue
+    storedArguments.push({ key, sha256: sha256Hex(bytes), size: bytes.length })
+    delete input[key]
+  }
+  return storedArguments.length === 0 ? block : { ...block, input, storedArguments }
+}
+
+/**
+ * `event` as a store keeps it: a `content` snapshot becomes a `stored` reference to its bytes,
+ * and a tool call's large string arguments become stored arguments.
+ */
 export const asStored = (event: SessionEvent): SessionEvent =>
-  event._tag === "FileSnapshot" && event.state._tag === "content"
+  event._tag === "AssistantMessage"
+    ? new AssistantMessage({ ...event, content: event.content.map(withArgumentsStored) })
+    : event._tag === "FileSnapshot" && event.state._tag === "content"
     ? new FileSnapshot({
       toolUseId: event.toolUseId,
       path: event.path,
@@ -102,11 +126,20 @@ export const asStored = (event: SessionEvent): SessionEvent =>
 
 /**
  * `event` made acceptable to any store (for generated events): a `content` snapshot gets the
- * size and hash of its bytes, and a `stored` reference (whose blob a fresh store lacks)
- * becomes a `missing` snapshot.
+ * size and hash of its bytes, a `stored` reference (whose blob a fresh store lacks) becomes a
+ * `missing` snapshot, and tool calls lose their stored arguments (same reason).
  */
 export const storable = (event: SessionEvent): SessionEvent =>
-  event._tag !== "FileSnapshot"
+  event._tag === "AssistantMessage"
+    ? new AssistantMessage({
+      ...event,
+      content: event.content.map((block) => {
+        if (block.type !== "tool_use" || block.storedArguments === undefined) return block
+        const { storedArguments: _dropped, ...rest } = block
+        return rest
+      })
+    })
+    : event._tag !== "FileSnapshot"
     ? event
     : event.state._tag === "content"
     ? new FileSnapshot({
@@ -159,6 +192,8 @@ export const sampleEvents = (): ReadonlyArray<SessionEvent> => [
     content: [{ type: "text", text: "exit 1\n" + awkwardText }],
     isError: true
   }),
+  // A large record in the log itself: tool results stay inline.
+  new ToolResult({ toolUseId: "toolu_03", toolName: "read_file", content: largeText, isError: false }),
   new FileSnapshot({
     toolUseId: "toolu_01",
     path: "src/ünïcode dir/a b.ts",
@@ -759,6 +794,65 @@ export const checkpointerConformance = <E>(
           assert.equal(yield* c.head(id), 3)
         }))
 
+      test("large tool-call arguments go to the store, once, shared with snapshots of the same bytes", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "args"
+          // 2 UTF-8 bytes per character: the threshold is in bytes.
+          const big = "é".repeat(STORED_ARGUMENT_MIN_BYTES / 2)
+          const justBelow = "x".repeat(STORED_ARGUMENT_MIN_BYTES - 1)
+          const loneSurrogate = "\ud800".repeat(STORED_ARGUMENT_MIN_BYTES)
+          const bigBytes = new TextEncoder().encode(big)
+          yield* c.append(id, [
+            new AssistantMessage({
+              content: [
+                { type: "text", text: "writing" },
+                { type: "tool_use", id: "toolu_a", name: "write_file", input: { path: "a.txt", content: big } },
+                { type: "tool_use", id: "toolu_b", name: "write_file", input: { path: "b.txt", content: justBelow } },
+                { type: "tool_use", id: "toolu_c", name: "write_file", input: { path: "c.txt", content: loneSurrogate } },
+                { type: "tool_use", id: "toolu_d", name: "write_file", input: { path: "d.txt", content: big, mode: 0o600 } }
+              ]
+            })
+          ])
+          const [stored] = yield* readAll(c, id)
+          const blocks = (stored!.event as AssistantMessage).content
+          const reference = { key: "content", sha256: sha256Hex(bigBytes), size: bigBytes.length }
+          assert.deepEqual(blocks[1], { type: "tool_use", id: "toolu_a", name: "write_file", input: { path: "a.txt" }, storedArguments: [reference] })
+          assert.deepEqual(blocks[2], { type: "tool_use", id: "toolu_b", name: "write_file", input: { path: "b.txt", content: justBelow } })
+          assert.deepEqual(blocks[3], { type: "tool_use", id: "toolu_c", name: "write_file", input: { path: "c.txt", content: loneSurrogate } })
+          assert.deepEqual(blocks[4], { type: "tool_use", id: "toolu_d", name: "write_file", input: { path: "d.txt", mode: 0o600 }, storedArguments: [reference] })
+          assert.equal(new TextDecoder().decode(yield* c.readSnapshot(id, reference.sha256)), big)
+          // The file those bytes were written to, snapshotted later, shares the blob.
+          yield* c.append(id, [snapshotOf("a.txt", bigBytes)])
+          assert.deepEqual((yield* c.listSnapshots(id)).map((blob) => blob.sha256), [reference.sha256])
+          // An event read back can be appended again as it is (its blob is held).
+          yield* c.append(id, [stored!.event])
+          assert.equal(yield* c.head(id), 3)
+          assert.equal(yield* c.sweepSnapshots(id), 0, "referenced by the tool calls and the snapshot")
+        }))
+
+      test("stored arguments that are ambiguous, repeated or not held are refused and change nothing", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "badargs"
+          const bytes = new TextEncoder().encode("y".repeat(STORED_ARGUMENT_MIN_BYTES))
+          yield* c.append(id, [snapshotOf("y.txt", bytes)])
+          const held = { key: "content", sha256: sha256Hex(bytes), size: bytes.length }
+          const callWith = (input: JsonValue, storedArguments: ReadonlyArray<typeof held>) =>
+            new AssistantMessage({ content: [{ type: "tool_use", id: "toolu_x", name: "write_file", input, storedArguments }] })
+          const refused = [
+            ["the key is also in the input", callWith({ path: "y.txt", content: "inline" }, [held])],
+            ["the key is listed twice", callWith({ path: "y.txt" }, [held, held])],
+            ["the blob is not held", callWith({ path: "y.txt" }, [{ ...held, sha256: "c".repeat(64) }])],
+            ["the input is not an object", callWith("text", [held])]
+          ] as const
+          for (const [why, event] of refused) {
+            const error = yield* expectFailure(c.append(id, [new UserMessage({ content: "x" }), event]), InvalidEventError, why)
+            assert.equal(error.index, 1, why)
+          }
+          assert.equal(yield* c.head(id), 1)
+          yield* c.append(id, [callWith({ path: "y.txt" }, [held])])
+          assert.equal(yield* c.head(id), 2)
+        }))
+
       test("an append refused on its expected head stores no blob", (c, p) =>
         Effect.gen(function*() {
           const id = p + "conflict"
@@ -981,17 +1075,28 @@ const runModelProperty = async <E>(layer: Layer.Layer<Checkpointer, E>, options:
 const snapshotOf = (path: string, data: Uint8Array) =>
   new FileSnapshot({ toolUseId: "toolu_snap", path, state: { _tag: "content", data, mode: 0o644, size: data.length, sha256: sha256Hex(data) } })
 
+/** Tool-call arguments large enough to be stored; the first is also one of the snapshot contents. */
+const ARGUMENT_POOL = ["p", "q"].map((letter) => letter.repeat(STORED_ARGUMENT_MIN_BYTES))
+
 /** A few distinct contents, so sequences reuse blobs across events, appends and truncates. */
-const BLOB_POOL = Array.from({ length: 5 }, (_, i) => new Uint8Array(64 + i).fill(i + 1))
+const BLOB_POOL = [...Array.from({ length: 5 }, (_, i) => new Uint8Array(64 + i).fill(i + 1)), new TextEncoder().encode(ARGUMENT_POOL[0])]
 
 type SnapshotOp =
-  | { readonly op: "append"; readonly session: 0 | 1; readonly blobs: ReadonlyArray<number> }
+  | { readonly op: "append"; readonly session: 0 | 1; readonly blobs: ReadonlyArray<number>; readonly arguments: ReadonlyArray<number> }
   | { readonly op: "truncate"; readonly session: 0 | 1; readonly keep: number }
   | { readonly op: "delete"; readonly session: 0 | 1 }
   | { readonly op: "sweep"; readonly session: 0 | 1 }
 
 const snapshotOpArb: fc.Arbitrary<SnapshotOp> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ op: fc.constant("append" as const), session: fc.constantFrom(0 as const, 1 as const), blobs: fc.array(fc.nat({ max: BLOB_POOL.length - 1 }), { maxLength: 3 }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant("append" as const),
+      session: fc.constantFrom(0 as const, 1 as const),
+      blobs: fc.array(fc.nat({ max: BLOB_POOL.length - 1 }), { maxLength: 3 }),
+      arguments: fc.array(fc.nat({ max: ARGUMENT_POOL.length - 1 }), { maxLength: 2 })
+    })
+  },
   { weight: 2, arbitrary: fc.record({ op: fc.constant("truncate" as const), session: fc.constantFrom(0 as const, 1 as const), keep: fc.nat({ max: 100 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("delete" as const), session: fc.constantFrom(0 as const, 1 as const) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant("sweep" as const), session: fc.constantFrom(0 as const, 1 as const) }) }
@@ -1001,7 +1106,7 @@ const checkSnapshotInvariant = (c: CheckpointerService, id: string, swept: boole
   Effect.gen(function*() {
     const referenced = new Set<string>()
     for (const { event } of yield* readAll(c, id)) {
-      if (event._tag === "FileSnapshot" && event.state._tag === "stored") referenced.add(event.state.sha256)
+      for (const sha256 of blobReferences(event)) referenced.add(sha256)
     }
     for (const sha256 of referenced) {
       const data = yield* c.readSnapshot(id, sha256)
@@ -1026,6 +1131,11 @@ const runSnapshotProperty = async <E>(layer: Layer.Layer<Checkpointer, E>, optio
               case "append":
                 yield* c.append(id, [
                   new UserMessage({ content: `u${index}` }),
+                  ...step.arguments.map((argument, i) =>
+                    new AssistantMessage({
+                      content: [{ type: "tool_use", id: `toolu_${index}_${i}`, name: "write_file", input: { path: "f", content: ARGUMENT_POOL[argument]! } }]
+                    })
+                  ),
                   ...step.blobs.map((blob, i) => snapshotOf(`f${i}`, BLOB_POOL[blob]!))
                 ])
                 // New blobs are all referenced: an append keeps a swept store swept.
