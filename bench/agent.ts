@@ -5,7 +5,8 @@
  * record), its result, and a second model call answering in text — 7 events, 6 appends.
  * Measured early in a session (turns 6-25) and late (the last 20 of 1,000), to show whether a
  * turn's cost grows with the session: the fold is kept between turns (SessionStates), so it
- * should not, apart from the prompt itself, which holds the whole conversation until compaction.
+ * should not: the prompt is extended turn by turn too. Each backend starts warm (after a
+ * throwaway session) and after a full GC.
  */
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -28,6 +29,8 @@ const turns = (count: number): Array<ScriptedTurn> =>
   ]).flat()
 
 const measure = async (label: string, makeCheckpointer: () => PromiseCheckpointer): Promise<Array<string>> => {
+  // What the sections before left behind is not this backend's cost.
+  gc()
   // Baseline: the appends alone, one event each, same checkpointer kind.
   const baselineStore = makeCheckpointer()
   const baselineTimes: Array<number> = []
@@ -80,7 +83,22 @@ const modelCall = async (withToolkit: boolean) =>
     return ms(start) / 100
   }).pipe(Effect.provide(scriptedLayer(Array.from({ length: 120 }, () => ({ text: "ok" }))))))
 
+const gc = () => (globalThis as { gc?: () => void }).gc?.()
+
+/** Turns on a throwaway agent first, so the first backend measured does not pay for the JIT's warm-up in its early turns. */
+const warmUp = async () => {
+  const agent = createLiteAgent({
+    model: scripted(turns(60), { recordPrompts: false }),
+    workdir: mkdtempSync(join(tmpdir(), "lite-agent-bench-work-")),
+    checkpointer: memoryCheckpointer(),
+    sessionId: "warm-up"
+  })
+  for (let i = 0; i < 60; i++) await agent.send(`warm-up ${i}`)
+  await agent.close()
+}
+
 export const runAgentBench = async (): Promise<{ readonly turns: Array<Array<string>>; readonly model: Array<string> }> => {
+  await warmUp()
   const turns = [
     await measure("file (normal)", () => fileCheckpointer({ dir: mkdtempSync(join(tmpdir(), "lite-agent-bench-log-")) })),
     await measure("memory", () => memoryCheckpointer()),

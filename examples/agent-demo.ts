@@ -1,8 +1,9 @@
 /**
  * The main demo, offline: an agent with the scripted model and the default file checkpointer
  * works in a fresh temporary directory — three prompts that create and edit files — then the
- * checkpoints are listed, the session is restored to the second one (files and conversation),
- * and a new process resumes the same session from disk.
+ * conversation is compacted (its events printed as they come), the checkpoints are listed, the
+ * session is restored to the second one (files and conversation; the compaction is cut with
+ * the rest), and a new process resumes the same session from disk.
  *
  *   npm run demo                      # scripted model, no network
  *   ANTHROPIC_API_KEY=… npm run demo  # the same script against Claude
@@ -54,7 +55,9 @@ const SCRIPT: ReadonlyArray<ScriptedTurn> = [
       { name: "shell", input: { command: "wc -l src/greet.ts" } }
     ]
   },
-  { text: "Renamed greet to hello, deleted README.md; src/greet.ts has 2 lines." }
+  { text: "Renamed greet to hello, deleted README.md; src/greet.ts has 2 lines." },
+  // The summary compaction asks for.
+  { text: "The user is building src/greet.ts: greet was renamed to hello, farewell was added, the README was deleted." }
 ]
 
 const RESUME_SCRIPT: ReadonlyArray<ScriptedTurn> = [{ text: "So far: src/greet.ts has greet(name); I can add more when you ask." }]
@@ -116,6 +119,18 @@ const firstRun = async () => {
   console.log(`session:  ${agent.sessionId}`)
 
   for (const prompt of PROMPTS) await send(agent, prompt)
+
+  console.log("\nCompacting the conversation ...")
+  const compaction = agent.compact("keep the function names", { keepRecentTokens: 0 })
+  for await (const event of compaction) {
+    // Archive progress comes often; show where it starts and ends.
+    if (event.stage === "archive" && event.completed !== 0 && event.completed !== event.total) continue
+    const counts = event.total === undefined ? "" : ` ${event.completed}/${event.total}`
+    const tokens = event.tokens === undefined ? "" : ` ${event.tokens.tokens} tokens (${event.tokens.method})`
+    console.log(`  [compaction] ${event.phase} ${event.stage}${counts}${tokens}`)
+  }
+  const { before, after, compacted } = await compaction
+  console.log(`  { before: ${before}, after: ${after} } tokens; ${compacted ? "one Compaction event written, nothing deleted" : "nothing to reduce"}`)
 
   const checkpoints = await agent.listCheckpoints(agent.sessionId)
   console.log("\nCheckpoints (one per prompt):")

@@ -78,3 +78,15 @@ export { newSessionId, SessionPointer } from "./agent/SessionPointer.js"
 export * as Shell from "./agent/Shell.js"
 export { agentToolkit, runToolCall, TOOL_NAMES, type ToolCall, type ToolOutcome } from "./agent/tools.js"
 export { promptFromSession } from "./agent/prompt.js"
+export {
+  COMPACTION_STAGES,
+  type CompactError,
+  type CompactionEvent,
+  type CompactionPhase,
+  type CompactionResult,
+  type CompactionStage,
+  CompactOptions,
+  DEFAULT_KEEP_RECENT_TOKENS
+} from "./agent/compaction.js"
+export * as CompactionPlan from "./agent/compactionPlan.js"
+export { estimateTokens, measurePrompt, promptCharacters, TokenCounter, type TokenCounterService, type TokenFigure, type TokenMethod } from "./agent/tokens.js"

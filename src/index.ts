@@ -23,7 +23,15 @@ export type { PromiseCheckpointer, PromiseCheckpointerWithIntegrity } from "./fa
 export type { IntegrityReport } from "./core/integrity.js"
 export { aes256gcmCodec, gzipCodec, jsonCodec, type LogCodecService } from "./backends/file/codec.js"
 export type { FileCheckpointerLayerOptions, FileCheckpointerOptions } from "./backends/file/FileCheckpointer.js"
-export { createLiteAgent, type LiteAgent, type LiteAgentOptions, query, type QueryParams } from "./facade/agent.js"
+export { type CompactionRun, createLiteAgent, type LiteAgent, type LiteAgentOptions, query, type QueryParams } from "./facade/agent.js"
+export type {
+  CompactionEvent,
+  CompactionPhase,
+  CompactionResult,
+  CompactionStage,
+  CompactOptions
+} from "./agent/compaction.js"
+export type { TokenFigure, TokenMethod } from "./agent/tokens.js"
 export type { AgentEvent, LiteAgentResult, ToolCallRecord } from "./agent/AgentEvents.js"
 export type { BackgroundTaskInfo } from "./agent/MaintenanceLock.js"
 export type { SendOptions } from "./agent/turn.js"

@@ -11,8 +11,8 @@ export {
   DEFAULT_ANTHROPIC_MAX_TOKENS,
   DEFAULT_ANTHROPIC_MODEL
 } from "./provider/anthropic.js"
+export { estimateTokens, promptCharacters, TokenCounter, type TokenCounterService } from "./agent/tokens.js"
 export {
-  promptCharacters,
   SCRIPTED_MODEL_NAME,
   scripted,
   type ScriptedCall,

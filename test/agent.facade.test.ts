@@ -12,7 +12,6 @@ import {
   ConfigurationError,
   createLiteAgent,
   InvalidSessionIdError,
-  type LiteAgent,
   type PromiseCheckpointer,
   query,
   RestoreRefusedError,
@@ -224,11 +223,6 @@ describe.each(BACKENDS)("createLiteAgent on the %s backend", (backend) => {
 })
 
 describe("createLiteAgent options", () => {
-  it("has no compact method until compaction exists", () => {
-    const agent: LiteAgent = track(createLiteAgent({ model: scripted([]), workdir: tempDir("no-compact"), sessions: false }))
-    expect("compact" in agent).toBe(false)
-  })
-
   it("sessions: false persists nothing and refuses the session methods", async () => {
     const home = tempDir("home")
     const previous = process.env.LITE_AGENT_HOME

@@ -45,6 +45,13 @@ describe("examples", () => {
     expect(output).toContain("lite-agent demo (scripted model, offline)")
     expect(output).toContain("[tool] write_file src/greet.ts -> wrote src/greet.ts (57 bytes)")
     expect(output).toMatch(/seq {2}8 {2}"Add a farewell\(name\) function and a README.md that documents both."/)
+    // It compacted once, printing the stages, then the restore cut the Compaction with the rest.
+    expect(output).toContain("[compaction] start measure")
+    expect(output).toMatch(/\[compaction\] progress archive 15\/15/)
+    expect(output).toContain("[compaction] done persist")
+    expect(output).toMatch(/\{ before: (\d+), after: (\d+) \} tokens; one Compaction event written, nothing deleted/)
+    const [, tokensBefore, tokensAfter] = /\{ before: (\d+), after: (\d+) \}/.exec(output)!
+    expect(Number(tokensAfter)).toBeLessThan(Number(tokensBefore))
     expect(output).toContain("restored files: README.md, src/greet.ts")
     expect(output).toContain('not undone (shell commands): {"command":"wc -l src/greet.ts"}')
     const after = output.slice(output.indexOf("Files after restore:"))
@@ -74,6 +81,7 @@ describe("examples", () => {
         reply.text("Added the README."),
         reply.message([use("toolu_3", "delete_file", { path: "README.md" }), use("toolu_4", "shell", { command: "wc -l src/greet.ts" })]),
         reply.text("Deleted it."),
+        reply.text("The user built src/greet.ts and deleted the README."),
         reply.text("We built src/greet.ts.")
       )
       const home = mkdtempSync(join(tmpdir(), "lite-agent-demo-live-home-"))
@@ -85,10 +93,16 @@ describe("examples", () => {
       expect(stdout).toContain("[tool] write_file src/greet.ts -> wrote src/greet.ts (23 bytes)")
       expect(stdout).toContain("restored files: README.md")
       expect(stdout).toContain("We built src/greet.ts.")
-      // Seven model calls, the last from the resuming process, which sent the persisted conversation.
-      expect(server.requests.length).toBe(7)
+      // Eight model calls (the sixth summarizes), the last from the resuming process, which sent the persisted conversation.
+      // The fake conversation is tiny: the summary would not make it smaller, and nothing is written.
+      expect(stdout).toMatch(/\[compaction\] progress measure \d+ tokens \(estimated\)/)
+      expect(stdout).toContain("nothing to reduce")
+      expect(server.requests.length).toBe(8)
       expect(server.requests.every((request) => request.headers["x-api-key"] === "sk-demo-test")).toBe(true)
-      const last = JSON.stringify(server.requests[6]!.body)
+      const summarizer = JSON.stringify(server.requests[6]!.body)
+      expect(summarizer).toContain("keep the function names")
+      expect(summarizer).not.toContain('"tools"')
+      const last = JSON.stringify(server.requests[7]!.body)
       expect(last).toContain("Create src/greet.ts exporting greet(name)")
       expect(last).toContain("What have we built so far?")
     } finally {

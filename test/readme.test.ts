@@ -126,6 +126,14 @@ const expectedOutput: Record<string, (stdout: string) => void> = {
   "effect-checkpointer.ts": (stdout) => {
     expect(stdout).toContain("checkpoint 1: Fix the answer")
   },
+  "compaction.ts": (stdout) => {
+    expect(stdout).toContain("start measure")
+    expect(stdout).toContain("progress measure   { tokens: 655, method: 'measured' }")
+    expect(stdout).toContain("progress archive 6 6")
+    expect(stdout).toContain("progress summarize 1 1")
+    expect(stdout).toContain("progress project   { tokens: 78, method: 'measured' }")
+    expect(stdout).toContain("{ before: 655, after: 78, method: 'measured', compacted: true }")
+  },
   "conformance.ts": (stdout) => {
     // node:test's summary (TAP "# pass 23", or the spec reporter's "ℹ pass 23").
     expect(stdout).toMatch(/^\S+ pass [1-9]\d*$/m)

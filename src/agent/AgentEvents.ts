@@ -6,6 +6,7 @@
 import { Effect, PubSub, Stream } from "effect"
 import type { JsonValue, SessionEvent, TokenUsage } from "../core/events.js"
 import type { RestoreProgress } from "../tools/TimeTravel.js"
+import type { CompactionEvent } from "./compaction.js"
 
 export interface ToolCallRecord {
   readonly id: string
@@ -52,6 +53,7 @@ export type AgentEvent =
   }
   | { readonly type: "background_started"; readonly sessionId: string; readonly taskId: string; readonly command: string }
   | RestoreProgress
+  | CompactionEvent
   | { readonly type: "result"; readonly result: LiteAgentResult }
 
 /** Where a part of the agent sends what it reports. */

@@ -13,7 +13,16 @@ import { Clock, Context, Effect, Exit, Layer, Mailbox, Queue, Schema, Stream } f
 import { Checkpointer, type SessionInfo, type SessionStats } from "../core/Checkpointer.js"
 import { type CheckpointerError, ConfigurationError, type InvalidSessionIdError } from "../core/errors.js"
 import type { UserContent } from "../core/events.js"
-import { AnyString, decodeOptions, expecting, Flag, NonNegativeInteger, PositiveInteger, PositiveMilliseconds } from "../core/options.js"
+import {
+  AnyString,
+  decodeOptions,
+  expecting,
+  Flag,
+  NonNegativeInteger,
+  PositiveInteger,
+  PositiveMilliseconds,
+  quoteValue
+} from "../core/options.js"
 import type * as Session from "../core/session.js"
 import * as FileTools from "../tools/FileTools.js"
 import { type RestoreError, type RestoreOptions, type RestoreResult, TimeTravel } from "../tools/TimeTravel.js"
@@ -28,6 +37,14 @@ import { type BackgroundTaskInfo, MaintenanceLock } from "./MaintenanceLock.js"
 import { SessionPointer } from "./SessionPointer.js"
 import { openSessionWriter } from "./SessionWriter.js"
 import { makeRunTurn, type SendError, type SendOptions } from "./turn.js"
+import {
+  type CompactError,
+  type CompactionEvent,
+  type CompactionResult,
+  CompactOptions,
+  makeCompact
+} from "./compaction.js"
+import { validateSessionId } from "../core/sessionId.js"
 
 /** What an agent is configured with, wherever it is built (the facade adds its own fields to these). */
 export const agentOptionFields = {
@@ -97,6 +114,13 @@ export interface LiteAgentService {
     seq: number,
     options?: RestoreOptions
   ) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
+  /**
+   * Summarize the older part of the current session's conversation (or `options.sessionId`'s),
+   * when the agent is idle; the summarized events stay in the log. Emits `compaction` events.
+   */
+  readonly compact: (instructions?: string, options?: CompactOptions) => Effect.Effect<CompactionResult, CompactError | SessionsDisabledError>
+  /** The same, streaming its `compaction` events (also emitted to every subscriber); the stream ends after the last. */
+  readonly compactRun: (instructions?: string, options?: CompactOptions) => Stream.Stream<CompactionEvent, CompactError | SessionsDisabledError>
   /** Background tasks still running (or whose completion is not yet in the log). */
   readonly backgroundTasks: Effect.Effect<ReadonlyArray<BackgroundTaskInfo>>
   /** Every agent event from now on, as a stream. */
@@ -145,6 +169,17 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
     })
     const turn = (input: UserContent, sendOptions: SendOptions | undefined, emit: Emit) =>
       Effect.suspend(() => runTurn(input, sendOptions, pointer.current, emit))
+    const runCompaction = yield* makeCompact({ systemPrompt: options.systemPrompt, states })
+    const compact = (instructions: unknown, input: CompactOptions | undefined, emit: (event: CompactionEvent) => Effect.Effect<void>) =>
+      Effect.gen(function*() {
+        yield* pointer.requireSessions("compact")
+        const compactOptions = yield* decodeOptions(CompactOptions, input, "compact options")
+        if (instructions !== undefined && typeof instructions !== "string") {
+          return yield* new ConfigurationError({ option: "instructions", detail: `expected a string, got ${quoteValue(instructions)}` })
+        }
+        const sessionId = yield* validateSessionId(compactOptions.sessionId ?? pointer.current)
+        return yield* lock.maintenance("compact", sessionId, runCompaction(sessionId, instructions, compactOptions, emit))
+      })
 
     const service: LiteAgentService = {
       sessionId: Effect.sync(() => pointer.current),
@@ -201,6 +236,17 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
           if (!result.dryRun) pointer.resume(sessionId)
           return result
         }),
+      compact: (instructions, compactOptions) => compact(instructions, compactOptions, hub.publish),
+      compactRun: (instructions, compactOptions) =>
+        Stream.unwrapScoped(Effect.gen(function*() {
+          const mailbox = yield* Mailbox.make<CompactionEvent, CompactError | SessionsDisabledError>()
+          yield* compact(instructions, compactOptions, (event) => Effect.zipRight(hub.publish(event), mailbox.offer(event))).pipe(
+            Effect.exit,
+            Effect.flatMap((exit) => mailbox.done(Exit.asVoid(exit))),
+            Effect.forkScoped
+          )
+          return Mailbox.toStream(mailbox)
+        })),
       backgroundTasks: lock.backgroundTasks,
       events: hub.events,
       addListener: hub.addListener

@@ -50,3 +50,14 @@ export class AgentClosedError extends Schema.TaggedError<AgentClosedError>()("Ag
     return "the agent is closed"
   }
 }
+
+/** A compaction was stopped (its `signal` aborted) before it wrote anything: the log is as it was. */
+export class CompactionCancelledError extends Schema.TaggedError<CompactionCancelledError>()("CompactionCancelledError", {
+  sessionId: Schema.String,
+  /** The stage it was in: measure, archive, normalize, summarize or project. */
+  stage: Schema.String
+}) {
+  override get message(): string {
+    return `compaction of session "${this.sessionId}" was cancelled during ${this.stage}; nothing was written`
+  }
+}

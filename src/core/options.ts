@@ -33,6 +33,9 @@ export const described = <A, I, R>(schema: Schema.Schema<A, I, R>, expected: str
 export const recognised = <A>(expected: string, guard: (value: unknown) => value is A) =>
   Schema.declare(guard, { message: () => ({ message: `Expected ${expected}`, override: true }) })
 
+/** An `AbortSignal` option (`signal`), for operations a caller can stop part-way. */
+export const AbortSignalOption = recognised("an AbortSignal", (value: unknown): value is AbortSignal => value instanceof AbortSignal)
+
 /** A value as the caller gave it, short enough for an error message. */
 export const quoteValue = (value: unknown): string => {
   if (typeof value === "string") return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value)

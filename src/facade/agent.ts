@@ -3,7 +3,7 @@
  * is the Effect service's, run on one `ManagedRuntime` built from the options' layers, and
  * rejects with the library's own error instances.
  */
-import { Effect, Either, Exit, Fiber, Layer, ManagedRuntime, Schema } from "effect"
+import { Effect, Either, Exit, Fiber, Layer, ManagedRuntime, Schema, Stream } from "effect"
 import * as MemoryCheckpointer from "../backends/memory.js"
 import { ConfigurationError } from "../core/errors.js"
 import { AgentClosedError } from "../agent/errors.js"
@@ -20,6 +20,7 @@ import {
 } from "../agent/LiteAgent.js"
 import type { BackgroundTaskInfo } from "../agent/MaintenanceLock.js"
 import type { SendOptions } from "../agent/turn.js"
+import type { CompactionEvent, CompactionResult, CompactOptions } from "../agent/compaction.js"
 import { SessionPointer } from "../agent/SessionPointer.js"
 import { fileToolsOptionFields } from "../tools/FileTools.js"
 import { AnyString, decodeOptionsOrThrow, described, expecting, quoteValue, recognised } from "../core/options.js"
@@ -93,6 +94,12 @@ export interface LiteAgent {
   pruneSessions(options: PruneOptions): Promise<Array<string>>
   /** Roll back to just before a checkpoint; the agent must be idle. Then `sessionId` is current. */
   restore(sessionId: string, seq: number, options?: RestoreOptions): Promise<RestoreResult>
+  /**
+   * Summarize the older part of the current session's conversation (or `options.sessionId`'s);
+   * the agent must be idle. Await it for `{ before, after, … }`, or iterate it for its
+   * `compaction` events as they happen (they reach `subscribe` too).
+   */
+  compact(instructions?: string, options?: CompactOptions): CompactionRun
   /** Background tasks not yet reported in their session's log. */
   backgroundTasks(): Promise<Array<BackgroundTaskInfo>>
   /** Every event from now on: persisted events, tool activity, background starts, `checkpoint_restore`. */
@@ -204,6 +211,47 @@ const createAgent = (options: LiteAgentOptions): LiteAgent => {
     restore: (sessionId, seq, restoreOptions) => call((agent) => agent.restore(sessionId, seq, restoreOptions)),
     sessionStats: (sessionId) => call((agent) => agent.sessionStats(sessionId)),
     pruneSessions: (pruneOptions) => call((agent) => Effect.map(agent.pruneSessions(pruneOptions), (ids) => [...ids])),
+    compact: (instructions, compactOptions) => {
+      const events: Array<CompactionEvent> = []
+      let settled = false
+      const waiting = new Set<() => void>()
+      const wakeAll = () => {
+        for (const wake of waiting) wake()
+        waiting.clear()
+      }
+      const result = call((agent) =>
+        Stream.runForEach(agent.compactRun(instructions, compactOptions), (event) =>
+          Effect.sync(() => {
+            events.push(event)
+            wakeAll()
+          }))
+      ).then(() => {
+        const result = events.find((event) => event.phase === "done")?.result
+        if (result === undefined) throw new Error("compaction ended without a result")
+        return result
+      })
+      // Iterating alone must not leave an unhandled rejection behind.
+      result.finally(() => {
+        settled = true
+        wakeAll()
+      }).catch(() => {})
+      return {
+        then: (onFulfilled, onRejected) => result.then(onFulfilled, onRejected),
+        catch: (onRejected) => result.catch(onRejected),
+        finally: (onFinally) => result.finally(onFinally),
+        [Symbol.asyncIterator]: async function*() {
+          let next = 0
+          for (;;) {
+            if (next < events.length) {
+              yield events[next++]!
+              continue
+            }
+            if (settled) return
+            await new Promise<void>((resolve) => waiting.add(resolve))
+          }
+        }
+      }
+    },
     backgroundTasks: () => call((agent) => Effect.map(agent.backgroundTasks, (tasks) => [...tasks])),
     subscribe: (listener) => {
       orThrow(open())
@@ -223,6 +271,16 @@ const createAgent = (options: LiteAgentOptions): LiteAgent => {
       await ownCheckpointer?.close()
     }
   }
+}
+
+/**
+ * A compaction under way: a promise of its result (rejecting with the error when it fails,
+ * `CompactionCancelledError` when aborted) and an async iterable of its events, which ends
+ * after the last one. Either or both can be used; it runs whether or not anyone listens.
+ */
+export interface CompactionRun extends PromiseLike<CompactionResult>, AsyncIterable<CompactionEvent> {
+  catch<T = never>(onRejected: (reason: unknown) => T | PromiseLike<T>): Promise<CompactionResult | T>
+  finally(onFinally: () => void): Promise<CompactionResult>
 }
 
 export interface QueryParams {

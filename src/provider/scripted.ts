@@ -10,7 +10,18 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import { DateTime, Effect, Either, Layer, Schema, Stream } from "effect"
-import { AnyString, decodeArgument, decodeOptionsOrThrow, described, expecting, Flag, isPlainObject, quoteValue } from "../core/options.js"
+import {
+  AnyString,
+  decodeArgument,
+  decodeOptionsOrThrow,
+  described,
+  expecting,
+  Flag,
+  isPlainObject,
+  NonNegativeInteger,
+  quoteValue
+} from "../core/options.js"
+import { estimateTokens, promptCharacters, TokenCounter } from "../agent/tokens.js"
 import type { ModelProvider } from "./ModelProvider.js"
 
 export interface ScriptedCall {
@@ -23,8 +34,11 @@ export interface ScriptedCall {
 }
 
 export interface ScriptedProvider extends ModelProvider {
-  /** Building the layer cannot fail; every layer built from one provider shares its script. */
-  readonly layer: (modelName?: string) => Layer.Layer<LanguageModel.LanguageModel>
+  /**
+   * Building the layer cannot fail; every layer built from one provider shares its script. It
+   * also provides a `TokenCounter` that counts as the model reports usage (4 characters a token).
+   */
+  readonly layer: (modelName?: string) => Layer.Layer<LanguageModel.LanguageModel | TokenCounter>
   /** Every model call so far (prompt as received, tool names offered), oldest first. */
   readonly calls: () => ReadonlyArray<ScriptedCall>
   /** Turns not yet consumed. */
@@ -89,7 +103,9 @@ export interface ScriptedToolCall extends Schema.Schema.Type<typeof ScriptedTool
 /** What the model answers to one call: some text, some tool calls, or both. */
 export const ScriptedTurn = Schema.Struct({
   text: Schema.optional(AnyString),
-  toolCalls: Schema.optional(described(Schema.Array(ScriptedToolCall), "an array of tool calls"))
+  toolCalls: Schema.optional(described(Schema.Array(ScriptedToolCall), "an array of tool calls")),
+  /** Answer only after this many milliseconds (a slow model, to test what happens meanwhile); the wait is interruptible. */
+  delayMs: Schema.optional(NonNegativeInteger)
 })
 export interface ScriptedTurn extends Schema.Schema.Type<typeof ScriptedTurn> {}
 
@@ -110,49 +126,6 @@ const checkTurns = (turns: unknown): ReadonlyArray<ScriptedTurn> => {
 
 /** JSON text of a value, for counting characters (undefined counts as nothing). */
 const jsonLength = (value: unknown): number => JSON.stringify(value)?.length ?? 0
-
-/**
- * Characters of the prompt's text and tool parts: message text, reasoning text, tool-call
- * parameters and tool results as JSON. Files are not counted.
- */
-export const promptCharacters = (prompt: Prompt.Prompt): number => {
-  let total = 0
-  for (const message of prompt.content) total += messageCharacters(message)
-  return total
-}
-
-/** Counts by message, remembered: the agent hands the same message objects to every call of a session. */
-const counted = new WeakMap<Prompt.Message, number>()
-
-const messageCharacters = (message: Prompt.Message): number => {
-  const remembered = counted.get(message)
-  if (remembered !== undefined) return remembered
-  let total = 0
-  if (message.role === "system") total = message.content.length
-  else {
-    for (const part of message.content) {
-      switch (part.type) {
-        case "text":
-        case "reasoning":
-          total += part.text.length
-          break
-        case "tool-call":
-          total += jsonLength(part.params)
-          break
-        case "tool-result":
-          total += jsonLength(part.result)
-          break
-        case "file":
-          break
-      }
-    }
-  }
-  counted.set(message, total)
-  return total
-}
-
-/** The rough 4-characters-per-token estimate, as the usage a real provider would report. */
-const estimateTokens = (characters: number): number => Math.ceil(characters / 4)
 
 interface Reply {
   readonly responseId: string
@@ -207,6 +180,7 @@ export const scripted = (turns: ReadonlyArray<ScriptedTurn>, input: ScriptedOpti
           `scripted model: all ${script.length} turns were used; model call ${index + 1} has no scripted turn`
         )
       }
+      if (turn.delayMs !== undefined && turn.delayMs > 0) yield* Effect.sleep(turn.delayMs)
       const scriptedCalls = turn.toolCalls ?? []
       for (const call of scriptedCalls) {
         if (!toolNames.includes(call.name)) {
@@ -275,12 +249,17 @@ export const scripted = (turns: ReadonlyArray<ScriptedTurn>, input: ScriptedOpti
   return {
     name: "scripted",
     defaultModelName: SCRIPTED_MODEL_NAME,
-    layer: (modelName = SCRIPTED_MODEL_NAME) => Layer.effect(LanguageModel.LanguageModel, make(modelName)),
+    // Its token counter counts as its usage does: for the scripted model, that is the measurement.
+    layer: (modelName = SCRIPTED_MODEL_NAME) =>
+      Layer.merge(
+        Layer.effect(LanguageModel.LanguageModel, make(modelName)),
+        Layer.succeed(TokenCounter, { count: (prompt) => Effect.succeed(estimateTokens(promptCharacters(prompt))) })
+      ),
     calls: () => calls.slice(),
     remaining: () => Math.max(0, script.length - calls.length)
   }
 }
 
 /** `scripted(turns).layer()`, for when nothing needs to inspect the calls afterwards. */
-export const scriptedLayer = (turns: ReadonlyArray<ScriptedTurn>): Layer.Layer<LanguageModel.LanguageModel> =>
+export const scriptedLayer = (turns: ReadonlyArray<ScriptedTurn>): Layer.Layer<LanguageModel.LanguageModel | TokenCounter> =>
   scripted(turns).layer()

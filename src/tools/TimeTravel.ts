@@ -14,7 +14,7 @@
 import { Cause, Context, Data, Effect, Layer, PubSub, type Queue, Schema, type Scope, Stream } from "effect"
 import { messageOf } from "../core/causes.js"
 import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
-import { decodeOptions, Flag, recognised } from "../core/options.js"
+import { AbortSignalOption, decodeOptions, Flag } from "../core/options.js"
 import { type CheckpointerError, type ConfigurationError, type Refusal, SnapshotBlobError } from "../core/errors.js"
 import { RestoreFailedError, RestoreRefusedError, UnsafePathError, type WorkspaceIOError } from "./errors.js"
 import { type CommandAfterCheckpoint, type FilePlan, planRestore } from "../core/restore.js"
@@ -22,8 +22,6 @@ import * as Session from "../core/session.js"
 import { sha256Hex } from "../core/sha256.js"
 import * as SessionStates from "./SessionStates.js"
 import { type PathState, Workspace } from "./Workspace.js"
-
-const isAbortSignal = (value: unknown): value is AbortSignal => value instanceof AbortSignal
 
 export const RestoreOptions = Schema.Struct({
   /** Put back the files the agent changed after the checkpoint. Default true. */
@@ -33,7 +31,7 @@ export const RestoreOptions = Schema.Struct({
   /** Only plan: return every file, its action and any refusal; change nothing. Default false. */
   dryRun: Schema.optional(Flag),
   /** Abort part-way: every file already changed is put back. */
-  signal: Schema.optional(recognised("an AbortSignal", isAbortSignal))
+  signal: Schema.optional(AbortSignalOption)
 })
 export interface RestoreOptions extends Schema.Schema.Type<typeof RestoreOptions> {}
 
