@@ -4,7 +4,10 @@
  * model sees after it; what an abort at each stage, a model failure or a busy agent leaves
  * (the log exactly as it was); nothing to reduce; restore across a compaction; two in a row.
  */
+import { LanguageModel } from "@effect/ai"
+import { Chunk, Effect, Layer, Stream } from "effect"
 import { describe, expect, it } from "vitest"
+import { Checkpointer, LiteAgent as Agent, MemoryCheckpointer } from "../src/core.js"
 import { COMPACTION_STAGES } from "../src/agent/compaction.js"
 import {
   AgentBusyError,
@@ -257,5 +260,112 @@ describe("compaction and time travel", () => {
     // The appendix still quotes the very first request, summarized twice over.
     expect(lines[1]).toContain("- (seq 2) prompt 0")
     expect((await checkpointer.read(agent.sessionId)).filter((stored) => stored.event._tag === "Compaction")).toHaveLength(2)
+  })
+})
+
+describe("automatic compaction", () => {
+  /** Answers of 300 tokens (1 200 characters): the context passes 500 tokens at the third prompt. */
+  const answer = (i: number): ScriptedTurn => ({ text: `${i}`.padEnd(1200, "x") })
+
+  it("compacts inside the turn before a model call would pass thresholdTokens, with the same events, and the turn goes on", async () => {
+    const checkpointer = track(memoryCheckpointer())
+    const model = scripted([answer(0), answer(1), { text: SUMMARY }, answer(2)])
+    const agent = track(createLiteAgent({
+      model,
+      workdir: tempDir("auto-compact"),
+      checkpointer,
+      autoCompact: { thresholdTokens: 500, keepRecentTokens: 100 }
+    }))
+    await agent.send("p0")
+    await agent.send("p1")
+    expect((await checkpointer.read(agent.sessionId)).some((stored) => stored.event._tag === "Compaction")).toBe(false)
+
+    const events: Array<AgentEvent> = []
+    for await (const event of agent.run("p2")) events.push(event)
+    const kinds = events.map((event) =>
+      event.type === "session_event" ? event.event._tag : event.type === "compaction" ? `${event.phase} ${event.stage}` : event.type
+    )
+    // The user's message, then the compaction (ending with its Compaction event), then the model's answer.
+    expect(kinds[0]).toBe("UserMessage")
+    expect(kinds[1]).toBe("start measure")
+    expect(kinds.slice(kinds.indexOf("done persist"))).toEqual(["done persist", "Compaction", "AssistantMessage", "result"])
+    const result = events.at(-1)
+    expect(result).toMatchObject({ type: "result", result: { text: answer(2).text } })
+
+    const log = await checkpointer.read(agent.sessionId)
+    const compaction = log.find((stored) => stored.event._tag === "Compaction")!
+    const p2 = log.find((stored) => stored.event._tag === "UserMessage" && stored.event.content === "p2")!
+    expect(compaction.event).toMatchObject({ keptFromSeq: p2.seq })
+    expect(compaction.seq).toBe(p2.seq + 1)
+    const lines = promptLines(model.calls().at(-1)!.prompt)
+    expect(lines[0]).toContain(SUMMARY)
+    expect(lines.slice(1)).toEqual(["user: p2"])
+  })
+
+  it("createLiteAgent's default threshold is 80% of the provider's context window; autoCompact: false turns it off", async () => {
+    const run = async (autoCompact: false | undefined) => {
+      const checkpointer = track(memoryCheckpointer())
+      const model = scripted([answer(0), answer(1), { text: SUMMARY }, answer(2)], { contextTokens: 500 })
+      const agent = track(createLiteAgent({
+        model,
+        workdir: tempDir("auto-default"),
+        checkpointer,
+        ...(autoCompact === undefined ? {} : { autoCompact })
+      }))
+      for (const prompt of ["p0", "p1", "p2"]) await agent.send(prompt)
+      return (await checkpointer.read(agent.sessionId)).filter((stored) => stored.event._tag === "Compaction")
+    }
+    // 400 tokens: passed at the third prompt (about 600); the latest prompts within 20 000 tokens are kept.
+    const compacted = await run(undefined)
+    expect(compacted).toHaveLength(1)
+    expect(await run(false)).toEqual([])
+  })
+
+  it("a compaction that fails inside a turn is reported and the turn goes on uncompacted", async () => {
+    const checkpointer = track(memoryCheckpointer())
+    const failing = { toolCalls: [{ name: "write_file", input: { path: "x", content: "y" } }] }
+    const agent = track(createLiteAgent({
+      model: scripted([answer(0), answer(1), failing, answer(2)]),
+      workdir: tempDir("auto-fail"),
+      checkpointer,
+      autoCompact: { thresholdTokens: 500, keepRecentTokens: 100 }
+    }))
+    await agent.send("p0")
+    await agent.send("p1")
+    const seen = compactionEvents(agent)
+    expect((await agent.send("p2")).text).toBe(answer(2).text)
+    expect(seen.at(-1)).toMatchObject({ phase: "error", stage: "summarize" })
+    expect((await checkpointer.read(agent.sessionId)).some((stored) => stored.event._tag === "Compaction")).toBe(false)
+  })
+
+  it("without a token counter, the last call's reported usage counts: a large one triggers it though the text is not", async () => {
+    // About 1 000 tokens of text, reported as 150 000 (tool definitions, images… whatever the estimate cannot see).
+    const model = scripted([{ text: "x".repeat(4000), usage: { inputTokens: 150_000, outputTokens: 10 } }, { text: SUMMARY }, { text: "after" }])
+    // The model alone, without the scripted provider's TokenCounter: what a provider that cannot count looks like.
+    const uncounted = Layer.effect(LanguageModel.LanguageModel, Effect.provide(LanguageModel.LanguageModel, model.layer()))
+    const layer = Agent.layerWithWorkdir(tempDir("auto-usage"), { sessionId: "u", autoCompact: { thresholdTokens: 100_000, keepRecentTokens: 100 } }).pipe(
+      Layer.provide(uncounted),
+      Layer.provideMerge(MemoryCheckpointer.layer)
+    )
+    const tags = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const agent = yield* Agent.LiteAgent
+      const seen: Array<CompactionEvent> = []
+      yield* agent.addListener((event) => {
+        if (event.type === "compaction") seen.push(event)
+      })
+      yield* agent.send("first")
+      expect(seen).toEqual([])
+      yield* agent.send("second")
+      expect(seen.find((event) => event.stage === "measure" && event.tokens !== undefined)?.tokens?.method).toBe("estimated")
+      const checkpointer = yield* Checkpointer
+      return Chunk.toArray(yield* Stream.runCollect(checkpointer.read("u"))).map((stored) => stored.event._tag)
+    }).pipe(Effect.provide(layer))))
+    expect(tags).toEqual(["SessionMetadata", "UserMessage", "AssistantMessage", "UserMessage", "Compaction", "AssistantMessage"])
+  })
+
+  it("bad autoCompact options are a ConfigurationError", () => {
+    for (const autoCompact of [true, { threshold: 5 }, { thresholdTokens: 0 }, { thresholdTokens: 10, keepRecentTokens: -1 }]) {
+      expect(() => createLiteAgent({ model: scripted([]), workdir: tempDir("auto-bad"), autoCompact: autoCompact as never })).toThrow(ConfigurationError)
+    }
   })
 })

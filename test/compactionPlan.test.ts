@@ -182,4 +182,16 @@ describe("planCompaction over random conversations", () => {
       nothingToReduce: "only 1 message(s) could be summarized"
     })
   })
+
+  it("keeps the summarizer's transcript within its budget: the start and the end, the middle said to be left out", () => {
+    const items = Array.from({ length: 100 }, (_, i) => ({ role: "assistant" as const, text: `message ${i} `.padEnd(960, ".") }))
+    const fitted = normalizeTranscript(items, 20_000)
+    expect(fitted.omitted).toBeGreaterThan(0)
+    expect(fitted.items[0]!.text).toContain("message 0 ")
+    expect(fitted.items.at(-1)!.text).toContain("message 99 ")
+    expect(fitted.items.some((item) => item.role === "runtime" && item.text.includes(`${fitted.omitted} message(s) left out`))).toBe(true)
+    expect(fitted.items.reduce((total, item) => total + item.text.length, 0)).toBeLessThanOrEqual(20_000)
+    expect(fitted.items).toHaveLength(100 - fitted.omitted + 1)
+    expect(normalizeTranscript(items).omitted).toBe(0)
+  })
 })

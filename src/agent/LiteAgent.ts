@@ -38,6 +38,7 @@ import { SessionPointer } from "./SessionPointer.js"
 import { openSessionWriter } from "./SessionWriter.js"
 import { makeRunTurn, type SendError, type SendOptions } from "./turn.js"
 import {
+  AutoCompact,
   type CompactError,
   type CompactionEvent,
   type CompactionResult,
@@ -60,7 +61,12 @@ export const agentOptionFields = {
   /** `false`: nothing is meant to persist, and the session methods fail with `SessionsDisabledError`. Default true. */
   sessions: Schema.optional(Flag),
   /** The session to start in (default: a new id). */
-  sessionId: Schema.optional(AnyString)
+  sessionId: Schema.optional(AnyString),
+  /**
+   * Compact before a model call whose context would pass `thresholdTokens` (`false`: never).
+   * `createLiteAgent` defaults to 80% of the provider's context window; the layers to `false`.
+   */
+  autoCompact: Schema.optional(AutoCompact)
 }
 
 /** Options of `LiteAgent.layer`. (The promise facade takes `LiteAgentOptions`: a model, a checkpointer and these.) */
@@ -158,6 +164,7 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
       publish: hub.publish,
       scope
     })
+    const compaction = yield* makeCompact({ systemPrompt: options.systemPrompt, states })
     const runTurn = yield* makeRunTurn({
       workdir: workspace.root,
       modelName: options.modelName,
@@ -165,11 +172,12 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
       maxSteps: options.maxSteps ?? DEFAULT_MAX_STEPS,
       bashTimeoutMs: options.bashTimeoutMs ?? DEFAULT_BASH_TIMEOUT_MS,
       background,
-      states
+      states,
+      compaction,
+      autoCompact: options.autoCompact ?? false
     })
     const turn = (input: UserContent, sendOptions: SendOptions | undefined, emit: Emit) =>
       Effect.suspend(() => runTurn(input, sendOptions, pointer.current, emit))
-    const runCompaction = yield* makeCompact({ systemPrompt: options.systemPrompt, states })
     const compact = (instructions: unknown, input: CompactOptions | undefined, emit: (event: CompactionEvent) => Effect.Effect<void>) =>
       Effect.gen(function*() {
         yield* pointer.requireSessions("compact")
@@ -178,7 +186,7 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
           return yield* new ConfigurationError({ option: "instructions", detail: `expected a string, got ${quoteValue(instructions)}` })
         }
         const sessionId = yield* validateSessionId(compactOptions.sessionId ?? pointer.current)
-        return yield* lock.maintenance("compact", sessionId, runCompaction(sessionId, instructions, compactOptions, emit))
+        return yield* lock.maintenance("compact", sessionId, compaction.compact(sessionId, instructions, compactOptions, emit))
       })
 
     const service: LiteAgentService = {

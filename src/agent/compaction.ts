@@ -13,13 +13,14 @@ import { Clock, Effect, Ref, Schema } from "effect"
 import { Checkpointer } from "../core/Checkpointer.js"
 import type { CheckpointerError, ConfigurationError, InvalidSessionIdError } from "../core/errors.js"
 import { Compaction } from "../core/events.js"
-import { AbortSignalOption, AnyString, NonNegativeInteger } from "../core/options.js"
+import { AbortSignalOption, AnyString, described, NonNegativeInteger, PositiveInteger } from "../core/options.js"
 import * as Session from "../core/session.js"
 import type { SessionStatesService } from "../tools/SessionStates.js"
 import { type AgentBusyError, CompactionCancelledError, ModelError } from "./errors.js"
 import { modelError } from "./modelResponse.js"
 import { promptOf } from "./prompt.js"
 import {
+  eventCharacters,
   normalizeTranscript,
   planCompaction,
   SUMMARIZER_SYSTEM_PROMPT,
@@ -29,7 +30,7 @@ import {
   type TranscriptItem,
   transcriptItems
 } from "./compactionPlan.js"
-import { measurePrompt, type TokenFigure, type TokenMethod } from "./tokens.js"
+import { estimateTokens, measurePrompt, type TokenFigure, type TokenMethod } from "./tokens.js"
 
 export const COMPACTION_STAGES = ["measure", "archive", "normalize", "summarize", "project", "persist"] as const
 export type CompactionStage = (typeof COMPACTION_STAGES)[number]
@@ -50,6 +51,26 @@ export const CompactOptions = Schema.Struct({
   keepRecentTokens: Schema.optional(NonNegativeInteger)
 })
 export interface CompactOptions extends Schema.Schema.Type<typeof CompactOptions> {}
+
+/**
+ * Automatic compaction: `false`, or compact (the same way, with the same events) before a
+ * model call whose context would pass `thresholdTokens`.
+ */
+export const AutoCompact = Schema.Union(
+  Schema.Literal(false),
+  described(
+    Schema.Struct({
+      thresholdTokens: PositiveInteger,
+      /** As `compact`'s option (default 20 000). */
+      keepRecentTokens: Schema.optional(NonNegativeInteger)
+    }),
+    "{ thresholdTokens, keepRecentTokens? }"
+  )
+)
+export type AutoCompact = Schema.Schema.Type<typeof AutoCompact>
+
+/** The default threshold: this share of the model's context window. */
+export const AUTO_COMPACT_SHARE = 0.8
 
 export interface CompactionResult {
   readonly sessionId: string
@@ -112,6 +133,22 @@ const abortOf = (signal: AbortSignal | undefined): Effect.Effect<void> =>
       return Effect.sync(() => signal.removeEventListener("abort", onAbort))
     })
 
+/** The last model call's usage (input and output) plus the estimate of the messages after it; undefined when none since the last compaction reported usage. */
+const usageAnchored = (state: Session.SessionState): number | undefined => {
+  const { entries } = Session.conversation(state)
+  const compactedAt = state.compaction?.seq ?? 0
+  let after = 0
+  for (let index = entries.length - 1; index >= 0; index--) {
+    const { event, seq } = entries[index]!
+    if (seq <= compactedAt) return undefined
+    if (event._tag === "AssistantMessage" && event.usage !== undefined) {
+      return event.usage.inputTokens + event.usage.outputTokens + estimateTokens(after)
+    }
+    after += eventCharacters(event)
+  }
+  return undefined
+}
+
 export const makeCompact = (settings: CompactionSettings) =>
   Effect.gen(function*() {
     const checkpointer = yield* Checkpointer
@@ -120,7 +157,20 @@ export const makeCompact = (settings: CompactionSettings) =>
     // The counter the model's layer brought, if any, captured now: the calls run in the caller's context.
     const context = yield* Effect.context<never>()
 
-    return (
+    /**
+     * The tokens of the context the model would see for `state` now, for the automatic
+     * threshold: the provider's count when it has a counter; otherwise the last model call's
+     * reported usage (which counts what an estimate cannot: tool definitions, the provider's own
+     * framing) plus an estimate of what came after it, or the estimate alone.
+     */
+    const contextTokens = (state: Session.SessionState): Effect.Effect<TokenFigure> =>
+      Effect.map(Effect.provide(measurePrompt(promptOf(state, systemPrompt)), context), (measured) => {
+        if (measured.method === "measured") return measured
+        const anchored = usageAnchored(state)
+        return anchored === undefined ? measured : { tokens: Math.max(anchored, measured.tokens), method: "estimated" }
+      })
+
+    const compact = (
       sessionId: string,
       instructions: string | undefined,
       options: CompactOptions,
@@ -186,7 +236,7 @@ export const makeCompact = (settings: CompactionSettings) =>
           const transcript = normalizeTranscript(items)
           yield* report("progress", {
             detail: `${transcript.cut} tool input(s)/output(s) cut for the summarizer, ${transcript.closedCalls} unanswered call(s) closed, ` +
-              `${plan.kept.length} message(s) kept verbatim`
+              `${transcript.omitted} item(s) left out for length, ${plan.kept.length} message(s) kept verbatim`
           })
 
           yield* enter("summarize")
@@ -261,4 +311,5 @@ export const makeCompact = (settings: CompactionSettings) =>
           )
         )
       })
+    return { compact, contextTokens }
   })

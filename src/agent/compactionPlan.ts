@@ -22,6 +22,13 @@ export const SUMMARIZER_TOOL_OUTPUT_CHARS = 2_000
 /** Tool inputs longer than this are cut the same way. */
 export const SUMMARIZER_TOOL_INPUT_CHARS = 1_000
 
+/**
+ * The summarizer's transcript at most (about 100 000 tokens): when the summarized part is
+ * larger, its middle is left out — so compacting never fails because the context is already
+ * full. What is left out stays in the log, and the user's requests are in the appendix anyway.
+ */
+export const SUMMARIZER_TRANSCRIPT_CHARS = 400_000
+
 /** What the summary appendix quotes of each user request at most, and of all of them together. */
 export const APPENDIX_REQUEST_CHARS = 1_000
 export const APPENDIX_REQUESTS_CHARS = 12_000
@@ -166,12 +173,20 @@ export interface NormalizedTranscript {
   readonly cut: number
   /** Calls without a result, closed as the crash repair closes them. */
   readonly closedCalls: number
+  /** Items left out of the middle to fit the transcript budget. */
+  readonly omitted: number
 }
 
 export const UNANSWERED_CALL_NOTE = "no result was recorded (the run stopped before this call finished)"
 
-/** Oversized tool text cut, and every call answered (right after it) when the log has no result for it. */
-export const normalizeTranscript = (items: ReadonlyArray<TranscriptItem>): NormalizedTranscript => {
+/**
+ * Oversized tool text cut, every call answered (right after it) when the log has no result for
+ * it, and the whole kept within `budgetChars` (its start and its end; the middle said to be left out).
+ */
+export const normalizeTranscript = (
+  items: ReadonlyArray<TranscriptItem>,
+  budgetChars: number = SUMMARIZER_TRANSCRIPT_CHARS
+): NormalizedTranscript => {
   const answered = new Set(items.flatMap((item) => (item.role === "tool result" && item.toolUseId !== undefined ? [item.toolUseId] : [])))
   let cut = 0
   let closedCalls = 0
@@ -186,7 +201,29 @@ export const normalizeTranscript = (items: ReadonlyArray<TranscriptItem>): Norma
       normalized.push({ role: "tool result", text: `error: ${UNANSWERED_CALL_NOTE}`, toolUseId: item.toolUseId, ...(item.toolName === undefined ? {} : { toolName: item.toolName }) })
     }
   }
-  return { items: normalized, cut, closedCalls }
+  const { items: fitted, omitted } = withinBudget(normalized, budgetChars)
+  return { items: fitted, cut, closedCalls, omitted }
+}
+
+const itemChars = (item: TranscriptItem) => item.text.length + 40
+
+/** The first items up to a fifth of the budget and the last ones in the rest, with a note between. */
+const withinBudget = (
+  items: ReadonlyArray<TranscriptItem>,
+  budgetChars: number
+): { readonly items: ReadonlyArray<TranscriptItem>; readonly omitted: number } => {
+  const total = items.reduce((sum, item) => sum + itemChars(item), 0)
+  if (total <= budgetChars) return { items, omitted: 0 }
+  let head = 0
+  for (let used = 0; head < items.length && used + itemChars(items[head]!) <= budgetChars / 5; head++) used += itemChars(items[head]!)
+  let tail = items.length
+  for (let used = 0; tail > head && used + itemChars(items[tail - 1]!) <= (budgetChars * 4) / 5; tail--) used += itemChars(items[tail - 1]!)
+  const omitted = tail - head
+  const note: TranscriptItem = {
+    role: "runtime",
+    text: `[${omitted} message(s) left out here for length; they remain in the session log, and the user's requests are listed after the summary]`
+  }
+  return { items: [...items.slice(0, head), note, ...items.slice(tail)], omitted }
 }
 
 const itemLine = (item: TranscriptItem): string =>

@@ -7,7 +7,7 @@
  * next turn resumes from.
  */
 import * as LanguageModel from "@effect/ai/LanguageModel"
-import { Effect, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { type CheckpointerError, type ConfigurationError, InvalidEventError, type InvalidSessionIdError } from "../core/errors.js"
 import {
@@ -32,6 +32,9 @@ import { promptOf } from "./prompt.js"
 import { repairs } from "./repairs.js"
 import { openSessionWriter } from "./SessionWriter.js"
 import { agentToolkitForModel, runToolCall } from "./tools.js"
+import type { AutoCompact, makeCompact } from "./compaction.js"
+
+type Compaction = Effect.Effect.Success<ReturnType<typeof makeCompact>>
 
 export const SendOptions = Schema.Struct({
   /** Run in this session instead of the current one (the current one does not change). */
@@ -52,6 +55,8 @@ export interface TurnSettings {
   readonly background: BackgroundTasks
   /** The folds the agent shares with its file tools and time travel. */
   readonly states: SessionStatesService
+  readonly compaction: Compaction
+  readonly autoCompact: AutoCompact
 }
 
 /** A turn (in `currentSessionId` unless the options name another), emitting as it goes; the last event is `{ type: "result" }`. */
@@ -96,9 +101,27 @@ export const makeRunTurn = (
         let text = ""
         let stopReason = "step_limit"
         let step = 0
+        // One automatic compaction per turn at most: if it could not reduce, trying again each step would only repeat the model call.
+        let autoCompacted = false
         while (step < maxSteps) {
           step++
           yield* background.drain(writer)
+          if (!autoCompacted && settings.autoCompact !== false) {
+            const { keepRecentTokens, thresholdTokens } = settings.autoCompact
+            const context = yield* settings.compaction.contextTokens(writer.state)
+            if (context.tokens > thresholdTokens) {
+              autoCompacted = true
+              const outcome = yield* settings.compaction.compact(
+                sessionId,
+                undefined,
+                keepRecentTokens === undefined ? {} : { keepRecentTokens },
+                emit
+              ).pipe(Effect.either)
+              // The Compaction event is the writer's own: fold it in. A failed one (its `error`
+              // event already out) leaves the log as it was, and the turn goes on uncompacted.
+              if (Either.isRight(outcome) && outcome.right.compacted) yield* writer.foldOwn(1)
+            }
+          }
           const response = yield* model.generateText({
             prompt: promptOf(writer.state, settings.systemPrompt),
             toolkit: agentToolkitForModel,

@@ -14,6 +14,11 @@ export interface ModelProvider {
   /** The model used when the caller names none. */
   readonly defaultModelName: string
   /**
+   * The model's context window in tokens, when known: `createLiteAgent` then compacts
+   * automatically before a model call would pass 80% of it (unless `autoCompact` says otherwise).
+   */
+  readonly contextTokens?: number
+  /**
    * The `LanguageModel` layer for `modelName` (default `defaultModelName`). Options are
    * checked when the layer is built, so a misconfiguration is a typed `ConfigurationError`
    * from the program that uses it rather than an exception at import time.

@@ -43,6 +43,9 @@ const decodeSettings = { name: "anthropic options", secrets: ["apiKey"] }
 
 export const DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
 
+/** The context window of the Claude models this provider targets (standard tier). */
+export const ANTHROPIC_CONTEXT_TOKENS = 200_000
+
 /**
  * Room for a whole file write in one tool call, yet small enough for a non-streaming
  * request to finish well within Anthropic's limits for non-streaming calls.
@@ -250,6 +253,7 @@ export const anthropic = (input: AnthropicOptions = {}): ModelProvider => {
   return {
     name: "anthropic",
     defaultModelName: DEFAULT_ANTHROPIC_MODEL,
+    contextTokens: ANTHROPIC_CONTEXT_TOKENS,
     layer: (modelName) => anthropicLayer(modelName === undefined ? options : { ...options, modelName })
   }
 }

@@ -19,6 +19,7 @@ import {
   Flag,
   isPlainObject,
   NonNegativeInteger,
+  PositiveInteger,
   quoteValue
 } from "../core/options.js"
 import { estimateTokens, promptCharacters, TokenCounter } from "../agent/tokens.js"
@@ -46,6 +47,7 @@ export interface ScriptedProvider extends ModelProvider {
 }
 
 export const SCRIPTED_MODEL_NAME = "scripted"
+export const SCRIPTED_CONTEXT_TOKENS = 200_000
 
 // -----------------------------------------------------------------------------
 // Checking the script up front: a typo should fail where the script is written,
@@ -105,7 +107,9 @@ export const ScriptedTurn = Schema.Struct({
   text: Schema.optional(AnyString),
   toolCalls: Schema.optional(described(Schema.Array(ScriptedToolCall), "an array of tool calls")),
   /** Answer only after this many milliseconds (a slow model, to test what happens meanwhile); the wait is interruptible. */
-  delayMs: Schema.optional(NonNegativeInteger)
+  delayMs: Schema.optional(NonNegativeInteger),
+  /** The usage to report for this call, instead of the 4-characters-a-token estimate (a large context, say). */
+  usage: Schema.optional(Schema.Struct({ inputTokens: NonNegativeInteger, outputTokens: NonNegativeInteger }))
 })
 export interface ScriptedTurn extends Schema.Schema.Type<typeof ScriptedTurn> {}
 
@@ -149,13 +153,15 @@ export const ScriptedOptions = Schema.Struct({
    * Keep every call's prompt for `calls()` (default true). A long scripted session (benchmarks)
    * turns it off: each prompt holds the whole conversation, so keeping them all grows quadratically.
    */
-  recordPrompts: Schema.optional(Flag)
+  recordPrompts: Schema.optional(Flag),
+  /** The context window it claims, in tokens (default 200 000): what automatic compaction's default threshold is taken from. */
+  contextTokens: Schema.optional(PositiveInteger)
 })
 export interface ScriptedOptions extends Schema.Schema.Type<typeof ScriptedOptions> {}
 
 export const scripted = (turns: ReadonlyArray<ScriptedTurn>, input: ScriptedOptions = {}): ScriptedProvider => {
   const script = checkTurns(turns)
-  const { recordPrompts = true } = decodeOptionsOrThrow(ScriptedOptions, input, "scripted options")
+  const { contextTokens = SCRIPTED_CONTEXT_TOKENS, recordPrompts = true } = decodeOptionsOrThrow(ScriptedOptions, input, "scripted options")
   // Random per provider, so ids stay unique across processes: a session written by one
   // process can be resumed by another with a fresh scripted model. Letters, digits and
   // "_" only, which is what Anthropic accepts as a tool_use id.
@@ -198,8 +204,8 @@ export const scripted = (turns: ReadonlyArray<ScriptedTurn>, input: ScriptedOpti
         name: call.name,
         params: call.input
       }))
-      const inputTokens = estimateTokens(promptCharacters(options.prompt))
-      const outputTokens = estimateTokens(
+      const inputTokens = turn.usage?.inputTokens ?? estimateTokens(promptCharacters(options.prompt))
+      const outputTokens = turn.usage?.outputTokens ?? estimateTokens(
         (text?.length ?? 0) + toolCalls.reduce((sum, call) => sum + jsonLength(call.params), 0)
       )
       return {
@@ -249,6 +255,7 @@ export const scripted = (turns: ReadonlyArray<ScriptedTurn>, input: ScriptedOpti
   return {
     name: "scripted",
     defaultModelName: SCRIPTED_MODEL_NAME,
+    contextTokens,
     // Its token counter counts as its usage does: for the scripted model, that is the measurement.
     layer: (modelName = SCRIPTED_MODEL_NAME) =>
       Layer.merge(
