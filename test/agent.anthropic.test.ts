@@ -100,4 +100,33 @@ describe("the agent on the Anthropic provider (fake server)", () => {
     expect(JSON.stringify(last.messages[0]!.content)).toContain("Hello again")
     expect(JSON.stringify(last.messages[0]!.content)).toContain("got no answer")
   })
+
+  it("compaction counts tokens with count_tokens (measured); a failing count falls back to the estimate", async () => {
+    const { agent, server } = await start()
+    server.enqueue(reply.text(`First answer. ${"words ".repeat(300)}`), reply.text(`Second answer. ${"words ".repeat(300)}`))
+    await agent.send("Hello")
+    await agent.send("And now?")
+    const counted: Array<unknown> = []
+    server.countTokensWith((body) => {
+      counted.push(body)
+      return counted.length === 1 ? 900 : 120
+    })
+    server.enqueue(reply.text("The user said hello twice."))
+    const result = await agent.compact(undefined, { keepRecentTokens: 0 })
+    expect(result).toMatchObject({ before: 900, after: 120, method: "measured", compacted: true })
+    // The conversation as the Messages API takes it: the system prompt apart, the model's name, user first.
+    const first = counted[0] as MessagesBody
+    expect(first).toMatchObject({ model: "claude-test-model", system: "You are terse." })
+    expect(first.messages.map((message) => message.role)).toEqual(["user", "assistant", "user", "assistant"])
+    expect(JSON.stringify(counted[1])).toContain("The user said hello twice.")
+    const countRequests = server.requests.filter((request) => request.path === "/v1/messages/count_tokens")
+    expect(countRequests).toHaveLength(2)
+    expect(countRequests.every((request) => request.headers["x-api-key"] === "sk-test-key" && !request.rawBody.includes("sk-test-key"))).toBe(true)
+
+    server.countTokensWith(() => undefined)
+    server.enqueue(reply.text("Hello once more."), reply.text("Summary again."))
+    await agent.send("Once more")
+    const fallback = await agent.compact(undefined, { keepRecentTokens: 0 })
+    expect(fallback.method).toBe("estimated")
+  })
 })

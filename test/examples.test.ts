@@ -84,6 +84,7 @@ describe("examples", () => {
         reply.text("The user built src/greet.ts and deleted the README."),
         reply.text("We built src/greet.ts.")
       )
+      server.countTokensWith((body) => Math.ceil(JSON.stringify(body).length / 4))
       const home = mkdtempSync(join(tmpdir(), "lite-agent-demo-live-home-"))
       const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", resolve(root, "examples", "agent-demo.ts")], {
         cwd: root,
@@ -94,15 +95,19 @@ describe("examples", () => {
       expect(stdout).toContain("restored files: README.md")
       expect(stdout).toContain("We built src/greet.ts.")
       // Eight model calls (the sixth summarizes), the last from the resuming process, which sent the persisted conversation.
-      // The fake conversation is tiny: the summary would not make it smaller, and nothing is written.
-      expect(stdout).toMatch(/\[compaction\] progress measure \d+ tokens \(estimated\)/)
-      expect(stdout).toContain("nothing to reduce")
-      expect(server.requests.length).toBe(8)
+      // Compaction counted with count_tokens, before and after.
+      expect(stdout).toMatch(/\[compaction\] progress measure \d+ tokens \(measured\)/)
+      expect(stdout).toMatch(/\[compaction\] progress project \d+ tokens \(measured\)/)
+      expect(stdout).toContain("[compaction] done")
+      const counts = server.requests.filter((request) => request.path === "/v1/messages/count_tokens")
+      expect(counts).toHaveLength(2)
+      const requests = server.requests.filter((request) => request.path === "/v1/messages")
+      expect(requests.length).toBe(8)
       expect(server.requests.every((request) => request.headers["x-api-key"] === "sk-demo-test")).toBe(true)
-      const summarizer = JSON.stringify(server.requests[6]!.body)
+      const summarizer = JSON.stringify(requests[6]!.body)
       expect(summarizer).toContain("keep the function names")
       expect(summarizer).not.toContain('"tools"')
-      const last = JSON.stringify(server.requests[7]!.body)
+      const last = JSON.stringify(requests[7]!.body)
       expect(last).toContain("Create src/greet.ts exporting greet(name)")
       expect(last).toContain("What have we built so far?")
     } finally {

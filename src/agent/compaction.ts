@@ -30,7 +30,7 @@ import {
   type TranscriptItem,
   transcriptItems
 } from "./compactionPlan.js"
-import { estimateTokens, measurePrompt, type TokenFigure, type TokenMethod } from "./tokens.js"
+import { estimateTokens, measurePrompt, promptCharacters, type TokenFigure, type TokenMethod } from "./tokens.js"
 
 export const COMPACTION_STAGES = ["measure", "archive", "normalize", "summarize", "project", "persist"] as const
 export type CompactionStage = (typeof COMPACTION_STAGES)[number]
@@ -158,16 +158,17 @@ export const makeCompact = (settings: CompactionSettings) =>
     const context = yield* Effect.context<never>()
 
     /**
-     * The tokens of the context the model would see for `state` now, for the automatic
-     * threshold: the provider's count when it has a counter; otherwise the last model call's
-     * reported usage (which counts what an estimate cannot: tool definitions, the provider's own
-     * framing) plus an estimate of what came after it, or the estimate alone.
+     * The tokens of the context the model would see for `state` now, as the automatic
+     * threshold judges them before every model call — so without a request to the provider:
+     * the last call's reported usage (which counts what an estimate cannot: tool definitions,
+     * the provider's own framing) plus an estimate of what came after it, or the estimate
+     * alone when no call since the last compaction reported usage. The compaction it triggers
+     * then measures properly.
      */
     const contextTokens = (state: Session.SessionState): Effect.Effect<TokenFigure> =>
-      Effect.map(Effect.provide(measurePrompt(promptOf(state, systemPrompt)), context), (measured) => {
-        if (measured.method === "measured") return measured
-        const anchored = usageAnchored(state)
-        return anchored === undefined ? measured : { tokens: Math.max(anchored, measured.tokens), method: "estimated" }
+      Effect.sync(() => {
+        const estimated = estimateTokens(promptCharacters(promptOf(state, systemPrompt)))
+        return { tokens: Math.max(usageAnchored(state) ?? 0, estimated), method: "estimated" }
       })
 
     const compact = (

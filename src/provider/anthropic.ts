@@ -8,12 +8,14 @@ import * as AnthropicClient from "@effect/ai-anthropic/AnthropicClient"
 import * as AnthropicLanguageModel from "@effect/ai-anthropic/AnthropicLanguageModel"
 import * as AiError from "@effect/ai/AiError"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Prompt from "@effect/ai/Prompt"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Effect, Layer, Predicate, Redacted, Schedule, Schema, Stream } from "effect"
 import { ConfigurationError } from "../core/errors.js"
-import { AnyString, decodeOptions, decodeOptionsOrThrow, NonNegativeInteger, PositiveInteger } from "../core/options.js"
+import { AnyString, decodeOptions, decodeOptionsOrThrow, isPlainObject, NonNegativeInteger, PositiveInteger } from "../core/options.js"
+import { TokenCounter } from "../agent/tokens.js"
 import type { ModelProvider } from "./ModelProvider.js"
 
 export const AnthropicOptions = Schema.Struct({
@@ -219,9 +221,90 @@ const withRetries = (maxRetries: number) => (client: HttpClient.HttpClient): Htt
     ))
 }
 
-const layerFromSettings = (settings: Settings): Layer.Layer<LanguageModel.LanguageModel> =>
-  AnthropicLanguageModel.layer({ model: settings.modelName, config: { max_tokens: settings.maxTokens } }).pipe(
-    Layer.provide(scrubbedClient),
+// ---------------------------------------------------------------------------
+// Counting tokens: Anthropic's count_tokens endpoint
+// ---------------------------------------------------------------------------
+
+type AnthropicBlock =
+  | { readonly type: "text"; readonly text: string }
+  | { readonly type: "tool_use"; readonly id: string; readonly name: string; readonly input: { readonly [key: string]: unknown } }
+  | { readonly type: "tool_result"; readonly tool_use_id: string; readonly content: string; readonly is_error: boolean }
+
+/** The prompt as the Messages API takes it: system text apart, tool results as the user's. */
+export const anthropicMessages = (prompt: Prompt.Prompt): {
+  readonly system: string | undefined
+  readonly messages: ReadonlyArray<{ readonly role: "user" | "assistant"; readonly content: ReadonlyArray<AnthropicBlock> }>
+} => {
+  const system: Array<string> = []
+  const messages: Array<{ role: "user" | "assistant"; content: Array<AnthropicBlock> }> = []
+  const push = (role: "user" | "assistant", blocks: ReadonlyArray<AnthropicBlock>) => {
+    if (blocks.length === 0) return
+    const last = messages[messages.length - 1]
+    // Consecutive turns of one role are one turn to the API.
+    if (last?.role === role) last.content.push(...blocks)
+    else messages.push({ role, content: [...blocks] })
+  }
+  for (const message of prompt.content) {
+    switch (message.role) {
+      case "system":
+        system.push(message.content)
+        break
+      case "user":
+        push("user", message.content.flatMap((part) => (part.type === "text" ? [{ type: "text" as const, text: part.text }] : [])))
+        break
+      case "assistant":
+        push("assistant", message.content.flatMap((part): Array<AnthropicBlock> =>
+          part.type === "text"
+            ? [{ type: "text", text: part.text }]
+            : part.type === "tool-call"
+            ? [{ type: "tool_use", id: part.id, name: part.name, input: isPlainObject(part.params) ? part.params : { value: part.params } }]
+            : []
+        ))
+        break
+      case "tool":
+        push("user", message.content.map((part) => ({
+          type: "tool_result" as const,
+          tool_use_id: part.id,
+          content: typeof part.result === "string" ? part.result : JSON.stringify(part.result),
+          is_error: part.isFailure
+        })))
+        break
+    }
+  }
+  return { system: system.length === 0 ? undefined : system.join("\n\n"), messages }
+}
+
+/**
+ * Token counts from `POST /v1/messages/count_tokens` for the conversation (system prompt and
+ * messages; the tool definitions, a constant for a given toolkit, are not sent). A failed count
+ * is an error the caller falls back from: it never carries the key (nor the request).
+ */
+const tokenCounter = (modelName: string): Layer.Layer<TokenCounter, never, AnthropicClient.AnthropicClient> =>
+  Layer.effect(
+    TokenCounter,
+    Effect.map(AnthropicClient.AnthropicClient, (client) => ({
+      count: (prompt) => {
+        const { messages, system } = anthropicMessages(prompt)
+        if (messages.length === 0) return Effect.succeed(0)
+        return client.client.messagesCountTokensPost({
+          payload: { model: modelName, messages, ...(system === undefined ? {} : { system }) }
+        }).pipe(
+          Effect.map((response) => response.input_tokens),
+          Effect.mapError(() =>
+            new AiError.UnknownError({ module: "AnthropicTokenCounter", method: "count", description: "count_tokens failed" })
+          )
+        )
+      }
+    }))
+  )
+
+const layerFromSettings = (settings: Settings): Layer.Layer<LanguageModel.LanguageModel | TokenCounter> =>
+  Layer.merge(
+    AnthropicLanguageModel.layer({ model: settings.modelName, config: { max_tokens: settings.maxTokens } }).pipe(
+      Layer.provide(scrubbedClient)
+    ),
+    tokenCounter(settings.modelName)
+  ).pipe(
     Layer.provide(AnthropicClient.layer({
       apiKey: settings.apiKey,
       apiUrl: settings.apiUrl,
@@ -238,7 +321,7 @@ const layerFromSettings = (settings: Settings): Layer.Layer<LanguageModel.Langua
  */
 export const anthropicLayer = (
   input: AnthropicLayerOptions
-): Layer.Layer<LanguageModel.LanguageModel, ConfigurationError> =>
+): Layer.Layer<LanguageModel.LanguageModel | TokenCounter, ConfigurationError> =>
   Layer.unwrapEffect(Effect.map(
     Effect.flatMap(
       decodeOptions(AnthropicLayerOptions, input, decodeSettings),

@@ -71,6 +71,8 @@ export interface FakeAnthropic {
   readonly enqueue: (...replies: ReadonlyArray<FakeReply>) => void
   /** Replies still queued. */
   readonly pending: () => number
+  /** How `POST /v1/messages/count_tokens` answers: `{ input_tokens }` from this, or a 500 when it gives undefined (the default). */
+  readonly countTokensWith: (count: (body: unknown) => number | undefined) => void
   readonly close: () => Promise<void>
 }
 
@@ -161,6 +163,7 @@ const streamEvents = (message: {
 export const startFakeAnthropic = async (): Promise<FakeAnthropic> => {
   const requests: Array<RecordedRequest> = []
   const queue: Array<FakeReply> = []
+  let countTokens: (body: unknown) => number | undefined = () => undefined
 
   const server = createServer((req, res) => {
     const chunks: Array<Buffer> = []
@@ -173,6 +176,12 @@ export const startFakeAnthropic = async (): Promise<FakeAnthropic> => {
       requests.push({ method: req.method ?? "", url, path, headers: req.headers, rawBody, body })
       const number = requests.length
 
+      if (req.method === "POST" && path === "/v1/messages/count_tokens") {
+        const tokens = countTokens(body)
+        if (tokens === undefined) sendError(res, 500, "api_error", "fake anthropic: no token count configured")
+        else sendJson(res, 200, { input_tokens: tokens })
+        return
+      }
       if (req.method !== "POST" || path !== "/v1/messages") {
         sendError(res, 404, "not_found_error", `fake anthropic: no route for ${req.method} ${url}`)
         return
@@ -223,6 +232,9 @@ export const startFakeAnthropic = async (): Promise<FakeAnthropic> => {
       queue.push(...replies)
     },
     pending: () => queue.length,
+    countTokensWith: (count) => {
+      countTokens = count
+    },
     close: () =>
       new Promise<void>((resolve, reject) => {
         // fetch keeps connections alive; without this, close() would wait for them to time out.
