@@ -5,13 +5,14 @@
  * (the log exactly as it was); nothing to reduce; restore across a compaction; two in a row.
  */
 import { LanguageModel } from "@effect/ai"
-import { Chunk, Effect, Layer, Stream } from "effect"
+import { Chunk, Effect, Fiber, Layer, Stream } from "effect"
 import { describe, expect, it } from "vitest"
 import { Checkpointer, LiteAgent as Agent, MemoryCheckpointer } from "../src/core.js"
 import { COMPACTION_STAGES } from "../src/agent/compaction.js"
 import {
   AgentBusyError,
   type AgentEvent,
+  CheckpointConflictError,
   CompactionCancelledError,
   type CompactionEvent,
   ConfigurationError,
@@ -20,7 +21,8 @@ import {
   memoryCheckpointer,
   ModelError,
   type PromiseCheckpointer,
-  SessionsDisabledError
+  SessionsDisabledError,
+  UserMessage
 } from "../src/index.js"
 import { scripted, type ScriptedTurn } from "../src/provider.js"
 import { closeAfterEach, promiseCheckpointer, promptLines, tempDir } from "./support/agent.js"
@@ -174,6 +176,47 @@ describe("compaction: aborts, failures and refusals", () => {
     expect(last.error).toBe(error)
     expect(await checkpointer.read(agent.sessionId)).toEqual(log)
     expect((await agent.send("and now?")).text).toBe("still here")
+  })
+
+  it("another writer appending meanwhile makes it end `error` with CheckpointConflictError, and writes nothing", async () => {
+    const checkpointer = track(memoryCheckpointer())
+    const { agent, log } = await setUp(checkpointer, [{ text: SUMMARY, delayMs: 300 }], 3)
+    const run = agent.compact(undefined, { keepRecentTokens: 0 })
+    for await (const event of run) {
+      // Another process (here: the checkpointer directly) writes to the session while the model summarizes.
+      if (event.stage === "summarize" && event.completed === 0) await checkpointer.append(agent.sessionId, [new UserMessage({ content: "foreign" })])
+    }
+    const error = await run.then(() => undefined, (e: unknown) => e)
+    expect(error).toBeInstanceOf(CheckpointConflictError)
+    expect((await collect(run)).at(-1)).toMatchObject({ phase: "error", stage: "persist" })
+    const after = await checkpointer.read(agent.sessionId)
+    expect(after.slice(0, log.length)).toEqual(log)
+    expect(after.slice(log.length).map((stored) => stored.event._tag)).toEqual(["UserMessage"])
+  })
+
+  it("an interrupted fiber (Effect API) ends `cancelled` and writes nothing", async () => {
+    const model = scripted([...exchanges(3), { text: SUMMARY, delayMs: 10_000 }])
+    const layer = Agent.layerWithWorkdir(tempDir("compact-interrupt"), { sessionId: "i" }).pipe(
+      Layer.provide(model.layer()),
+      Layer.provideMerge(MemoryCheckpointer.layer)
+    )
+    const outcome = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const agent = yield* Agent.LiteAgent
+      for (let i = 0; i < 3; i++) yield* agent.send(`prompt ${i}`)
+      const checkpointer = yield* Checkpointer
+      const before = Chunk.toArray(yield* Stream.runCollect(checkpointer.read("i")))
+      const seen: Array<CompactionEvent> = []
+      yield* agent.addListener((event) => {
+        if (event.type === "compaction") seen.push(event)
+      })
+      const fiber = yield* Effect.fork(agent.compact(undefined, { keepRecentTokens: 0 }))
+      while (!seen.some((event) => event.stage === "summarize")) yield* Effect.sleep(5)
+      yield* Fiber.interrupt(fiber)
+      const after = Chunk.toArray(yield* Stream.runCollect(checkpointer.read("i")))
+      return { before, after, last: seen.at(-1) }
+    }).pipe(Effect.provide(layer))))
+    expect(outcome.after).toEqual(outcome.before)
+    expect(outcome.last).toMatchObject({ phase: "cancelled", stage: "summarize" })
   })
 
   it("needs the agent idle, and holds it: a turn meanwhile is refused (maintenance)", async () => {
