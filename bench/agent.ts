@@ -8,6 +8,7 @@
  * should not: the prompt is extended turn by turn too. Each backend starts warm (after a
  * throwaway session) and after a full GC.
  */
+import { execFileSync } from "node:child_process"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -97,13 +98,34 @@ const warmUp = async () => {
   await agent.close()
 }
 
-export const runAgentBench = async (): Promise<{ readonly turns: Array<Array<string>>; readonly model: Array<string> }> => {
+type Backend = "file" | "memory" | "sqlite"
+
+const LABELS: Record<Backend, string> = { file: "file (normal)", memory: "memory", sqlite: "sqlite (normal)" }
+
+const checkpointerFor = (backend: Backend) => (): PromiseCheckpointer =>
+  backend === "file"
+    ? fileCheckpointer({ dir: mkdtempSync(join(tmpdir(), "lite-agent-bench-log-")) })
+    : backend === "memory"
+    ? memoryCheckpointer()
+    : sqliteCheckpointer({ file: join(mkdtempSync(join(tmpdir(), "lite-agent-bench-db-")), "s.db") })
+
+/** One backend's row, measured in this process (bench/agent-turns.ts runs it in a process of its own). */
+export const measureBackend = async (backend: Backend): Promise<Array<string>> => {
   await warmUp()
-  const turns = [
-    await measure("file (normal)", () => fileCheckpointer({ dir: mkdtempSync(join(tmpdir(), "lite-agent-bench-log-")) })),
-    await measure("memory", () => memoryCheckpointer()),
-    await measure("sqlite (normal)", () => sqliteCheckpointer({ file: join(mkdtempSync(join(tmpdir(), "lite-agent-bench-db-")), "s.db") }))
-  ]
+  return measure(LABELS[backend], checkpointerFor(backend))
+}
+
+export const runAgentBench = async (): Promise<{ readonly turns: Array<Array<string>>; readonly model: Array<string> }> => {
+  // Each backend in a fresh process: a heap grown by the sections before (or by another
+  // backend's 1,000 turns) would make late turns pay for garbage collection that is not theirs.
+  const turns = (["file", "memory", "sqlite"] as const).map((backend) =>
+    JSON.parse(
+      execFileSync(process.execPath, ["--expose-gc", "--import", "tsx", join(import.meta.dirname, "agent-turns.ts"), backend], {
+        encoding: "utf8",
+        maxBuffer: 16 * 1024 * 1024
+      })
+    ) as Array<string>
+  )
   const bare = await modelCall(false)
   const withTools = await modelCall(true)
   return { turns, model: [`${bare.toFixed(2)} ms`, `${withTools.toFixed(2)} ms`, ratio(withTools, bare)] }
