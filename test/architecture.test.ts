@@ -30,6 +30,20 @@ describe("module boundaries", () => {
     expect(upward).toEqual([])
   })
 
+  it("the CLI (src/cli) is loaded by nothing else: the library never pulls in @effect/cli or @effect/platform-node", () => {
+    const intoCli = sourcesUnder(src)
+      .filter((file) => !file.startsWith(join(src, "cli") + "/"))
+      .flatMap((file) =>
+        importsOf(file)
+          .filter((target) =>
+            target.startsWith("@effect/cli") || target.startsWith("@effect/platform-node") ||
+            (target.startsWith(".") && resolve(file, "..", target).startsWith(join(src, "cli") + "/"))
+          )
+          .map((target) => `${relative(src, file)} imports ${target}`)
+      )
+    expect(intoCli).toEqual([])
+  })
+
   it("the entry points are the files at the top of src/, one per package subpath", () => {
     const top = readdirSync(src).filter((name) => name.endsWith(".ts")).sort()
     expect(top).toEqual([...ENTRY_POINTS].sort())

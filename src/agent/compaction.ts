@@ -72,6 +72,12 @@ export type AutoCompact = Schema.Schema.Type<typeof AutoCompact>
 /** The default threshold: this share of the model's context window. */
 export const AUTO_COMPACT_SHARE = 0.8
 
+/** Compact before the context passes 80% of the model's window, when the window is known; never otherwise. */
+export const defaultAutoCompact = (contextTokens: number | undefined): AutoCompact =>
+  contextTokens === undefined || !Number.isFinite(contextTokens) || contextTokens <= 0
+    ? false
+    : { thresholdTokens: Math.max(1, Math.floor(contextTokens * AUTO_COMPACT_SHARE)) }
+
 export interface CompactionResult {
   readonly sessionId: string
   /** Tokens of the context the model saw before. */

@@ -21,11 +21,10 @@ import {
 import type { BackgroundTaskInfo } from "../agent/MaintenanceLock.js"
 import type { SendOptions } from "../agent/turn.js"
 import {
-  AUTO_COMPACT_SHARE,
-  type AutoCompact,
   type CompactionEvent,
   type CompactionResult,
-  type CompactOptions
+  type CompactOptions,
+  defaultAutoCompact
 } from "../agent/compaction.js"
 import { SessionPointer } from "../agent/SessionPointer.js"
 import { fileToolsOptionFields } from "../tools/FileTools.js"
@@ -114,12 +113,6 @@ export interface LiteAgent {
   close(): Promise<void>
 }
 
-/** Compact before the context passes 80% of the provider's window, when the provider says how large it is. */
-const defaultAutoCompact = (model: ModelProvider): AutoCompact =>
-  model.contextTokens === undefined || !Number.isFinite(model.contextTokens) || model.contextTokens <= 0
-    ? false
-    : { thresholdTokens: Math.max(1, Math.floor(model.contextTokens * AUTO_COMPACT_SHARE)) }
-
 /** The options, decoded and checked as the layers would when built, at once; throws `ConfigurationError`. */
 const checkedOptions = (input: unknown, prefix = ""): LiteAgentOptions => {
   const options = decodeOptionsOrThrow(LiteAgentOptions, input, { name: "options", prefix })
@@ -158,7 +151,7 @@ const createAgent = (options: LiteAgentOptions): LiteAgent => {
     ...layerOptions,
     pointer,
     modelName: options.modelName ?? model.defaultModelName,
-    autoCompact: options.autoCompact ?? defaultAutoCompact(model)
+    autoCompact: options.autoCompact ?? defaultAutoCompact(model.contextTokens)
   }).pipe(
     Layer.provide(Layer.merge(checkpointer.layer, options.model.layer(options.modelName)))
   )

@@ -1,0 +1,106 @@
+#!/usr/bin/env node
+/**
+ * The `lite-agent` command. Print mode (`-p "prompt"`) runs one turn and prints the answer as
+ * text, one JSON document, or one JSON object per event (`stream-json`). Never loaded by the
+ * library's entry points.
+ *
+ * Exit codes: 0 done; 1 the turn failed (the error on stderr); 2 the command line cannot run
+ * as given (the message says why); 130 interrupted (Ctrl-C).
+ */
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Effect, Exit, Layer, Option } from "effect"
+import { runPrint } from "./print.js"
+import { agentLayer, checkpointerLayer, CliUsageError, modelProvider } from "./setup.js"
+
+const OUTPUT_FORMATS = ["text", "json", "stream-json"] as const
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
+
+const options = {
+  print: Options.text("print").pipe(
+    Options.withAlias("p"),
+    Options.withDescription("Run one turn with this prompt, print the answer and exit"),
+    Options.optional
+  ),
+  outputFormat: Options.choice("output-format", OUTPUT_FORMATS).pipe(
+    Options.withDescription("Print mode output: text (the answer), json (the result), stream-json (one JSON object per event per line)"),
+    Options.withDefault("text" as OutputFormat)
+  ),
+  workdir: Options.text("workdir").pipe(Options.withDescription("The directory the tools work in (default: the current one)"), Options.optional),
+  session: Options.text("session").pipe(Options.withDescription("Continue this session"), Options.optional),
+  continue: Options.boolean("continue").pipe(Options.withDescription("Continue the most recent session")),
+  checkpointer: Options.text("checkpointer").pipe(
+    Options.withDescription("Where sessions live: file:<dir> or sqlite:<file> (default: the file backend in ~/.lite-agent/sessions)"),
+    Options.optional
+  ),
+  model: Options.text("model").pipe(
+    Options.withDescription("anthropic (needs ANTHROPIC_API_KEY) or scripted:<turns.json> (offline)"),
+    Options.withDefault("anthropic")
+  ),
+  modelName: Options.text("model-name").pipe(Options.withDescription("The provider's model name"), Options.optional),
+  maxSteps: Options.integer("max-steps").pipe(Options.withDescription("Model calls per turn at most"), Options.optional)
+}
+
+const liteAgent = Command.make("lite-agent", options, (args) =>
+  Effect.gen(function*() {
+    if (Option.isSome(args.session) && args.continue) {
+      return yield* new CliUsageError({ message: "--session and --continue cannot be used together" })
+    }
+    if (Option.isSome(args.maxSteps) && args.maxSteps.value <= 0) {
+      return yield* new CliUsageError({ message: `--max-steps must be a positive integer, got ${args.maxSteps.value}` })
+    }
+    const prompt = Option.getOrUndefined(args.print)
+    if (prompt === undefined) {
+      return yield* new CliUsageError({ message: "interactive mode is not available yet: run one turn with -p \"<prompt>\"" })
+    }
+    const checkpointer = yield* checkpointerLayer(Option.getOrUndefined(args.checkpointer))
+    const model = yield* modelProvider(args.model)
+    const layer = agentLayer({
+      workdir: Option.getOrElse(args.workdir, () => process.cwd()),
+      model,
+      modelName: Option.getOrUndefined(args.modelName),
+      maxSteps: Option.getOrUndefined(args.maxSteps),
+      sessionId: Option.getOrUndefined(args.session)
+    }, checkpointer)
+    yield* runPrint(prompt, args.outputFormat, args.continue).pipe(Effect.provide(layer))
+  }))
+
+const cli = Command.run(liteAgent, { name: "lite-agent", version: "0.1.0" })
+
+// A reader that stops early (`| head`) closes the pipe: not an error of the turn.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code !== "EPIPE") throw error
+})
+
+const exitCodeOf = (exit: Exit.Exit<unknown, unknown>): number => {
+  if (Exit.isSuccess(exit)) return 0
+  if (Exit.isInterrupted(exit)) return 130
+  return 1
+}
+
+const main = cli(process.argv).pipe(
+  Effect.catchAll((error) =>
+    Effect.sync(() => {
+      if (ValidationError.isValidationError(error)) {
+        // @effect/cli has printed what was wrong.
+        process.exitCode = 2
+      } else if (error instanceof CliUsageError) {
+        process.stderr.write(`lite-agent: ${error.message}\n`)
+        process.exitCode = 2
+      } else {
+        const tag = typeof error === "object" && error !== null && "_tag" in error ? `${String(error._tag)}: ` : ""
+        process.stderr.write(`lite-agent: ${tag}${error instanceof Error ? error.message : String(error)}\n`)
+        process.exitCode = 1
+      }
+    })
+  ),
+  Effect.provide(Layer.mergeAll(NodeContext.layer))
+)
+
+NodeRuntime.runMain(main, {
+  disableErrorReporting: true,
+  teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) ? (typeof process.exitCode === "number" ? process.exitCode : 0) : exitCodeOf(exit))
+})

@@ -1,0 +1,35 @@
+/**
+ * Print mode: one turn, its answer on stdout. `text` prints the model's last text; `json` the
+ * whole result (session, text, tool calls, usage, head); `stream-json` every agent event as one
+ * JSON object per line, the result last.
+ */
+import { Effect, Stream } from "effect"
+import type { AgentEvent } from "../agent/AgentEvents.js"
+import { LiteAgent } from "../agent/LiteAgent.js"
+import { Checkpointer } from "../core/Checkpointer.js"
+import { CliUsageError } from "./setup.js"
+
+const line = (text: string) => Effect.sync(() => process.stdout.write(`${text}\n`))
+
+/** Bytes (a snapshot's) as base64 rather than an object of numbered keys. */
+const toJson = (value: unknown): string =>
+  JSON.stringify(value, (_key, item: unknown) => (item instanceof Uint8Array ? Buffer.from(item).toString("base64") : item))
+
+export const runPrint = (prompt: string, format: "text" | "json" | "stream-json", continueLatest: boolean) =>
+  Effect.gen(function*() {
+    const agent = yield* LiteAgent
+    if (continueLatest) {
+      const checkpointer = yield* Checkpointer
+      const [latest] = yield* checkpointer.list()
+      if (latest === undefined) return yield* new CliUsageError({ message: "--continue: there is no session to continue yet" })
+      yield* agent.resume(latest.id)
+    }
+    let result: Extract<AgentEvent, { type: "result" }>["result"] | undefined
+    yield* Stream.runForEach(agent.run(prompt), (event) => {
+      if (event.type === "result") result = event.result
+      return format === "stream-json" ? line(toJson(event)) : Effect.void
+    })
+    if (result === undefined) return
+    if (format === "text") yield* line(result.text)
+    if (format === "json") yield* line(toJson(result))
+  })

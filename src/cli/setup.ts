@@ -1,0 +1,88 @@
+/**
+ * What the command line names, turned into the agent's layers: the model (`anthropic`, or
+ * `scripted:<turns.json>` for offline use), the checkpointer (`file:<dir>`, `sqlite:<file>`, or
+ * the default file backend) and the session (`--session <id>`, `--continue`). Every mistake
+ * is a `CliUsageError` with a message that says what to do; the command exits with code 2.
+ */
+import { readFileSync } from "node:fs"
+import { resolve } from "node:path"
+import { Data, Effect, Layer } from "effect"
+import * as FileCheckpointer from "../backends/file/FileCheckpointer.js"
+import type { Checkpointer } from "../core/Checkpointer.js"
+import { defaultAutoCompact } from "../agent/compaction.js"
+import * as LiteAgent from "../agent/LiteAgent.js"
+import { anthropic } from "../provider/anthropic.js"
+import type { ModelProvider } from "../provider/ModelProvider.js"
+import { scripted } from "../provider/scripted.js"
+import type { LanguageModel } from "@effect/ai"
+
+/** A command line that cannot run as given: the message says why and what to do. */
+export class CliUsageError extends Data.TaggedError("CliUsageError")<{ readonly message: string }> {}
+
+const usage = (message: string) => new CliUsageError({ message })
+
+/** `anthropic` (default) or `scripted:<turns.json>`. */
+export const modelProvider = (spec: string): Effect.Effect<ModelProvider, CliUsageError> =>
+  Effect.suspend(() => {
+    if (spec === "anthropic") {
+      const key = process.env.ANTHROPIC_API_KEY
+      if (key === undefined || key.trim() === "") {
+        return Effect.fail(usage(
+          "--model anthropic needs an API key: set ANTHROPIC_API_KEY (export ANTHROPIC_API_KEY=sk-ant-…), " +
+            "or run offline with --model scripted:<turns.json>"
+        ))
+      }
+      return Effect.try({ try: () => anthropic(), catch: (error) => usage(`--model anthropic: ${String(error)}`) })
+    }
+    if (spec.startsWith("scripted:")) {
+      const file = spec.slice("scripted:".length)
+      if (file === "") return Effect.fail(usage("--model scripted:<turns.json> needs a file: a JSON array of turns { text?, toolCalls? }"))
+      return Effect.try({
+        try: () => scripted(JSON.parse(readFileSync(resolve(file), "utf8"))),
+        catch: (error) => usage(`--model ${spec}: ${error instanceof Error ? error.message : String(error)}`)
+      })
+    }
+    return Effect.fail(usage(`--model ${JSON.stringify(spec)}: expected anthropic or scripted:<turns.json>`))
+  })
+
+/** `file:<dir>`, `sqlite:<file>`, or undefined for the default file backend. */
+export const checkpointerLayer = (
+  spec: string | undefined
+): Effect.Effect<Layer.Layer<Checkpointer, unknown>, CliUsageError> =>
+  Effect.suspend(() => {
+    if (spec === undefined) return Effect.succeed(FileCheckpointer.layer({}))
+    if (spec.startsWith("file:") && spec.length > "file:".length) {
+      return Effect.succeed(FileCheckpointer.layer({ dir: resolve(spec.slice("file:".length)) }))
+    }
+    if (spec.startsWith("sqlite:") && spec.length > "sqlite:".length) {
+      const file = resolve(spec.slice("sqlite:".length))
+      // Loaded only when asked for: better-sqlite3 is an optional peer dependency.
+      return Effect.tryPromise({
+        try: () => import("../backends/sqlite/SqliteCheckpointer.js").then((module) => module.layer({ file })),
+        catch: (error) => usage(`--checkpointer ${spec}: the SQLite backend could not be loaded (${String(error)}); install better-sqlite3 and @effect/sql-sqlite-node`)
+      })
+    }
+    return Effect.fail(usage(`--checkpointer ${JSON.stringify(spec)}: expected file:<dir> or sqlite:<file>`))
+  })
+
+export interface AgentSettings {
+  readonly workdir: string
+  readonly model: ModelProvider
+  readonly modelName: string | undefined
+  readonly maxSteps: number | undefined
+  readonly sessionId: string | undefined
+}
+
+/** The agent (and its checkpointer, to list sessions) over the chosen model and storage. */
+export const agentLayer = (
+  settings: AgentSettings,
+  checkpointer: Layer.Layer<Checkpointer, unknown>
+): Layer.Layer<LiteAgent.LiteAgent | Checkpointer, unknown> => {
+  const model: Layer.Layer<LanguageModel.LanguageModel, unknown> = settings.model.layer(settings.modelName)
+  return LiteAgent.layerWithWorkdir(settings.workdir, {
+    modelName: settings.modelName ?? settings.model.defaultModelName,
+    autoCompact: defaultAutoCompact(settings.model.contextTokens),
+    ...(settings.maxSteps === undefined ? {} : { maxSteps: settings.maxSteps }),
+    ...(settings.sessionId === undefined ? {} : { sessionId: settings.sessionId })
+  }).pipe(Layer.provide(model), Layer.provideMerge(checkpointer))
+}

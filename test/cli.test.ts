@@ -1,0 +1,133 @@
+/**
+ * The `lite-agent` command in real processes: print mode in its three output formats with a
+ * scripted model, sessions continued by id or as the most recent, the file and SQLite
+ * backends, a failing turn (exit 1, the error on stderr) and command lines that cannot run
+ * (exit 2, a message that says why).
+ */
+import { execFile } from "node:child_process"
+import { readFileSync, writeFileSync } from "node:fs"
+import { join, resolve } from "node:path"
+import { promisify } from "node:util"
+import { describe, expect, it } from "vitest"
+import { fileCheckpointer, type LiteAgentResult } from "../src/index.js"
+import { tempDir } from "./support/agent.js"
+
+const root = resolve(import.meta.dirname, "..")
+const main = join(root, "src", "cli", "main.ts")
+
+interface Run {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const cli = async (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}): Promise<Run> => {
+  const environment: NodeJS.ProcessEnv = { ...process.env, LITE_AGENT_HOME: tempDir("cli-home"), ...env }
+  delete environment.ANTHROPIC_API_KEY
+  if (env.ANTHROPIC_API_KEY !== undefined) environment.ANTHROPIC_API_KEY = env.ANTHROPIC_API_KEY
+  return promisify(execFile)(process.execPath, ["--import", "tsx", main, ...args], { cwd: root, env: environment, timeout: 60_000 }).then(
+    ({ stderr, stdout }) => ({ code: 0, stdout, stderr }),
+    (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? "", stderr: error.stderr ?? "" })
+  )
+}
+
+const turnsFile = (turns: unknown) => {
+  const file = join(tempDir("cli-turns"), "turns.json")
+  writeFileSync(file, JSON.stringify(turns))
+  return file
+}
+
+const WRITE_HELLO = [{ toolCalls: [{ name: "write_file", input: { path: "hello.txt", content: "hi\n" } }] }, { text: "Wrote hello.txt." }]
+
+describe("lite-agent -p (print mode)", () => {
+  it("text: prints the answer; the tools ran in --workdir and the session is in --checkpointer", async () => {
+    const workdir = tempDir("cli-work")
+    const sessions = tempDir("cli-sessions")
+    const run = await cli(["-p", "write hello", "--model", `scripted:${turnsFile(WRITE_HELLO)}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir])
+    expect(run).toMatchObject({ code: 0, stdout: "Wrote hello.txt.\n", stderr: "" })
+    expect(readFileSync(join(workdir, "hello.txt"), "utf8")).toBe("hi\n")
+    const checkpointer = fileCheckpointer({ dir: sessions })
+    try {
+      const [session] = await checkpointer.list()
+      const log = await checkpointer.read(session!.id)
+      expect(log.map((stored) => stored.event._tag)).toContain("FileChange")
+    } finally {
+      await checkpointer.close()
+    }
+  })
+
+  it("json: the whole result; --session continues that session and --continue the most recent one", async () => {
+    const workdir = tempDir("cli-work")
+    const db = join(tempDir("cli-db"), "sessions.db")
+    const common = ["--checkpointer", `sqlite:${db}`, "--workdir", workdir, "--output-format", "json"]
+    const first = await cli(["-p", "write hello", "--model", `scripted:${turnsFile(WRITE_HELLO)}`, ...common])
+    expect(first.code).toBe(0)
+    const result = JSON.parse(first.stdout) as LiteAgentResult
+    expect(result).toMatchObject({ text: "Wrote hello.txt.", steps: 2, toolCalls: [{ name: "write_file", isError: false }] })
+
+    const second = await cli(["-p", "again", "--session", result.sessionId, "--model", `scripted:${turnsFile([{ text: "second" }])}`, ...common])
+    expect(JSON.parse(second.stdout)).toMatchObject({ sessionId: result.sessionId, text: "second", head: result.head + 2 })
+    const third = await cli(["-p", "and again", "--continue", "--model", `scripted:${turnsFile([{ text: "third" }])}`, ...common])
+    expect(JSON.parse(third.stdout)).toMatchObject({ sessionId: result.sessionId, text: "third", head: result.head + 4 })
+  })
+
+  it("stream-json: one JSON object per event per line, the result last", async () => {
+    const run = await cli([
+      "-p",
+      "write hello",
+      "--model",
+      `scripted:${turnsFile(WRITE_HELLO)}`,
+      "--checkpointer",
+      `file:${tempDir("cli-sessions")}`,
+      "--workdir",
+      tempDir("cli-work"),
+      "--output-format",
+      "stream-json"
+    ])
+    expect(run.code).toBe(0)
+    const events = run.stdout.trimEnd().split("\n").map((line) => JSON.parse(line) as { type: string; event?: { _tag: string } })
+    expect(events.map((event) => event.type === "session_event" ? event.event!._tag : event.type)).toEqual([
+      "SessionMetadata",
+      "UserMessage",
+      "AssistantMessage",
+      "tool_start",
+      "FileSnapshot",
+      "FileChange",
+      "ToolResult",
+      "tool_end",
+      "AssistantMessage",
+      "result"
+    ])
+  })
+
+  it("a failed turn exits 1 with the error on stderr", async () => {
+    const run = await cli(["-p", "hi", "--model", `scripted:${turnsFile([])}`, "--checkpointer", `file:${tempDir("cli-sessions")}`, "--workdir", tempDir("cli-work")])
+    expect(run.code).toBe(1)
+    expect(run.stdout).toBe("")
+    expect(run.stderr).toContain("lite-agent: ModelError:")
+    expect(run.stderr).toContain("all 0 turns were used")
+  })
+
+  it.each([
+    [["--bogus"], "Received unknown argument: '--bogus'"],
+    [["-p", "hi", "--model", "gpt"], 'expected anthropic or scripted:<turns.json>'],
+    [["-p", "hi"], "set ANTHROPIC_API_KEY"],
+    [["-p", "hi", "--model", "scripted:/nonexistent/turns.json"], "no such file"],
+    [["-p", "hi", "--model", "scripted:"], "needs a file"],
+    [["-p", "hi", "--checkpointer", "s3:bucket"], "expected file:<dir> or sqlite:<file>"],
+    [["-p", "hi", "--session", "a", "--continue"], "cannot be used together"],
+    [["-p", "hi", "--max-steps", "0"], "--max-steps must be a positive integer"],
+    [["-p", "hi", "--output-format", "xml"], "Expected one of the following cases: text, json, stream-json"],
+    [[], "interactive mode is not available yet"]
+  ])("%j exits 2 with a message", async (args, message) => {
+    const run = await cli(args)
+    expect(run.code).toBe(2)
+    expect(run.stdout + run.stderr).toContain(message)
+  })
+
+  it("a turns file that is not a valid script exits 2 naming the problem", async () => {
+    const run = await cli(["-p", "hi", "--model", `scripted:${turnsFile([{ toolCalls: [{ input: {} }] }])}`])
+    expect(run.code).toBe(2)
+    expect(run.stderr).toContain("turns[0].toolCalls[0].name")
+  })
+})
