@@ -108,7 +108,8 @@ describe("lite-agent -p (print mode)", () => {
     expect(run.stderr).toContain("all 0 turns were used")
   })
 
-  it.each([
+  // Concurrent: each is a process that starts, refuses and exits.
+  it.concurrent.each([
     [["--bogus"], "Received unknown argument: '--bogus'"],
     [["-p", "hi", "--model", "gpt"], 'expected anthropic or scripted:<turns.json>'],
     [["-p", "hi"], "set ANTHROPIC_API_KEY"],
@@ -117,8 +118,7 @@ describe("lite-agent -p (print mode)", () => {
     [["-p", "hi", "--checkpointer", "s3:bucket"], "expected file:<dir> or sqlite:<file>"],
     [["-p", "hi", "--session", "a", "--continue"], "cannot be used together"],
     [["-p", "hi", "--max-steps", "0"], "--max-steps must be a positive integer"],
-    [["-p", "hi", "--output-format", "xml"], "Expected one of the following cases: text, json, stream-json"],
-    [[], "interactive mode is not available yet"]
+    [["-p", "hi", "--output-format", "xml"], "Expected one of the following cases: text, json, stream-json"]
   ])("%j exits 2 with a message", async (args, message) => {
     const run = await cli(args)
     expect(run.code).toBe(2)

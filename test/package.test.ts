@@ -131,6 +131,26 @@ describe("the built package", () => {
     expect(Number(nativeModulesAfter("@lite-agent/sdk/checkpoint-sqlite"))).toBeGreaterThan(0)
   })
 
+  it("ships the lite-agent bin: the built command runs a turn offline", () => {
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { bin: Record<string, string> }
+    const bin = join(consumerDir, "node_modules", "@lite-agent", "sdk", pkg.bin["lite-agent"]!)
+    expect(readFileSync(bin, "utf8").startsWith("#!/usr/bin/env node\n")).toBe(true)
+    const workdir = mkdtempSync(join(tmpdir(), "lite-agent-bin-work-"))
+    const output = execFileSync(process.execPath, [
+      bin,
+      "-p",
+      "Create hello.ts",
+      "--model",
+      `scripted:${join(root, "examples", "cli", "hello.json")}`,
+      "--workdir",
+      workdir,
+      "--checkpointer",
+      `file:${mkdtempSync(join(tmpdir(), "lite-agent-bin-sessions-"))}`
+    ], { cwd: consumerDir, encoding: "utf8" })
+    expect(output).toBe("Created hello.ts with hello(name).\n")
+    expect(readFileSync(join(workdir, "hello.ts"), "utf8")).toContain("export const hello")
+  })
+
   it("does not resolve undocumented internals", () => {
     const attempt = () =>
       execFileSync(process.execPath, ["--input-type=module", "-e", "await import('@lite-agent/sdk/backends/memory')"], {

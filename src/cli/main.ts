@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
- * The `lite-agent` command. Print mode (`-p "prompt"`) runs one turn and prints the answer as
- * text, one JSON document, or one JSON object per event (`stream-json`). Never loaded by the
- * library's entry points.
+ * The `lite-agent` command. Without `-p`, an interactive session in the terminal
+ * (interactive.ts); print mode (`-p "prompt"`) runs one turn and prints the answer as text, one
+ * JSON document, or one JSON object per event (`stream-json`). Never loaded by the library's
+ * entry points.
  *
  * Exit codes: 0 done; 1 the turn failed (the error on stderr); 2 the command line cannot run
  * as given (the message says why); 130 interrupted (Ctrl-C).
@@ -12,7 +13,8 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Effect, Exit, Layer, Option } from "effect"
+import { Effect, Exit, Layer, ManagedRuntime, Option } from "effect"
+import { runInteractive } from "./interactive.js"
 import { runPrint } from "./print.js"
 import { agentLayer, checkpointerLayer, CliUsageError, modelProvider } from "./setup.js"
 
@@ -53,9 +55,6 @@ const liteAgent = Command.make("lite-agent", options, (args) =>
       return yield* new CliUsageError({ message: `--max-steps must be a positive integer, got ${args.maxSteps.value}` })
     }
     const prompt = Option.getOrUndefined(args.print)
-    if (prompt === undefined) {
-      return yield* new CliUsageError({ message: "interactive mode is not available yet: run one turn with -p \"<prompt>\"" })
-    }
     const checkpointer = yield* checkpointerLayer(Option.getOrUndefined(args.checkpointer))
     const model = yield* modelProvider(args.model)
     const layer = agentLayer({
@@ -65,7 +64,13 @@ const liteAgent = Command.make("lite-agent", options, (args) =>
       maxSteps: Option.getOrUndefined(args.maxSteps),
       sessionId: Option.getOrUndefined(args.session)
     }, checkpointer)
-    yield* runPrint(prompt, args.outputFormat, args.continue).pipe(Effect.provide(layer))
+    if (prompt !== undefined) return yield* runPrint(prompt, args.outputFormat, args.continue).pipe(Effect.provide(layer))
+    // Interactive: one runtime for the whole conversation; disposing it closes the checkpointer.
+    yield* Effect.acquireUseRelease(
+      Effect.sync(() => ManagedRuntime.make(layer)),
+      (runtime) => Effect.promise(() => runInteractive(runtime, args.continue)),
+      (runtime) => Effect.promise(() => runtime.dispose())
+    )
   }))
 
 const cli = Command.run(liteAgent, { name: "lite-agent", version: "0.1.0" })

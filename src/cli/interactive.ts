@@ -1,0 +1,267 @@
+/**
+ * Interactive mode: a prompt in the terminal. A line is a turn, printed as it happens (the
+ * model's text, each tool call and its result, background tasks, a status line); a line
+ * starting with `/` is a command. Ctrl-C stops what is running (a turn, a compaction) and
+ * leaves the session usable; at an empty prompt, twice, or Ctrl-D, it exits.
+ */
+import { createInterface, type Interface } from "node:readline"
+import { Cause, Effect, Exit, Fiber, type ManagedRuntime, Stream } from "effect"
+import type { AgentEvent } from "../agent/AgentEvents.js"
+import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
+import { Checkpointer } from "../core/Checkpointer.js"
+
+const HELP = [
+  "commands:",
+  "  /compact [instructions]          summarize the older conversation (Ctrl-C cancels)",
+  "  /checkpoints                     this session's checkpoints",
+  "  /restore <seq> [--conversation-only] [--yes]",
+  "                                   go back to just before a checkpoint (shows the plan, asks first)",
+  "  /sessions                        the sessions, most recent first",
+  "  /resume <id>                     continue another session",
+  "  /clear                           start a new session (the old one is kept)",
+  "  /help                            this list",
+  "  /exit                            leave (or Ctrl-D, or Ctrl-C twice at an empty prompt)"
+].join("\n")
+
+const shorten = (text: string, max = 80): string => {
+  const flat = text.replace(/\s+/g, " ").trim()
+  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`
+}
+
+const describeError = (error: unknown): string => {
+  const tag = typeof error === "object" && error !== null && "_tag" in error ? `${String(error._tag)}: ` : ""
+  return `${tag}${error instanceof Error ? error.message : String(error)}`
+}
+
+/** One line per thing worth seeing, as the agent reports it. */
+const eventLine = (event: AgentEvent): string | undefined => {
+  switch (event.type) {
+    case "session_event": {
+      const logged = event.event
+      if (logged._tag === "AssistantMessage") {
+        const text = logged.content.flatMap((block) => (block.type === "text" && block.text.trim() !== "" ? [block.text.trim()] : []))
+        return text.length === 0 ? undefined : text.join("\n")
+      }
+      if (logged._tag === "BackgroundCompleted") {
+        return `  [background ${logged.taskId} ended: ${logged.exitCode === null ? logged.signal ?? "no exit code" : `exit ${logged.exitCode}`}]`
+      }
+      return undefined
+    }
+    case "tool_start":
+      return `  → ${event.name} ${shorten(JSON.stringify(event.input), 60)}`
+    case "tool_end":
+      return `  ← ${shorten(event.output.split("\n")[0] ?? "", 80)}${event.isError ? " (error)" : ""}`
+    case "background_started":
+      return `  [background ${event.taskId} started: ${shorten(event.command, 60)}]`
+    case "compaction": {
+      const counts = event.total === undefined ? "" : ` ${event.completed}/${event.total}`
+      const tokens = event.tokens === undefined ? "" : ` ${event.tokens.tokens} tokens (${event.tokens.method})`
+      const result = event.result === undefined
+        ? ""
+        : event.result.compacted
+        ? ` ${event.result.before} → ${event.result.after} tokens (${event.result.method})`
+        : ` nothing to reduce: ${event.result.reason ?? ""}`
+      return `  [compact] ${event.phase} ${event.stage}${counts}${tokens}${result}`
+    }
+    case "checkpoint_restore":
+      return event.phase === "progress"
+        ? `  [restore] ${event.completed}/${event.total} ${event.path}`
+        : event.phase === "start"
+        ? `  [restore] start: ${event.total} file(s)`
+        : `  [restore] ${event.phase}`
+    case "result":
+      return `[session ${event.result.sessionId.slice(0, 8)} · head ${event.result.head} · ${event.result.usage.inputTokens} in / ${event.result.usage.outputTokens} out tokens]`
+  }
+}
+
+interface Running {
+  readonly cancel: () => void
+}
+
+export const runInteractive = async (
+  runtime: ManagedRuntime.ManagedRuntime<LiteAgent | Checkpointer, unknown>,
+  continueLatest: boolean
+): Promise<void> => {
+  const agent: LiteAgentService = await runtime.runPromise(LiteAgent)
+  const checkpointer = await runtime.runPromise(Checkpointer)
+  const print = (line: string) => process.stdout.write(`${line}\n`)
+  if (continueLatest) {
+    const [latest] = await runtime.runPromise(checkpointer.list())
+    if (latest !== undefined) await runtime.runPromise(agent.resume(latest.id))
+  }
+  const current = () => runtime.runPromise(agent.sessionId)
+  print(`lite-agent — session ${await current()} — /help for commands, Ctrl-D to exit`)
+
+  const rl: Interface = createInterface({ input: process.stdin, output: process.stdout, terminal: true, prompt: "> " })
+  let running: Running | undefined
+  let interruptedOnce = false
+  rl.on("SIGINT", () => {
+    if (running !== undefined) {
+      running.cancel()
+      return
+    }
+    if (rl.line.length > 0) {
+      // Ctrl-C on a half-typed line clears it, as shells do.
+      rl.write(null, { ctrl: true, name: "u" })
+      interruptedOnce = false
+      return
+    }
+    if (interruptedOnce) {
+      rl.close()
+      return
+    }
+    interruptedOnce = true
+    print("\n(Ctrl-C again to exit, or Ctrl-D)")
+    rl.prompt()
+  })
+
+  const ask = (question: string) => new Promise<string>((resolve) => rl.question(question, resolve))
+
+  /** Run `effect` until it ends or Ctrl-C interrupts it; undefined when interrupted. */
+  const interruptible = async <A>(effect: Effect.Effect<A, unknown>): Promise<Exit.Exit<A, unknown>> => {
+    const fiber = runtime.runFork(effect)
+    running = { cancel: () => runtime.runFork(Fiber.interrupt(fiber)) }
+    try {
+      return await runtime.runPromise(Fiber.await(fiber))
+    } finally {
+      running = undefined
+    }
+  }
+
+  const printEvents = (stream: Stream.Stream<AgentEvent, unknown>) =>
+    Stream.runForEach(stream, (event) =>
+      Effect.sync(() => {
+        const line = eventLine(event)
+        if (line !== undefined) print(line)
+      }))
+
+  const turn = async (text: string) => {
+    const exit = await interruptible(printEvents(agent.run(text)))
+    if (Exit.isSuccess(exit)) return
+    if (Exit.isInterrupted(exit)) print("(interrupted: the turn stopped; the next one goes on from the log)")
+    else print(`error: ${describeError(Cause.squash(exit.cause))}`)
+  }
+
+  const compact = async (instructions: string) => {
+    const controller = new AbortController()
+    const fiber = runtime.runFork(
+      printEvents(agent.compactRun(instructions === "" ? undefined : instructions, { signal: controller.signal }))
+    )
+    running = { cancel: () => controller.abort() }
+    try {
+      const exit = await runtime.runPromise(Fiber.await(fiber))
+      if (Exit.isFailure(exit)) {
+        const error = Cause.squash(exit.cause)
+        print(
+          typeof error === "object" && error !== null && "_tag" in error && error._tag === "CompactionCancelledError"
+            ? "(compaction cancelled: the session is as it was)"
+            : `error: ${describeError(error)}`
+        )
+      }
+    } finally {
+      running = undefined
+    }
+  }
+
+  const checkpoints = async () => {
+    const list = await runtime.runPromise(agent.listCheckpoints(await current()))
+    if (list.length === 0) return print("no checkpoints yet")
+    for (const checkpoint of list) {
+      const time = new Date(checkpoint.ts).toISOString().replace("T", " ").slice(0, 19)
+      const unavailable = checkpoint.unavailableFiles.length === 0 ? "" : `; cannot restore: ${checkpoint.unavailableFiles.join(", ")}`
+      print(`  ${String(checkpoint.seq).padStart(4)}  ${time}  "${shorten(checkpoint.prompt, 50)}"  changed after: ${checkpoint.files.join(", ") || "-"}${unavailable}`)
+    }
+  }
+
+  const restore = async (args: ReadonlyArray<string>) => {
+    const seqArg = args.find((arg) => !arg.startsWith("--"))
+    const flags = args.filter((arg) => arg.startsWith("--"))
+    const unknown = flags.filter((flag) => flag !== "--conversation-only" && flag !== "--yes")
+    const seq = seqArg === undefined ? Number.NaN : Number(seqArg)
+    if (!Number.isSafeInteger(seq) || seq < 0 || unknown.length > 0 || args.filter((arg) => !arg.startsWith("--")).length !== 1) {
+      return print(`error: ${unknown.length > 0 ? `unknown flag ${unknown[0]}` : "give one checkpoint seq"}\nusage: /restore <seq> [--conversation-only] [--yes]`)
+    }
+    const files = !flags.includes("--conversation-only")
+    const sessionId = await current()
+    const planned = await runtime.runPromiseExit(agent.restore(sessionId, seq, { files, dryRun: true }))
+    if (Exit.isFailure(planned)) return print(`error: ${describeError(Cause.squash(planned.cause))}`)
+    const plan = planned.value
+    print(`restore to just before checkpoint ${seq}:`)
+    for (const file of plan.plan) {
+      print(`  ${file.path}: ${file.refusal === undefined ? (file.action === "delete" ? "deleted" : file.action === "write" ? "put back" : "unchanged") : `REFUSED (${file.refusal.reason}: ${file.refusal.detail})`}`)
+    }
+    for (const refusal of plan.refusals.filter((refusal) => refusal.path === undefined)) print(`  REFUSED (${refusal.reason}: ${refusal.detail})`)
+    for (const command of plan.commandsNotUndone) print(`  not undone: ${command.tool} ${shorten(JSON.stringify(command.input), 60)}`)
+    if (plan.refusals.length > 0) return print("nothing was changed")
+    if (!flags.includes("--yes")) {
+      const answer = await ask("restore? [y/N] ")
+      if (!/^y(es)?$/i.test(answer.trim())) return print("nothing was changed")
+    }
+    const exit = await interruptible(
+      Effect.zipRight(
+        Effect.forkScoped(printEvents(agent.events.pipe(Stream.filter((event) => event.type === "checkpoint_restore")))),
+        agent.restore(sessionId, seq, { files })
+      ).pipe(Effect.scoped)
+    )
+    if (Exit.isFailure(exit)) return print(`error: ${describeError(Cause.squash(exit.cause))}`)
+    print(`restored: ${exit.value.restoredFiles.join(", ") || "no files"}; conversation ${exit.value.conversationRestored ? "cut back" : "kept"}`)
+  }
+
+  const command = async (line: string) => {
+    const [name = "", ...args] = line.slice(1).trim().split(/\s+/).filter((part) => part !== "")
+    const rest = line.slice(1).trim().slice(name.length).trim()
+    switch (name) {
+      case "help":
+        return print(HELP)
+      case "exit":
+      case "quit":
+        rl.close()
+        return
+      case "compact":
+        return compact(rest)
+      case "checkpoints":
+        return checkpoints()
+      case "restore":
+        return restore(args)
+      case "sessions": {
+        const sessions = await runtime.runPromise(agent.listSessions())
+        const now = await current()
+        if (sessions.length === 0) return print("no sessions yet")
+        for (const session of sessions) print(`  ${session.id === now ? "*" : " "} ${session.id}  ${session.mtime.toISOString()}`)
+        return
+      }
+      case "resume": {
+        if (args.length !== 1) return print("error: give one session id\nusage: /resume <id>")
+        const exit = await runtime.runPromiseExit(agent.resume(args[0]!))
+        return print(Exit.isSuccess(exit) ? `session ${args[0]}` : `error: ${describeError(Cause.squash(exit.cause))}`)
+      }
+      case "clear": {
+        const id = await runtime.runPromise(agent.clear())
+        return print(`new session ${id}`)
+      }
+      default:
+        return print(`unknown command /${name}: /help lists the commands`)
+    }
+  }
+
+  let closed = false
+  rl.on("close", () => {
+    closed = true
+  })
+  rl.prompt()
+  // Input typed while a turn runs waits its turn (readline queues it); Ctrl-C still reaches the SIGINT handler.
+  for await (const input of rl) {
+    interruptedOnce = false
+    const line = input.trim()
+    if (line !== "") {
+      try {
+        if (line.startsWith("/")) await command(line)
+        else await turn(line)
+      } catch (error) {
+        print(`error: ${describeError(error)}`)
+      }
+    }
+    if (closed) break
+    rl.prompt()
+  }
+}

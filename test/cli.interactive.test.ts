@@ -1,0 +1,169 @@
+/**
+ * Interactive `lite-agent` in a real pseudo-terminal (util-linux `script`), driven by
+ * keystrokes: turns with tool calls, /checkpoints, /compact cancelled by Ctrl-C mid-stage (the
+ * log unchanged), /restore refused and confirmed, Ctrl-C during a turn, unknown commands,
+ * /sessions, /clear and /resume, and Ctrl-D to leave. Asserts on the screen and the session log.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { readFileSync, writeFileSync } from "node:fs"
+import { join, resolve } from "node:path"
+import { afterEach, describe, expect, it } from "vitest"
+import { fileCheckpointer, type StoredEvent } from "../src/index.js"
+import { tempDir } from "./support/agent.js"
+
+const root = resolve(import.meta.dirname, "..")
+const main = join(root, "src", "cli", "main.ts")
+const live = new Set<ChildProcess>()
+afterEach(() => {
+  for (const child of live) child.kill("SIGKILL")
+  live.clear()
+})
+
+const quote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`
+// eslint-disable-next-line no-control-regex
+const plain = (text: string) => text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "").replace(/\r/g, "")
+
+const terminal = (args: ReadonlyArray<string>) => {
+  const command = `stty cols 250 rows 50; exec ${[process.execPath, "--import", "tsx", main, ...args].map(quote).join(" ")}`
+  const env: NodeJS.ProcessEnv = { ...process.env, LITE_AGENT_HOME: tempDir("tty-home"), TERM: "dumb" }
+  delete env.ANTHROPIC_API_KEY
+  const child = spawn("script", ["-qfec", command, "/dev/null"], { cwd: root, env, stdio: ["pipe", "pipe", "pipe"] })
+  live.add(child)
+  let output = ""
+  child.stdout!.setEncoding("utf8")
+  child.stdout!.on("data", (data: string) => {
+    output += data
+  })
+  const closed = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
+  let mark = 0
+  return {
+    /** Everything shown since the last `waitFor` matched. */
+    screen: () => plain(output).slice(mark),
+    type: (keys: string) => child.stdin!.write(keys),
+    /** Wait until `text` appears after what earlier waits matched; returns the screen up to it. */
+    waitFor: async (text: string, timeoutMs = 30_000) => {
+      const deadline = Date.now() + timeoutMs
+      for (;;) {
+        const shown = plain(output)
+        const at = shown.indexOf(text, mark)
+        if (at >= 0) {
+          const seen = shown.slice(mark, at + text.length)
+          mark = at + text.length
+          return seen
+        }
+        if (Date.now() > deadline) throw new Error(`"${text}" not shown in time; the screen:\n${shown.slice(mark)}`)
+        await new Promise((r) => setTimeout(r, 20))
+      }
+    },
+    closed
+  }
+}
+
+const readLog = async (dir: string, sessionId?: string): Promise<Array<StoredEvent>> => {
+  const checkpointer = fileCheckpointer({ dir })
+  try {
+    return await checkpointer.read(sessionId ?? (await checkpointer.list())[0]!.id)
+  } finally {
+    await checkpointer.close()
+  }
+}
+
+const write = (path: string, content: string) => ({ toolCalls: [{ name: "write_file", input: { path, content } }] })
+
+describe("lite-agent in a terminal", () => {
+  it("turns, /checkpoints, /compact cancelled by Ctrl-C, /restore refused and confirmed, Ctrl-C in a turn, Ctrl-D", async () => {
+    const workdir = tempDir("tty-work")
+    const sessions = tempDir("tty-sessions")
+    const turns = join(tempDir("tty-turns"), "turns.json")
+    writeFileSync(turns, JSON.stringify([
+      write("a.txt", "one\n"),
+      { text: "Wrote a.txt." },
+      write("a.txt", "two\n"),
+      { text: "Changed a.txt." },
+      { text: "SUMMARY", delayMs: 20_000 }, // the compaction's model call: cancelled while it waits
+      { text: "too slow", delayMs: 20_000 } // the turn interrupted by Ctrl-C
+    ]))
+    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir])
+    await tty.waitFor("/help for commands")
+    await tty.waitFor("> ")
+
+    tty.type("make a\r")
+    const first = await tty.waitFor("[session ")
+    expect(first).toContain('→ write_file {"path":"a.txt","content":"one\\n"}')
+    expect(first).toContain("← wrote a.txt (4 bytes)")
+    expect(first).toContain("Wrote a.txt.")
+    await tty.waitFor("out tokens]")
+    tty.type("change a\r")
+    await tty.waitFor("Changed a.txt.")
+    await tty.waitFor("out tokens]")
+
+    tty.type("/checkpoints\r")
+    const listed = await tty.waitFor('"change a"')
+    expect(listed).toContain('"make a"  changed after: a.txt')
+    const log = await readLog(sessions)
+    const sessionId = await (async () => {
+      const checkpointer = fileCheckpointer({ dir: sessions })
+      try {
+        return (await checkpointer.list())[0]!.id
+      } finally {
+        await checkpointer.close()
+      }
+    })()
+    const changeSeq = log.find((stored) => stored.event._tag === "UserMessage" && stored.event.content === "change a")!.seq
+
+    // /compact, cancelled by Ctrl-C while the model summarizes: the log is as it was.
+    tty.type("/compact\r")
+    await tty.waitFor("[compact] progress summarize 0/1")
+    tty.type("\u0003")
+    await tty.waitFor("(compaction cancelled: the session is as it was)")
+    expect(await readLog(sessions)).toEqual(log)
+
+    // A refused restore changes nothing; a confirmed one puts a.txt back.
+    tty.type("/restore 1\r")
+    const refused = await tty.waitFor("nothing was changed")
+    expect(refused).toContain("REFUSED (not_a_checkpoint")
+    tty.type(`/restore ${changeSeq}\r`)
+    const plan = await tty.waitFor("restore? [y/N]")
+    expect(plan).toContain("a.txt: put back")
+    tty.type("y\r")
+    await tty.waitFor("restored: a.txt; conversation cut back")
+    expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("one\n")
+
+    tty.type("/bogus\r")
+    await tty.waitFor("unknown command /bogus: /help lists the commands")
+    tty.type("/restore x\r")
+    await tty.waitFor("usage: /restore <seq> [--conversation-only] [--yes]")
+
+    // Ctrl-C during a turn stops it; the session stays usable.
+    tty.type("slow one\r")
+    await new Promise((r) => setTimeout(r, 500))
+    tty.type("\u0003")
+    await tty.waitFor("(interrupted: the turn stopped; the next one goes on from the log)")
+
+    tty.type("/sessions\r")
+    const sessionsShown = await tty.waitFor("Z")
+    expect(sessionsShown).toMatch(/\* [0-9a-f-]{36}/)
+    tty.type("/clear\r")
+    await tty.waitFor("new session ")
+    tty.type("/resume\r")
+    await tty.waitFor("usage: /resume <id>")
+    tty.type(`/resume ${sessionId}\r`)
+    await tty.waitFor(`session ${sessionId}`)
+
+    tty.type("\u0004")
+    expect(await tty.closed).toBe(0)
+    // The first session: cut back to before "change a", then the interrupted turn's prompt.
+    const after = await readLog(sessions, sessionId)
+    expect(after.at(-1)!.event).toMatchObject({ _tag: "UserMessage", content: "slow one" })
+    expect(after.some((stored) => stored.event._tag === "UserMessage" && stored.event.content === "change a")).toBe(false)
+  }, 120_000)
+
+  it("Ctrl-C twice at an empty prompt leaves (the first only says how)", async () => {
+    const tty = terminal(["--model", `scripted:${join(root, "examples", "cli", "hello.json")}`, "--checkpointer", `file:${tempDir("tty-sessions")}`, "--workdir", tempDir("tty-work")])
+    await tty.waitFor("> ")
+    tty.type("\u0003")
+    await tty.waitFor("(Ctrl-C again to exit, or Ctrl-D)")
+    tty.type("\u0003")
+    expect(await tty.closed).toBe(0)
+  }, 60_000)
+})
