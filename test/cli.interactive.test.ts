@@ -5,7 +5,7 @@
  * /sessions, /clear and /resume, and Ctrl-D to leave. Asserts on the screen and the session log.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { readFileSync, writeFileSync } from "node:fs"
+import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { fileCheckpointer, type StoredEvent } from "../src/index.js"
@@ -164,6 +164,43 @@ describe("lite-agent in a terminal", () => {
     tty.type("\u0003")
     await tty.waitFor("(Ctrl-C again to exit, or Ctrl-D)")
     tty.type("\u0003")
+    expect(await tty.closed).toBe(0)
+  }, 60_000)
+
+  it("Ctrl-C kills a running shell command; background tasks are shown as they start and end", async () => {
+    const workdir = tempDir("tty-work")
+    const turns = join(tempDir("tty-turns"), "turns.json")
+    writeFileSync(turns, JSON.stringify([
+      { toolCalls: [{ name: "shell", input: { command: "echo $$ > shell.pid; exec sleep 60" } }] },
+      { toolCalls: [{ name: "shell", input: { command: "sleep 0.5; echo finished", background: true } }] },
+      { text: "Started it." }
+    ]))
+    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${tempDir("tty-sessions")}`, "--workdir", workdir])
+    await tty.waitFor("> ")
+    tty.type("run the long command\r")
+    await tty.waitFor("→ shell")
+    const pidFile = join(workdir, "shell.pid")
+    while (!existsSync(pidFile) || readFileSync(pidFile, "utf8").trim() === "") await new Promise((r) => setTimeout(r, 20))
+    const pid = Number(readFileSync(pidFile, "utf8").trim())
+    tty.type("\u0003")
+    await tty.waitFor("(interrupted: the turn stopped; the next one goes on from the log)")
+    const alive = () => {
+      try {
+        process.kill(pid, 0)
+        return true
+      } catch {
+        return false
+      }
+    }
+    for (let i = 0; i < 100 && alive(); i++) await new Promise((r) => setTimeout(r, 50))
+    expect(alive()).toBe(false)
+
+    tty.type("start it in the background\r")
+    await tty.waitFor("started: sleep 0.5; echo finished]")
+    await tty.waitFor("Started it.")
+    // Between turns, the completion is logged and shown.
+    await tty.waitFor("ended: exit 0]")
+    tty.type("\u0004")
     expect(await tty.closed).toBe(0)
   }, 60_000)
 })

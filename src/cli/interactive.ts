@@ -115,6 +115,19 @@ export const runInteractive = async (
     rl.prompt()
   })
 
+  // Background tasks report to every subscriber, not to the turn's stream: their starts are
+  // shown from here; a completion is too when it is logged between turns (during a turn, the
+  // turn's stream carries it).
+  await runtime.runPromise(agent.addListener((event) => {
+    const completedBetweenTurns = running === undefined && event.type === "session_event" && event.event._tag === "BackgroundCompleted"
+    if (event.type !== "background_started" && !completedBetweenTurns) return
+    const line = eventLine(event)
+    if (line === undefined) return
+    if (running !== undefined) return print(line)
+    process.stdout.write(`\n${line}\n`)
+    rl.prompt(true)
+  }))
+
   const ask = (question: string) => new Promise<string>((resolve) => rl.question(question, resolve))
 
   /** Run `effect` until it ends or Ctrl-C interrupts it; undefined when interrupted. */
