@@ -1,0 +1,87 @@
+/**
+ * A throwaway PostgreSQL server for the tests: a fresh cluster from the machine's own binaries
+ * (Debian's `postgresql` package: `/usr/lib/postgresql/<version>/bin`, or `PG_BIN`) in a
+ * temporary directory, on a free loopback port. PostgreSQL refuses to run as root, so when the
+ * tests do, the cluster belongs to (and runs as) the `postgres` user. Start one per test file.
+ */
+import { execFileSync } from "node:child_process"
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir, userInfo } from "node:os"
+import { join } from "node:path"
+
+export interface PostgresServer {
+  /** `postgres://postgres@127.0.0.1:<port>/postgres` (trust authentication: no password). */
+  readonly url: string
+  readonly host: string
+  readonly port: number
+  /** Stop as a crash would (`pg_ctl stop -m immediate`): no shutdown checkpoint, recovery on the next start. */
+  readonly crash: () => void
+  /** Start it again after a stop or a crash (same data, same port). */
+  readonly start: () => void
+  /** Stop it and remove its files. */
+  readonly destroy: () => void
+}
+
+/** The directory holding `initdb` and `pg_ctl`: `PG_BIN`, or the newest `/usr/lib/postgresql/<version>/bin`. */
+export const postgresBin = (): string => {
+  const fromEnv = process.env.PG_BIN
+  if (fromEnv !== undefined && existsSync(join(fromEnv, "initdb"))) return fromEnv
+  const root = "/usr/lib/postgresql"
+  const versions = existsSync(root)
+    ? readdirSync(root).filter((version) => existsSync(join(root, version, "bin", "initdb"))).sort((a, b) => Number(b) - Number(a))
+    : []
+  if (versions[0] === undefined) {
+    throw new Error("no PostgreSQL binaries: install Debian's postgresql package (.ci/run does), or set PG_BIN to the directory holding initdb")
+  }
+  return join(root, versions[0], "bin")
+}
+
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
+    })
+  })
+
+export const startPostgres = async (): Promise<PostgresServer> => {
+  const bin = postgresBin()
+  const asRoot = userInfo().uid === 0
+  const base = mkdtempSync(join(tmpdir(), "lite-agent-pg-"))
+  const data = join(base, "data")
+  if (asRoot) {
+    // The server's own user must own its directory; the path up to it must be traversable.
+    const owner = execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim()
+    const group = execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim()
+    chownSync(base, Number(owner), Number(group))
+    chmodSync(base, 0o700)
+  }
+  const run = (command: string, args: ReadonlyArray<string>) =>
+    execFileSync(asRoot ? "runuser" : join(bin, command), asRoot ? ["-u", "postgres", "--", join(bin, command), ...args] : args, {
+      stdio: "pipe",
+      encoding: "utf8"
+    })
+  run("initdb", ["-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-instructions"])
+  const port = await freePort()
+  const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${base} -c max_connections=100`
+  const start = () => run("pg_ctl", ["-D", data, "-l", join(base, "server.log"), "-o", options, "-w", "-t", "60", "start"])
+  start()
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    host: "127.0.0.1",
+    port,
+    crash: () => run("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"]),
+    start,
+    destroy: () => {
+      try {
+        run("pg_ctl", ["-D", data, "-m", "fast", "-w", "stop"])
+      } catch {
+        // Already stopped.
+      }
+      rmSync(base, { recursive: true, force: true })
+    }
+  }
+}
