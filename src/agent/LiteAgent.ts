@@ -189,19 +189,22 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
         return yield* lock.maintenance("compact", sessionId, compaction.compact(sessionId, instructions, compactOptions, emit))
       })
 
+    /** What `work` emits, as a stream (and to every subscriber), ending with its outcome. */
+    const streamed = <A extends AgentEvent, E>(work: (emit: (event: A) => Effect.Effect<void>) => Effect.Effect<unknown, E>) =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        const mailbox = yield* Mailbox.make<A, E>()
+        yield* work((event) => Effect.zipRight(hub.publish(event), mailbox.offer(event))).pipe(
+          Effect.exit,
+          Effect.flatMap((exit) => mailbox.done(Exit.asVoid(exit))),
+          Effect.forkScoped
+        )
+        return Mailbox.toStream(mailbox)
+      }))
+
     const service: LiteAgentService = {
       sessionId: Effect.sync(() => pointer.current),
       send: (input, sendOptions) => turn(input, sendOptions, hub.publish),
-      run: (input, sendOptions) =>
-        Stream.unwrapScoped(Effect.gen(function*() {
-          const mailbox = yield* Mailbox.make<AgentEvent, SendError>()
-          yield* turn(input, sendOptions, (event) => Effect.zipRight(hub.publish(event), mailbox.offer(event))).pipe(
-            Effect.exit,
-            Effect.flatMap((exit) => mailbox.done(Exit.asVoid(exit))),
-            Effect.forkScoped
-          )
-          return Mailbox.toStream(mailbox)
-        })),
+      run: (input, sendOptions) => streamed<AgentEvent, SendError>((emit) => turn(input, sendOptions, emit)),
       // The pointer's checks are synchronous (the facade needs them so); an Either is an Effect.
       // Lazy: the current session changes when the Effect runs, not when it is made.
       resume: (sessionId) => Effect.suspend(() => pointer.resume(sessionId)),
@@ -246,15 +249,7 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
         }),
       compact: (instructions, compactOptions) => compact(instructions, compactOptions, hub.publish),
       compactRun: (instructions, compactOptions) =>
-        Stream.unwrapScoped(Effect.gen(function*() {
-          const mailbox = yield* Mailbox.make<CompactionEvent, CompactError | SessionsDisabledError>()
-          yield* compact(instructions, compactOptions, (event) => Effect.zipRight(hub.publish(event), mailbox.offer(event))).pipe(
-            Effect.exit,
-            Effect.flatMap((exit) => mailbox.done(Exit.asVoid(exit))),
-            Effect.forkScoped
-          )
-          return Mailbox.toStream(mailbox)
-        })),
+        streamed<CompactionEvent, CompactError | SessionsDisabledError>((emit) => compact(instructions, compactOptions, emit)),
       backgroundTasks: lock.backgroundTasks,
       events: hub.events,
       addListener: hub.addListener

@@ -23,7 +23,7 @@ export interface TokenFigure {
 }
 
 /** JSON text of a value, for counting characters (undefined counts as nothing). */
-const jsonLength = (value: unknown): number => JSON.stringify(value)?.length ?? 0
+export const jsonLength = (value: unknown): number => JSON.stringify(value)?.length ?? 0
 
 /** Counts by message, remembered: the agent hands the same message objects to every call of a session. */
 const counted = new WeakMap<Prompt.Message, number>()

@@ -9,6 +9,7 @@ import { Cause, Effect, Exit, Fiber, type ManagedRuntime, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
+import { describeError } from "./setup.js"
 
 const HELP = [
   "commands:",
@@ -26,11 +27,6 @@ const HELP = [
 const shorten = (text: string, max = 80): string => {
   const flat = text.replace(/\s+/g, " ").trim()
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`
-}
-
-const describeError = (error: unknown): string => {
-  const tag = typeof error === "object" && error !== null && "_tag" in error ? `${String(error._tag)}: ` : ""
-  return `${tag}${error instanceof Error ? error.message : String(error)}`
 }
 
 /** One line per thing worth seeing, as the agent reports it. */
@@ -130,10 +126,10 @@ export const runInteractive = async (
 
   const ask = (question: string) => new Promise<string>((resolve) => rl.question(question, resolve))
 
-  /** Run `effect` until it ends or Ctrl-C interrupts it; undefined when interrupted. */
-  const interruptible = async <A>(effect: Effect.Effect<A, unknown>): Promise<Exit.Exit<A, unknown>> => {
+  /** Run `effect` until it ends or Ctrl-C stops it: by interrupting it, unless `cancel` says how. */
+  const interruptible = async <A>(effect: Effect.Effect<A, unknown>, cancel?: () => void): Promise<Exit.Exit<A, unknown>> => {
     const fiber = runtime.runFork(effect)
-    running = { cancel: () => runtime.runFork(Fiber.interrupt(fiber)) }
+    running = { cancel: cancel ?? (() => runtime.runFork(Fiber.interrupt(fiber))) }
     try {
       return await runtime.runPromise(Fiber.await(fiber))
     } finally {
@@ -156,24 +152,19 @@ export const runInteractive = async (
   }
 
   const compact = async (instructions: string) => {
+    // Ctrl-C aborts through the signal, so the compaction ends `cancelled` in the stage it was in.
     const controller = new AbortController()
-    const fiber = runtime.runFork(
-      printEvents(agent.compactRun(instructions === "" ? undefined : instructions, { signal: controller.signal }))
+    const exit = await interruptible(
+      printEvents(agent.compactRun(instructions === "" ? undefined : instructions, { signal: controller.signal })),
+      () => controller.abort()
     )
-    running = { cancel: () => controller.abort() }
-    try {
-      const exit = await runtime.runPromise(Fiber.await(fiber))
-      if (Exit.isFailure(exit)) {
-        const error = Cause.squash(exit.cause)
-        print(
-          typeof error === "object" && error !== null && "_tag" in error && error._tag === "CompactionCancelledError"
-            ? "(compaction cancelled: the session is as it was)"
-            : `error: ${describeError(error)}`
-        )
-      }
-    } finally {
-      running = undefined
-    }
+    if (Exit.isSuccess(exit)) return
+    const error = Cause.squash(exit.cause)
+    print(
+      typeof error === "object" && error !== null && "_tag" in error && error._tag === "CompactionCancelledError"
+        ? "(compaction cancelled: the session is as it was)"
+        : `error: ${describeError(error)}`
+    )
   }
 
   const checkpoints = async () => {

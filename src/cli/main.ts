@@ -16,7 +16,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Exit, Layer, ManagedRuntime, Option } from "effect"
 import { runInteractive } from "./interactive.js"
 import { runPrint } from "./print.js"
-import { agentLayer, checkpointerLayer, CliUsageError, modelProvider } from "./setup.js"
+import { agentLayer, checkpointerLayer, CliUsageError, describeError, modelProvider } from "./setup.js"
 
 const OUTPUT_FORMATS = ["text", "json", "stream-json"] as const
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
@@ -96,8 +96,7 @@ const main = cli(process.argv).pipe(
         process.stderr.write(`lite-agent: ${error.message}\n`)
         process.exitCode = 2
       } else {
-        const tag = typeof error === "object" && error !== null && "_tag" in error ? `${String(error._tag)}: ` : ""
-        process.stderr.write(`lite-agent: ${tag}${error instanceof Error ? error.message : String(error)}\n`)
+        process.stderr.write(`lite-agent: ${describeError(error)}\n`)
         process.exitCode = 1
       }
     })

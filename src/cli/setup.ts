@@ -21,6 +21,12 @@ export class CliUsageError extends Data.TaggedError("CliUsageError")<{ readonly 
 
 const usage = (message: string) => new CliUsageError({ message })
 
+/** An error as the command shows it: `<Tag>: <message>` for the library's tagged errors. */
+export const describeError = (error: unknown): string => {
+  const tag = typeof error === "object" && error !== null && "_tag" in error ? `${String(error._tag)}: ` : ""
+  return `${tag}${error instanceof Error ? error.message : String(error)}`
+}
+
 /** `anthropic` (default) or `scripted:<turns.json>`. */
 export const modelProvider = (spec: string): Effect.Effect<ModelProvider, CliUsageError> =>
   Effect.suspend(() => {

@@ -22,7 +22,7 @@ import {
   PositiveInteger,
   quoteValue
 } from "../core/options.js"
-import { estimateTokens, promptCharacters, TokenCounter } from "../agent/tokens.js"
+import { estimateTokens, jsonLength, promptCharacters, TokenCounter } from "../agent/tokens.js"
 import type { ModelProvider } from "./ModelProvider.js"
 
 export interface ScriptedCall {
@@ -127,9 +127,6 @@ const checkTurns = (turns: unknown): ReadonlyArray<ScriptedTurn> => {
 // -----------------------------------------------------------------------------
 // Answering a call
 // -----------------------------------------------------------------------------
-
-/** JSON text of a value, for counting characters (undefined counts as nothing). */
-const jsonLength = (value: unknown): number => JSON.stringify(value)?.length ?? 0
 
 interface Reply {
   readonly responseId: string
