@@ -18,7 +18,7 @@ const sourcesUnder = (dir: string): Array<string> =>
 const importsOf = (file: string) =>
   [...readFileSync(file, "utf8").matchAll(/(?:from|import)\s*\(?\s*"([^"]+)"/g)].map((match) => match[1]!)
 
-const ENTRY_POINTS = ["index.ts", "core.ts", "checkpoint-sqlite.ts", "provider.ts", "testing.ts"]
+const ENTRY_POINTS = ["index.ts", "core.ts", "checkpoint-sqlite.ts", "checkpoint-postgres.ts", "provider.ts", "testing.ts"]
 
 describe("module boundaries", () => {
   it("no file under src/core imports from outside src/core (Effect and Node built-ins aside)", () => {
@@ -50,7 +50,7 @@ describe("module boundaries", () => {
     const exported = Object.keys(
       (JSON.parse(readFileSync(join(src, "..", "package.json"), "utf8")) as { exports: Record<string, unknown> }).exports
     ).filter((subpath) => subpath !== "./package.json")
-    expect(exported.sort()).toEqual([".", "./checkpoint-sqlite", "./core", "./provider", "./testing"])
+    expect(exported.sort()).toEqual([".", "./checkpoint-postgres", "./checkpoint-sqlite", "./core", "./provider", "./testing"])
   })
 
   it("every service's Tag key names the folder of its module (@lite-agent/<folder>/<Service>)", () => {

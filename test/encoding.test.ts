@@ -63,5 +63,8 @@ describe("session ids", () => {
     expect(sessionIdProblem("a\nb")).toMatch(/control/)
     expect(sessionIdProblem(".git")).toMatch(/start with/)
     expect(sessionIdProblem(42)).toMatch(/string/)
+    // Stores write ids as UTF-8, which has no form for a lone surrogate: "a\uD800" and "a\uDBFF" would both become "a\uFFFD".
+    expect(sessionIdProblem("a\uD800")).toMatch(/well-formed/)
+    expect(sessionIdProblem("🚀".slice(0, 1))).toMatch(/lone surrogate/)
   })
 })

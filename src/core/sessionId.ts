@@ -19,6 +19,8 @@ export const sessionIdProblem = (sessionId: unknown): string | undefined => {
   const bytes = Buffer.byteLength(sessionId, "utf8")
   if (bytes > MAX_SESSION_ID_BYTES) return `is ${bytes} bytes long; the limit is ${MAX_SESSION_ID_BYTES}`
   if (sessionId.includes("\u0000")) return "must not contain NUL"
+  // A lone surrogate has no UTF-8 form: stores would replace it, and two ids would become one.
+  if (!sessionId.isWellFormed()) return "must be well-formed Unicode (no lone surrogates)"
   if (CONTROL_CHARACTER.test(sessionId)) return "must not contain control characters"
   if (sessionId.includes("/") || sessionId.includes("\\")) return "must not contain path separators (/ or \\)"
   if (sessionId.includes("..")) return 'must not contain ".."'

@@ -554,7 +554,7 @@ export const checkpointerConformance = <E>(
 
       test("invalid session ids are refused by every operation and nothing is created", (c, p) =>
         Effect.gen(function*() {
-          const bad = ["", "a/b", "a\\b", "..", "x..y", ".hidden", "nul\u0000", "ctl\u0007", "tab\tid", " padded", "x".repeat(201)]
+          const bad = ["", "a/b", "a\\b", "..", "x..y", ".hidden", "nul\u0000", "ctl\u0007", "tab\tid", " padded", "x".repeat(201), "lone\uD800", "lone\uDFFF"]
           for (const id of bad) {
             const what = `id ${JSON.stringify(id)}`
             yield* expectFailure(c.append(id, [new UserMessage({ content: "x" })]), InvalidSessionIdError, what)
