@@ -3,7 +3,7 @@
  * machines. The only entry point that loads `@effect/sql-pg` (and `pg`).
  */
 import * as PostgresCheckpointer from "./backends/postgres/PostgresCheckpointer.js"
-import { decodeOptionsOrThrow } from "./core/options.js"
+import { Either } from "effect"
 import { type PromiseCheckpointerWithIntegrity, toPromiseCheckpointerWithIntegrity } from "./facade/checkpointer.js"
 
 export * as PostgresCheckpointer from "./backends/postgres/PostgresCheckpointer.js"
@@ -23,10 +23,5 @@ export const postgresCheckpointer = (
   options: PostgresCheckpointer.PostgresCheckpointerOptions
 ): PromiseCheckpointerWithIntegrity =>
   toPromiseCheckpointerWithIntegrity(
-    PostgresCheckpointer.layer(
-      decodeOptionsOrThrow(PostgresCheckpointer.PostgresCheckpointerOptions, options, {
-        name: "Postgres checkpointer options",
-        secrets: ["url", "password"]
-      })
-    )
+    PostgresCheckpointer.layer(Either.getOrThrowWith(PostgresCheckpointer.decodePostgresOptions(options), (error) => error))
   )

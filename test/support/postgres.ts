@@ -5,7 +5,7 @@
  * tests do, the cluster belongs to (and runs as) the `postgres` user. Start one per test file.
  */
 import { execFileSync } from "node:child_process"
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir, userInfo } from "node:os"
 import { join } from "node:path"
@@ -15,6 +15,10 @@ export interface PostgresServer {
   readonly url: string
   readonly host: string
   readonly port: number
+  /** A role that must give its password (scram-sha-256); every other role is trusted. */
+  readonly passwordRole: { readonly user: string; readonly password: string }
+  /** Run SQL as the superuser through psql; returns its unaligned, tuples-only output. */
+  readonly psql: (sql: string) => string
   /** Stop as a crash would (`pg_ctl stop -m immediate`): no shutdown checkpoint, recovery on the next start. */
   readonly crash: () => void
   /** Start it again after a stop or a crash (same data, same port). */
@@ -65,11 +69,24 @@ export const startPostgres = async (): Promise<PostgresServer> => {
       encoding: "utf8"
     })
   run("initdb", ["-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-instructions"])
+  const passwordRole = { user: "lite_agent_password", password: "correct-horse-battery" }
+  writeFileSync(
+    join(data, "pg_hba.conf"),
+    `local all all trust\nhost all ${passwordRole.user} 127.0.0.1/32 scram-sha-256\nhost all all 127.0.0.1/32 trust\n`
+  )
   const port = await freePort()
   const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${base} -c max_connections=100`
   const start = () => run("pg_ctl", ["-D", data, "-l", join(base, "server.log"), "-o", options, "-w", "-t", "60", "start"])
   start()
+  const psql = (sql: string) =>
+    execFileSync(join(bin, "psql"), ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-At", "-c", sql], {
+      stdio: "pipe",
+      encoding: "utf8"
+    }).trim()
+  psql(`CREATE ROLE ${passwordRole.user} LOGIN SUPERUSER PASSWORD '${passwordRole.password}'`)
   return {
+    passwordRole,
+    psql,
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     host: "127.0.0.1",
     port,

@@ -56,9 +56,25 @@ const StorageFields = {
 export const PostgresClientCheckpointerOptions = Schema.Struct(StorageFields)
 export interface PostgresClientCheckpointerOptions extends Schema.Schema.Type<typeof PostgresClientCheckpointerOptions> {}
 
+/** Why `url` is not a PostgreSQL URL, without quoting it (it may hold the password); undefined when it is one. */
+const urlProblem = (url: string): string | undefined => {
+  if (url.length === 0) return "expected a non-empty string"
+  let protocol: string
+  try {
+    protocol = new URL(url).protocol
+  } catch {
+    return "is not a URL (expected postgres://user:password@host:port/database)"
+  }
+  return protocol === "postgres:" || protocol === "postgresql:"
+    ? undefined
+    : `expected a postgres:// URL, got one starting with ${protocol}//`
+}
+
+const PostgresUrl = Schema.String.pipe(Schema.filter((url) => urlProblem(url) ?? true))
+
 export const PostgresCheckpointerOptions = Schema.Struct({
   /** `postgres://user:password@host:port/database`; the separate options below override its parts. */
-  url: Schema.optional(NonEmptyString),
+  url: Schema.optional(PostgresUrl),
   host: Schema.optional(NonEmptyString),
   port: Schema.optional(Port),
   database: Schema.optional(NonEmptyString),
@@ -281,16 +297,16 @@ const storageOptions = (options: PostgresClientCheckpointerOptions): ResolvedSto
   busyTimeoutMs: options.busyTimeoutMs ?? 5000
 })
 
-/**
- * The checkpointer over `client`, in the schema `options.schema`. Migrates the schema first
- * (or refuses a newer one with `SchemaVersionError`, writing nothing).
- */
 export interface PostgresCheckpointerParts {
   readonly service: Checkpointer.CheckpointerService
   readonly integrity: Context.Tag.Service<CheckpointerIntegrity>
   readonly changes: Context.Tag.Service<PostgresChanges>
 }
 
+/**
+ * The checkpointer over `client`, in the schema `options.schema`. Migrates the schema first
+ * (or refuses a newer one with `SchemaVersionError`, writing nothing).
+ */
 export const makeWithClient = (
   client: PgClient.PgClient,
   options: ResolvedStorageOptions
@@ -318,39 +334,7 @@ export const makeWithClient = (
       body: (execute: Execute) => Effect.Effect<{ readonly value: A; readonly wrote: boolean }, CheckpointerError | SqlError | Busy>
     ): Effect.Effect<A, CheckpointerError> =>
       retryWhileBusy(
-        Effect.scoped(
-          Effect.flatMap(client.reserve, (connection: Connection) => {
-            const execute: Execute = (statement, params) => connection.execute(statement, params, undefined)
-            const finish = (
-              exit: Exit.Exit<{ readonly value: A; readonly wrote: boolean }, CheckpointerError | SqlError | Busy>
-            ): Effect.Effect<A, CheckpointerError | SqlError | Busy> =>
-              Exit.isSuccess(exit) && exit.value.wrote
-                ? Effect.as(
-                  Effect.mapError(
-                    execute("COMMIT", []),
-                    (error) =>
-                      new StorageError({
-                        operation,
-                        detail: `COMMIT failed, so whether it took effect is unknown (re-read the head): ${pgErrorOf(error).message}`,
-                        cause: error
-                      })
-                  ),
-                  exit.value.value
-                )
-                // A broken connection cannot roll back, and need not: the server drops its transaction.
-                : Effect.zipRight(Effect.ignore(execute("ROLLBACK", [])), Effect.map(exit, (result) => result.value))
-            return Effect.uninterruptibleMask((restore) =>
-              Effect.zipRight(
-                connection.executeUnprepared(
-                  `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${lockTimeoutMs}`,
-                  [],
-                  undefined
-                ),
-                Effect.flatMap(Effect.exit(restore(body(execute))), finish)
-              )
-            )
-          })
-        ).pipe(
+        Effect.scoped(Effect.flatMap(client.reserve, (connection) => inTransaction(connection, operation, body))).pipe(
           Effect.catchIf(
             (error): error is SqlError => error instanceof SqlError,
             (error): Effect.Effect<never, CheckpointerError | Busy> => {
@@ -371,6 +355,43 @@ export const makeWithClient = (
         ),
         { timeoutMs: options.busyTimeoutMs, maxPauseMs: 50, sessionId }
       )
+
+    /** `body` in one transaction on `connection`: see `transaction`. */
+    const inTransaction = <A>(
+      connection: Connection,
+      operation: string,
+      body: (execute: Execute) => Effect.Effect<{ readonly value: A; readonly wrote: boolean }, CheckpointerError | SqlError | Busy>
+    ): Effect.Effect<A, CheckpointerError | SqlError | Busy> => {
+      const execute: Execute = (statement, params) => connection.execute(statement, params, undefined)
+      const finish = (
+        exit: Exit.Exit<{ readonly value: A; readonly wrote: boolean }, CheckpointerError | SqlError | Busy>
+      ): Effect.Effect<A, CheckpointerError | SqlError | Busy> =>
+        Exit.isSuccess(exit) && exit.value.wrote
+          ? Effect.as(
+            Effect.mapError(
+              execute("COMMIT", []),
+              (error) =>
+                new StorageError({
+                  operation,
+                  detail: `COMMIT failed, so whether it took effect is unknown (re-read the head): ${pgErrorOf(error).message}`,
+                  cause: error
+                })
+            ),
+            exit.value.value
+          )
+          // A broken connection cannot roll back, and need not: the server drops its transaction.
+          : Effect.zipRight(Effect.ignore(execute("ROLLBACK", [])), Effect.map(exit, (result) => result.value))
+      return Effect.uninterruptibleMask((restore) =>
+        Effect.zipRight(
+          connection.executeUnprepared(
+            `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${lockTimeoutMs}`,
+            [],
+            undefined
+          ),
+          Effect.flatMap(Effect.exit(restore(body(execute))), finish)
+        )
+      )
+    }
 
     // ------------------------------------------------------------------------------------
     // The schema: refuse a newer one before writing anything, then migrate under a lock
@@ -395,10 +416,12 @@ export const makeWithClient = (
     const found = yield* storedVersion((statement, params) => query("open", statement, params))
     yield* refuseNewer(found)
     if (found < SCHEMA_VERSION) {
-      yield* transaction("migrate", undefined, (execute) =>
+      // One migrator at a time per schema; the others wait, then find it done. The lock is taken
+      // before the transaction starts: a transaction that waited for it inside could go on
+      // seeing the catalog as it was before the wait, and create tables that now exist.
+      const lockKey = [`lite-agent:${options.schema}`]
+      const migrate = (connection: Connection) => inTransaction(connection, "migrate", (execute) =>
         Effect.gen(function*() {
-          // One migrator at a time per schema; the others wait here, then find it done.
-          yield* execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`lite-agent:${options.schema}`])
           const current = yield* storedVersion(execute)
           yield* refuseNewer(current)
           if (current >= SCHEMA_VERSION) return { value: undefined, wrote: false }
@@ -415,6 +438,15 @@ export const makeWithClient = (
           )
           return { value: undefined, wrote: true }
         }))
+      yield* Effect.scoped(
+        Effect.flatMap(client.reserve, (connection) =>
+          Effect.acquireUseRelease(
+            connection.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", lockKey, undefined),
+            () => migrate(connection),
+            () => Effect.ignore(connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", lockKey, undefined))
+          ))
+      ).pipe(Effect.catchIf((error): error is SqlError | Busy => error instanceof SqlError || error instanceof Busy, (error) =>
+        Effect.fail(toCheckpointerError("migrate")(error))))
     }
 
     // ------------------------------------------------------------------------------------
@@ -594,20 +626,7 @@ export const layerWithClient = (
   )
 
 /** The client configuration `options` describe, checked. */
-const clientConfig = (options: PostgresCheckpointerOptions): Effect.Effect<PgClient.PgClientConfig, ConfigurationError> => {
-  if (options.url !== undefined) {
-    let protocol: string
-    try {
-      protocol = new URL(options.url).protocol
-    } catch {
-      // Never quote the URL: it may hold the password.
-      return Effect.fail(new ConfigurationError({ option: "url", detail: "is not a URL (expected postgres://user:password@host:port/database)" }))
-    }
-    if (protocol !== "postgres:" && protocol !== "postgresql:") {
-      return Effect.fail(new ConfigurationError({ option: "url", detail: `expected a postgres:// URL, got one starting with ${protocol}//` }))
-    }
-  }
-  return Effect.succeed({
+const clientConfig = (options: PostgresCheckpointerOptions): PgClient.PgClientConfig => ({
     ...(options.url === undefined ? {} : { url: Redacted.make(options.url) }),
     ...(options.host === undefined ? {} : { host: options.host }),
     ...(options.port === undefined ? {} : { port: options.port }),
@@ -618,8 +637,7 @@ const clientConfig = (options: PostgresCheckpointerOptions): Effect.Effect<PgCli
     maxConnections: options.maxConnections ?? 10,
     connectTimeout: Duration.millis(options.connectTimeoutMs ?? 10_000),
     applicationName: options.applicationName ?? "lite-agent"
-  })
-}
+})
 
 /** Decode `options` (a `ConfigurationError` names the option and never quotes a secret). */
 export const decodePostgresOptions = (options: unknown) =>
@@ -629,8 +647,7 @@ export const decodePostgresOptions = (options: unknown) =>
 export const make = (options: PostgresCheckpointerOptions) =>
   Effect.gen(function*() {
     const decoded = yield* decodePostgresOptions(options)
-    const config = yield* clientConfig(decoded)
-    const client = yield* PgClient.make(config).pipe(Effect.mapError(connectError))
+    const client = yield* PgClient.make(clientConfig(decoded)).pipe(Effect.mapError(connectError))
     return yield* makeWithClient(client, storageOptions(decoded))
   })
 
