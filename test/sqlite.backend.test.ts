@@ -225,7 +225,7 @@ describe("reads", () => {
 describe("several processes opening a brand-new database at the same instant", () => {
   it("all of them create or find the schema and append; none sees a locked database", async () => {
     const file = freshFile()
-    const worker = join(import.meta.dirname, "workers", "sqlite-opener.ts")
+    const worker = join(import.meta.dirname, "workers", "opener.ts")
     const results: Array<{ ok: boolean; head?: number; tag?: string; message?: string }> = []
     for (let trial = 0; trial < 2; trial++) {
       const trialFile = trial === 0 ? file : freshFile()
@@ -233,7 +233,7 @@ describe("several processes opening a brand-new database at the same instant", (
       const at = Date.now() + 6000
       const outputs = await Promise.all(
         [1, 2, 3, 4].map((n) =>
-          run(process.execPath, ["--import", "tsx", worker, trialFile, String(at), `p${n}`], {
+          run(process.execPath, ["--import", "tsx", worker, "sqlite", trialFile, String(at), `p${n}`], {
             cwd: join(import.meta.dirname, "..")
           }))
       )

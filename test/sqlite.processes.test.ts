@@ -1,6 +1,6 @@
 /**
  * The SQLite backend under real concurrency and real crashes: separate Node processes
- * (test/workers/writer.ts, sqlite-*.ts) share one database file in a temp directory, append to and
+ * (test/workers/writer.ts, sqlite-opener.ts, batch-crasher.ts) share one database file in a temp directory, append to and
  * truncate the same session, race on expected heads, get killed with SIGKILL mid-append;
  * then damaged and too-new database files are opened. Everything is checked from the
  * processes' own reports and from fresh `sqliteCheckpointer`s on the same file.
@@ -18,9 +18,10 @@ import { describe, expect, it } from "vitest"
 import { SqliteCheckpointer, sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import { CheckpointConflictError, CheckpointIntegrityError, SchemaVersionError, type StoredEvent, UserMessage } from "../src/index.js"
 import { contentOf, isRunning, makeTempDir, startWorker } from "./support/processes.js"
-import type { SqliteCrasherConfig } from "./workers/sqlite-crasher.js"
+import type { CrasherConfig } from "./workers/batch-crasher.js"
 import type { AppendRecord, Interval, Snapshot, TruncateRecord } from "./workers/writer.js"
 import {
+  checkWholeBatches,
   command,
   expectContiguous,
   nextReply,
@@ -318,36 +319,6 @@ describe("sqlite backend: a process truncating while others append and read", ()
 // 4. SIGKILL during appends
 // ---------------------------------------------------------------------------------------
 
-/**
- * Check a crash-test log: only whole batches (`<id>:<part>/<size>`, parts 0..size-1 back
- * to back, each id once), and every acknowledged head ends a batch. Returns the batch ids in order.
- */
-const checkWholeBatches = (contents: ReadonlyArray<string>, acknowledged: ReadonlyArray<number>) => {
-  const batchEnds = new Set<number>()
-  const ids: Array<string> = []
-  let index = 0
-  while (index < contents.length) {
-    const match = /^([a-z0-9]+):0\/(\d+)$/.exec(contents[index]!)
-    if (match === null) throw new Error(`seq ${index + 1} does not start a batch: ${contents[index]}`)
-    const id = match[1]!
-    const size = Number(match[2])
-    if (ids.includes(id)) throw new Error(`batch ${id} appears twice (again at seq ${index + 1})`)
-    ids.push(id)
-    for (let part = 0; part < size; part++) {
-      const content = contents[index + part]
-      if (content !== `${id}:${part}/${size}`) {
-        throw new Error(`partial batch ${id}: seq ${index + part + 1} holds ${content}, expected ${id}:${part}/${size}`)
-      }
-    }
-    index += size
-    batchEnds.add(index)
-  }
-  for (const ack of acknowledged) {
-    if (!batchEnds.has(ack)) throw new Error(`acknowledged head ${ack} is not the end of a stored batch`)
-  }
-  return ids
-}
-
 describe("sqlite backend: writer processes killed with SIGKILL", () => {
   it("5 SIGKILLs at random moments of batch appends: opens cleanly, intact, every acknowledged append there, no partial batch, appending continues", async () => {
     const file = makeTempFile("crash")
@@ -360,8 +331,15 @@ describe("sqlite backend: writer processes killed with SIGKILL", () => {
     await creator.close()
     // Start every process up front; each waits for its turn.
     const crashers = Array.from({ length: cycles }, (_, cycle) => {
-      const config: SqliteCrasherConfig = { file, session, cycle, synchronous: synchronousOf(cycle), maxBatches: 100_000 }
-      return startWorker("sqlite-crasher.ts", [JSON.stringify(config)])
+      const config: CrasherConfig = {
+        backend: "sqlite",
+        location: file,
+        session,
+        cycle,
+        synchronous: synchronousOf(cycle),
+        maxBatches: 100_000
+      }
+      return startWorker("batch-crasher.ts", [JSON.stringify(config)])
     })
     const acknowledged: Array<number> = []
     const expectedIds: Array<string> = []

@@ -51,7 +51,12 @@ const freePort = (): Promise<number> =>
     })
   })
 
-export const startPostgres = async (): Promise<PostgresServer> => {
+export interface StartOptions {
+  /** Addresses to listen on besides 127.0.0.1 (e.g. a veth toward a network namespace); clients from anywhere are trusted. */
+  readonly listenAddresses?: ReadonlyArray<string>
+}
+
+export const startPostgres = async (startOptions: StartOptions = {}): Promise<PostgresServer> => {
   const bin = postgresBin()
   const asRoot = userInfo().uid === 0
   const base = mkdtempSync(join(tmpdir(), "lite-agent-pg-"))
@@ -72,10 +77,12 @@ export const startPostgres = async (): Promise<PostgresServer> => {
   const passwordRole = { user: "lite_agent_password", password: "correct-horse-battery" }
   writeFileSync(
     join(data, "pg_hba.conf"),
-    `local all all trust\nhost all ${passwordRole.user} 127.0.0.1/32 scram-sha-256\nhost all all 127.0.0.1/32 trust\n`
+    `local all all trust\nhost all ${passwordRole.user} 127.0.0.1/32 scram-sha-256\nhost all all 127.0.0.1/32 trust\n` +
+      (startOptions.listenAddresses === undefined ? "" : "host all all 0.0.0.0/0 trust\n")
   )
   const port = await freePort()
-  const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${base} -c max_connections=100`
+  const listen = ["127.0.0.1", ...(startOptions.listenAddresses ?? [])].join(",")
+  const options = `-p ${port} -c listen_addresses=${listen} -k ${base} -c max_connections=100`
   const start = () => run("pg_ctl", ["-D", data, "-l", join(base, "server.log"), "-o", options, "-w", "-t", "60", "start"])
   start()
   const psql = (sql: string) =>

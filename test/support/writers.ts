@@ -6,20 +6,16 @@
  * scenarios.
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest"
-import { fileCheckpointer, type PromiseCheckpointerWithIntegrity } from "../../src/index.js"
 import type { WriterCommand, WriterReply } from "../workers/writer.js"
 import { contentOf } from "./contents.js"
+import { openStore, type StoreBackend } from "./stores.js"
 import { isRunning, live, removeTempDirs, startWorker, type Worker } from "./processes.js"
 
-export type WriterBackend = "file" | "sqlite"
+export type WriterBackend = StoreBackend
 
 export const WRITERS = [0, 1, 2, 3] as const
 
-/** A checkpointer of its own on the store at `location` (a session directory, or a database file). */
-export const openStore = async (backend: WriterBackend, location: string): Promise<PromiseCheckpointerWithIntegrity> =>
-  backend === "sqlite"
-    ? (await import("../../src/checkpoint-sqlite.js")).sqliteCheckpointer({ file: location })
-    : fileCheckpointer({ dir: location })
+export { openStore }
 
 /** Everything in the session, and the store's integrity report, read by a checkpointer opened just for this. */
 export const readFresh = async (backend: WriterBackend, location: string, session: string) => {
@@ -107,6 +103,36 @@ export const writerPool = (
   })
 
   return { backend, get }
+}
+
+/**
+ * Check a crash-test log: only whole batches (`<id>:<part>/<size>`, parts 0..size-1 back
+ * to back, each id once), and every acknowledged head ends a batch. Returns the batch ids in order.
+ */
+export const checkWholeBatches = (contents: ReadonlyArray<string>, acknowledged: ReadonlyArray<number>) => {
+  const batchEnds = new Set<number>()
+  const ids: Array<string> = []
+  let index = 0
+  while (index < contents.length) {
+    const match = /^([a-z0-9]+):0\/(\d+)$/.exec(contents[index]!)
+    if (match === null) throw new Error(`seq ${index + 1} does not start a batch: ${contents[index]}`)
+    const id = match[1]!
+    const size = Number(match[2])
+    if (ids.includes(id)) throw new Error(`batch ${id} appears twice (again at seq ${index + 1})`)
+    ids.push(id)
+    for (let part = 0; part < size; part++) {
+      const content = contents[index + part]
+      if (content !== `${id}:${part}/${size}`) {
+        throw new Error(`partial batch ${id}: seq ${index + part + 1} holds ${content}, expected ${id}:${part}/${size}`)
+      }
+    }
+    index += size
+    batchEnds.add(index)
+  }
+  for (const ack of acknowledged) {
+    if (!batchEnds.has(ack)) throw new Error(`acknowledged head ${ack} is not the end of a stored batch`)
+  }
+  return ids
 }
 
 /** "w2" for "w2:17": which writer wrote an event. */

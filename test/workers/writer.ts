@@ -55,10 +55,11 @@ import {
   UserMessage
 } from "../../src/index.js"
 import { contentOf } from "../support/contents.js"
+import { isStoreBackend, openStore } from "../support/stores.js"
 
 const [backend, location, writerArg] = process.argv.slice(2)
-if ((backend !== "file" && backend !== "sqlite") || location === undefined || writerArg === undefined) {
-  throw new Error("usage: writer.ts <file|sqlite> <directory or database file> <writer>")
+if (!isStoreBackend(backend) || location === undefined || writerArg === undefined) {
+  throw new Error("usage: writer.ts <file|sqlite|postgres> <directory, database file or url#schema> <writer>")
 }
 const writer = Number(writerArg)
 
@@ -171,10 +172,7 @@ const tagOf = (error: unknown) =>
 const leaseMs = process.env["LITE_AGENT_TEST_LOCK_LEASE_MS"]
 const fileOptions = { dir: location, ...(leaseMs === undefined ? {} : { lockLeaseMs: Number(leaseMs) }) }
 
-// Only the SQLite store loads the native module.
-const checkpointer = backend === "sqlite"
-  ? (await import("../../src/checkpoint-sqlite.js")).sqliteCheckpointer({ file: location })
-  : fileCheckpointer(fileOptions)
+const checkpointer = await openStore(backend, location, { lockLeaseMs: leaseMs === undefined ? undefined : Number(leaseMs) })
 
 const checkConflict = (error: CheckpointConflictError, session: string, head: number) => {
   if (error.sessionId !== session || error.expected !== head || error.actual === head) {
