@@ -7,6 +7,7 @@ import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessa
 import { runAgentBench } from "./agent.js"
 import { runFileBench } from "./file.js"
 import { runLongSessionBench } from "./longSession.js"
+import { runPostgresBench } from "./postgres.js"
 import { runSqliteBench } from "./sqlite.js"
 
 const EVENTS = 100_000
@@ -56,6 +57,10 @@ for (const row of await runFileBench()) console.log(`| ${row.join(" | ")} |`)
 console.log("\n## SQLite backend\n")
 console.log("| measurement | lite-agent | raw better-sqlite3 | ratio |\n|---|---:|---:|---:|")
 for (const row of await runSqliteBench()) console.log(`| ${row.join(" | ")} |`)
+
+console.log("\n## PostgreSQL backend\n")
+console.log("| measurement | lite-agent | raw pg, same statements | ratio |\n|---|---:|---:|---:|")
+for (const row of await runPostgresBench()) console.log(`| ${row.join(" | ")} |`)
 
 console.log(`\n## Agent turn (scripted model, one write_file per turn)\n`)
 console.log("| backend | 6 appends (baseline) | turns 6-25 | turns 981-1000 | late / early |\n|---|---:|---:|---:|---:|")

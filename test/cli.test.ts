@@ -1,16 +1,18 @@
 /**
  * The `lite-agent` command in real processes: print mode in its three output formats with a
- * scripted model, sessions continued by id or as the most recent, the file and SQLite
- * backends, a failing turn (exit 1, the error on stderr) and command lines that cannot run
+ * scripted model, sessions continued by id or as the most recent, the file, SQLite and
+ * PostgreSQL backends, a failing turn (exit 1, the error on stderr) and command lines that cannot run
  * (exit 2, a message that says why).
  */
 import { execFile } from "node:child_process"
 import { readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { promisify } from "node:util"
-import { describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { postgresCheckpointer } from "../src/checkpoint-postgres.js"
 import { fileCheckpointer, type LiteAgentResult } from "../src/index.js"
 import { tempDir } from "./support/agent.js"
+import { type PostgresServer, startPostgres } from "./support/postgres.js"
 
 const root = resolve(import.meta.dirname, "..")
 const main = join(root, "src", "cli", "main.ts")
@@ -115,7 +117,8 @@ describe("lite-agent -p (print mode)", () => {
     [["-p", "hi"], "set ANTHROPIC_API_KEY"],
     [["-p", "hi", "--model", "scripted:/nonexistent/turns.json"], "no such file"],
     [["-p", "hi", "--model", "scripted:"], "needs a file"],
-    [["-p", "hi", "--checkpointer", "s3:bucket"], "expected file:<dir> or sqlite:<file>"],
+    [["-p", "hi", "--checkpointer", "s3:bucket"], "expected file:<dir>, sqlite:<file> or postgres:<url>"],
+    [["-p", "hi", "--checkpointer", "postgres:not a url"], "--checkpointer postgres:<url>: is not a URL"],
     [["-p", "hi", "--session", "a", "--continue"], "cannot be used together"],
     [["-p", "hi", "--max-steps", "0"], "--max-steps must be a positive integer"],
     [["-p", "hi", "--output-format", "xml"], "Expected one of the following cases: text, json, stream-json"]
@@ -129,5 +132,37 @@ describe("lite-agent -p (print mode)", () => {
     const run = await cli(["-p", "hi", "--model", `scripted:${turnsFile([{ toolCalls: [{ input: {} }] }])}`])
     expect(run.code).toBe(2)
     expect(run.stderr).toContain("turns[0].toolCalls[0].name")
+  })
+})
+
+describe("lite-agent -p on PostgreSQL (--checkpointer postgres:<url>)", () => {
+  let server: PostgresServer
+  beforeAll(async () => {
+    server = await startPostgres()
+  }, 120_000)
+  afterAll(() => server?.destroy())
+
+  it("stores the session in the database, and --continue picks it up from there", async () => {
+    const workdir = tempDir("cli-work")
+    const common = ["--checkpointer", `postgres:${server.url}`, "--workdir", workdir, "--output-format", "json"]
+    const first = await cli(["-p", "write hello", "--model", `scripted:${turnsFile(WRITE_HELLO)}`, ...common])
+    expect(first.code, first.stderr).toBe(0)
+    const result = JSON.parse(first.stdout) as LiteAgentResult
+    const again = await cli(["-p", "again", "--continue", "--model", `scripted:${turnsFile([{ text: "second" }])}`, ...common])
+    expect(JSON.parse(again.stdout)).toMatchObject({ sessionId: result.sessionId, text: "second", head: result.head + 2 })
+    const checkpointer = postgresCheckpointer({ url: server.url })
+    try {
+      expect((await checkpointer.list()).map((session) => session.id)).toEqual([result.sessionId])
+      expect(await checkpointer.head(result.sessionId)).toBe(result.head + 2)
+    } finally {
+      await checkpointer.close()
+    }
+  })
+
+  it("a URL that is not a postgres:// one exits 2 without echoing it (it may hold a password)", async () => {
+    const run = await cli(["-p", "hi", "--model", `scripted:${turnsFile([{ text: "x" }])}`, "--checkpointer", "postgres:mysql://u:hunter2@db/x"])
+    expect(run.code).toBe(2)
+    expect(run.stderr).toContain("expected a postgres:// URL")
+    expect(run.stdout + run.stderr).not.toContain("hunter2")
   })
 })

@@ -35,7 +35,7 @@ const options = {
   session: Options.text("session").pipe(Options.withDescription("Continue this session"), Options.optional),
   continue: Options.boolean("continue").pipe(Options.withDescription("Continue the most recent session")),
   checkpointer: Options.text("checkpointer").pipe(
-    Options.withDescription("Where sessions live: file:<dir> or sqlite:<file> (default: the file backend in ~/.lite-agent/sessions)"),
+    Options.withDescription("Where sessions live: file:<dir>, sqlite:<file> or postgres:<url> (default: the file backend in ~/.lite-agent/sessions)"),
     Options.optional
   ),
   model: Options.text("model").pipe(

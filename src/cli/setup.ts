@@ -1,12 +1,12 @@
 /**
  * What the command line names, turned into the agent's layers: the model (`anthropic`, or
- * `scripted:<turns.json>` for offline use), the checkpointer (`file:<dir>`, `sqlite:<file>`, or
- * the default file backend) and the session (`--session <id>`, `--continue`). Every mistake
+ * `scripted:<turns.json>` for offline use), the checkpointer (`file:<dir>`, `sqlite:<file>`,
+ * `postgres:<url>`, or the default file backend) and the session (`--session <id>`, `--continue`). Every mistake
  * is a `CliUsageError` with a message that says what to do; the command exits with code 2.
  */
 import { readFileSync } from "node:fs"
 import { resolve } from "node:path"
-import { Data, Effect, Layer } from "effect"
+import { Data, Effect, Either, Layer } from "effect"
 import * as FileCheckpointer from "../backends/file/FileCheckpointer.js"
 import type { Checkpointer } from "../core/Checkpointer.js"
 import { defaultAutoCompact } from "../agent/compaction.js"
@@ -51,7 +51,7 @@ export const modelProvider = (spec: string): Effect.Effect<ModelProvider, CliUsa
     return Effect.fail(usage(`--model ${JSON.stringify(spec)}: expected anthropic or scripted:<turns.json>`))
   })
 
-/** `file:<dir>`, `sqlite:<file>`, or undefined for the default file backend. */
+/** `file:<dir>`, `sqlite:<file>`, `postgres:<url>`, or undefined for the default file backend. */
 export const checkpointerLayer = (
   spec: string | undefined
 ): Effect.Effect<Layer.Layer<Checkpointer, unknown>, CliUsageError> =>
@@ -68,7 +68,23 @@ export const checkpointerLayer = (
         catch: (error) => usage(`--checkpointer ${spec}: the SQLite backend could not be loaded (${String(error)}); install better-sqlite3 and @effect/sql-sqlite-node`)
       })
     }
-    return Effect.fail(usage(`--checkpointer ${JSON.stringify(spec)}: expected file:<dir> or sqlite:<file>`))
+    if (spec.startsWith("postgres:")) {
+      // `postgres:postgres://user@host/db`; the bare URL works too. The password is best left to PGPASSWORD.
+      const url = spec.startsWith("postgres://") ? spec : spec.slice("postgres:".length)
+      return Effect.tryPromise({
+        try: () => import("../backends/postgres/PostgresCheckpointer.js"),
+        catch: (error) => usage(`--checkpointer postgres:…: the Postgres backend could not be loaded (${String(error)}); install @effect/sql-pg`)
+      }).pipe(
+        Effect.flatMap((module) =>
+          Either.match(module.decodePostgresOptions({ url }), {
+            // Never echo the URL: it may hold a password.
+            onLeft: (error) => Effect.fail(usage(`--checkpointer postgres:<url>: ${error.detail}`)),
+            onRight: (options) => Effect.succeed(module.layer(options))
+          })
+        )
+      )
+    }
+    return Effect.fail(usage(`--checkpointer ${JSON.stringify(spec)}: expected file:<dir>, sqlite:<file> or postgres:<url>`))
   })
 
 export interface AgentSettings {
