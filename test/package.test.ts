@@ -9,13 +9,17 @@ import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, syml
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type PostgresServer, startPostgres } from "./support/postgres.js"
 
 const execFileAsync = promisify(execFile)
 const root = resolve(import.meta.dirname, "..")
 const readmeSamples = readdirSync(join(root, "examples", "readme")).filter((file) => file.endsWith(".ts")).sort()
 let consumerDir: string
+/** The Postgres sample's database. */
+let server: PostgresServer
 
-beforeAll(() => {
+beforeAll(async () => {
+  server = await startPostgres()
   execFileSync("npm", ["run", "build"], { cwd: root, stdio: "pipe" })
   consumerDir = mkdtempSync(join(tmpdir(), "lite-agent-consumer-"))
   mkdirSync(join(consumerDir, "node_modules", "@lite-agent"), { recursive: true })
@@ -67,6 +71,7 @@ beforeAll(() => {
 
 afterAll(() => {
   if (consumerDir) rmSync(consumerDir, { recursive: true, force: true })
+  server?.destroy()
 })
 
 describe("the built package", () => {
@@ -100,7 +105,7 @@ describe("the built package", () => {
 
   it("runs every README sample copied into the outside project (type-checked against the .d.ts files)", async () => {
     expect(readmeSamples.length).toBeGreaterThan(0)
-    const env = { ...process.env }
+    const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: server.url }
     delete env["ANTHROPIC_API_KEY"]
     const runs = await Promise.all(readmeSamples.map(async (file) => {
       const compiled = join(consumerDir, "out-readme", file.replace(/\.ts$/, ".js"))
@@ -110,8 +115,8 @@ describe("the built package", () => {
     expect(runs).toEqual(readmeSamples.map((file) => [file, true]))
   }, 120_000)
 
-  it("loads the native SQLite module only through the checkpoint-sqlite subpath", () => {
-    const nativeModulesAfter = (specifier: string) =>
+  it("loads the native SQLite module only through the checkpoint-sqlite subpath, and pg only through checkpoint-postgres", () => {
+    const modulesAfter = (specifier: string, fragment: string) =>
       execFileSync(
         process.execPath,
         [
@@ -120,15 +125,20 @@ describe("the built package", () => {
           `import { createRequire } from "node:module"
            await import(${JSON.stringify(specifier)})
            const cache = createRequire(import.meta.url).cache
-           console.log(Object.keys(cache).filter((path) => path.includes("better-sqlite3")).length)`
+           console.log(Object.keys(cache).filter((path) => path.includes(${JSON.stringify(fragment)})).length)`
         ],
         { cwd: consumerDir, encoding: "utf8" }
       ).trim()
-    expect(nativeModulesAfter("@lite-agent/sdk")).toBe("0")
-    expect(nativeModulesAfter("@lite-agent/sdk/core")).toBe("0")
-    expect(nativeModulesAfter("@lite-agent/sdk/provider")).toBe("0")
-    expect(nativeModulesAfter("@lite-agent/sdk/testing")).toBe("0")
-    expect(Number(nativeModulesAfter("@lite-agent/sdk/checkpoint-sqlite"))).toBeGreaterThan(0)
+    for (const fragment of ["/better-sqlite3/", "/node_modules/pg/"]) {
+      expect(modulesAfter("@lite-agent/sdk", fragment)).toBe("0")
+      expect(modulesAfter("@lite-agent/sdk/core", fragment)).toBe("0")
+      expect(modulesAfter("@lite-agent/sdk/provider", fragment)).toBe("0")
+      expect(modulesAfter("@lite-agent/sdk/testing", fragment)).toBe("0")
+    }
+    expect(Number(modulesAfter("@lite-agent/sdk/checkpoint-sqlite", "/better-sqlite3/"))).toBeGreaterThan(0)
+    expect(modulesAfter("@lite-agent/sdk/checkpoint-sqlite", "/node_modules/pg/")).toBe("0")
+    expect(Number(modulesAfter("@lite-agent/sdk/checkpoint-postgres", "/node_modules/pg/"))).toBeGreaterThan(0)
+    expect(modulesAfter("@lite-agent/sdk/checkpoint-postgres", "/better-sqlite3/")).toBe("0")
   })
 
   it("ships the lite-agent bin: the built command runs a turn offline", () => {

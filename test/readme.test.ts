@@ -18,13 +18,15 @@ import { dirname, join, relative, resolve } from "node:path"
 import { promisify } from "node:util"
 import * as Tool from "@effect/ai/Tool"
 import ts from "typescript"
-import { beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as checkpointPostgresEntry from "../src/checkpoint-postgres.js"
 import * as checkpointSqliteEntry from "../src/checkpoint-sqlite.js"
 import * as coreEntry from "../src/core.js"
 import { agentToolkit, TOOL_NAMES } from "../src/core.js"
 import * as indexEntry from "../src/index.js"
 import * as providerEntry from "../src/provider.js"
 import * as testingEntry from "../src/testing.js"
+import { type PostgresServer, startPostgres } from "./support/postgres.js"
 
 const root = resolve(import.meta.dirname, "..")
 const samplesDir = join(root, "examples", "readme")
@@ -70,13 +72,13 @@ const offlineEnv = (tmp: string): NodeJS.ProcessEnv => {
   return env
 }
 
-const runSample = async (file: string): Promise<SampleRun> => {
+const runSample = async (file: string, databaseUrl: string): Promise<SampleRun> => {
   // A TMPDIR of its own, so what the sample leaves behind in it can be seen.
   const tmp = mkdtempSync(join(tmpdir(), "readme-test-tmp-"))
   try {
     const outcome = await execFileAsync(process.execPath, ["--import", "tsx", join(samplesDir, file)], {
       cwd: root,
-      env: offlineEnv(tmp),
+      env: { ...offlineEnv(tmp), DATABASE_URL: databaseUrl },
       timeout: 90_000
     }).then(
       ({ stderr, stdout }) => ({ exitCode: 0, stdout, stderr }),
@@ -107,6 +109,10 @@ const expectedOutput: Record<string, (stdout: string) => void> = {
   "file-checkpointer.ts": (stdout) => {
     expect(stdout).toContain("{ ok: true, detail: '1 sessions checked, no damage' }")
     expect(stdout).toContain('wrong key: codec "aes-256-gcm" failed to decode')
+  },
+  "postgres-checkpointer.ts": (stdout) => {
+    expect(stdout).toContain("conflict: expected 1, actual 2")
+    expect(stdout).toContain("head 3: [ 'Refactor src/auth.ts', 'Fix the login test', 'Now add tests' ]")
   },
   "sqlite-checkpointer.ts": (stdout) => {
     expect(stdout).toContain("conflict: expected 1, actual 2")
@@ -145,11 +151,16 @@ const expectedOutput: Record<string, (stdout: string) => void> = {
 const runs = new Map<string, SampleRun>()
 
 describe("README samples (examples/readme)", () => {
+  let server: PostgresServer | undefined
   beforeAll(async () => {
+    // The Postgres sample's database (DATABASE_URL): a throwaway server of this file's own.
+    server = await startPostgres()
+    const url = server.url
     // In parallel: each is a Node process of its own, mostly waiting on tsx and the disk.
-    const results = await Promise.all(sampleFiles.map(async (file) => [file, await runSample(file)] as const))
+    const results = await Promise.all(sampleFiles.map(async (file) => [file, await runSample(file, url)] as const))
     for (const [file, run] of results) runs.set(file, run)
-  }, 120_000)
+  }, 180_000)
+  afterAll(() => server?.destroy())
 
   it("exist, and each has its output checked here", () => {
     expect(sampleFiles.length).toBeGreaterThan(0)
@@ -216,7 +227,7 @@ describe("README tables", () => {
 
   it("the Errors table lists exactly the error classes the package exports", () => {
     const isErrorClass = (value: unknown) => typeof value === "function" && value.prototype instanceof Error
-    const entryPoints = [indexEntry, coreEntry, checkpointSqliteEntry, providerEntry, testingEntry]
+    const entryPoints = [indexEntry, coreEntry, checkpointSqliteEntry, checkpointPostgresEntry, providerEntry, testingEntry]
     const exported = new Set(
       entryPoints.flatMap((entry) => Object.entries(entry).filter(([, value]) => isErrorClass(value)).map(([name]) => name))
     )
