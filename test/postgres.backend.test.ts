@@ -340,6 +340,9 @@ describe("checkIntegrity", () => {
   })
 })
 
+type SessionChangeOf = Extract<PostgresCheckpointer.SessionChange, { sessionId: string }>
+const isSessionChange = (change: PostgresCheckpointer.SessionChange): change is SessionChangeOf => change.kind !== "reconnected"
+
 describe("the live feed", () => {
   it("streams every committed append, truncate and delete of its schema, from any process, with head and generation", async () => {
     const schema = freshSchema("feed")
@@ -361,7 +364,9 @@ describe("the live feed", () => {
       return { changes: Chunk.toArray(yield* Fiber.join(fiber)), afterAppends: afterAppends.length }
     })
     const layer = PostgresCheckpointer.layer({ url: server.url, schema })
-    const { changes } = await Effect.runPromise(program.pipe(Effect.provide(layer), Effect.timeout("20 seconds")))
+    const { changes: heard } = await Effect.runPromise(program.pipe(Effect.provide(layer), Effect.timeout("20 seconds")))
+    const changes = heard.filter(isSessionChange)
+    expect(changes).toHaveLength(heard.length)
     expect(changes.map(({ kind, sessionId, head }) => [kind, sessionId, head])).toEqual([
       ["append", "s", 2],
       ["append", "s", 3],
@@ -392,4 +397,39 @@ describe("closing", () => {
     expect(await reopened.head("s")).toBe(1)
     expect(await reopened.checkIntegrity()).toMatchObject({ ok: true })
   })
+})
+
+describe("the live feed across a server crash", () => {
+  it("notices its connection is gone, listens again once the server is back, says `reconnected`, and goes on", async () => {
+    const schema = freshSchema("feed_crash")
+    const writer = checkpointer({ url: server.url, schema })
+    await writer.list()
+    const program = Effect.gen(function*() {
+      const { changes } = yield* PostgresCheckpointer.PostgresChanges
+      const heard: Array<PostgresCheckpointer.SessionChange> = []
+      const fiber = yield* Effect.fork(Stream.runForEach(changes, (change) => Effect.sync(() => heard.push(change))))
+      const until = (what: string, done: () => boolean) =>
+        Effect.gen(function*() {
+          while (!done()) yield* Effect.sleep("50 millis")
+        }).pipe(Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error(`timed out waiting for ${what}`) }))
+      yield* Effect.sleep("300 millis")
+      yield* Effect.promise(() => writer.append("s", [message("before")]))
+      yield* until("the first append", () => heard.length >= 1)
+      server.crash()
+      yield* Effect.sleep("500 millis")
+      server.start()
+      yield* until("reconnected", () => heard.some((change) => change.kind === "reconnected"))
+      // The writer's pool lost its connections too: its first call may fail while it reconnects.
+      yield* Effect.promise(() => writer.append("s", [message("after")]).catch(() => writer.append("s", [message("after")])))
+      yield* until("the append after the restart", () => heard.filter(isSessionChange).length >= 2)
+      yield* Fiber.interrupt(fiber)
+      return heard
+    })
+    const heard = await Effect.runPromise(program.pipe(Effect.provide(PostgresCheckpointer.layer({ url: server.url, schema }))))
+    expect(heard.map((change) => change.kind === "reconnected" ? "reconnected" : `${change.kind} ${change.head}`)).toEqual([
+      "append 1",
+      "reconnected",
+      "append 2"
+    ])
+  }, 60_000)
 })

@@ -23,7 +23,7 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import { PgClient } from "@effect/sql-pg"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Context, Duration, Effect, Exit, Layer, Option, Redacted, Schema, type Scope, Stream } from "effect"
+import { Chunk, Context, Duration, Effect, Exit, Layer, Option, PubSub, RcRef, Redacted, Schedule, Schema, type Scope, Stream } from "effect"
 import { messageOf } from "../../core/causes.js"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
@@ -103,20 +103,33 @@ export const SCHEMA_VERSION = 1
 export const CHANGES_CHANNEL = "lite_agent_changes"
 
 /** A change to a session, as the live feed reports it. */
-export interface SessionChange {
-  readonly kind: "append" | "truncate" | "delete"
-  readonly sessionId: string
-  /** The head after the change (0 after a delete). */
-  readonly head: number
-  /** The generation after the change (`NO_GENERATION` after a delete). */
-  readonly generation: string
-}
+export type SessionChange =
+  | {
+    readonly kind: "append" | "truncate" | "delete"
+    readonly sessionId: string
+    /** The head after the change (0 after a delete). */
+    readonly head: number
+    /** The generation after the change (`NO_GENERATION` after a delete). */
+    readonly generation: string
+  }
+  | {
+    /**
+     * The feed's connection was lost and is back: changes made in between were not heard.
+     * Re-check what you follow.
+     */
+    readonly kind: "reconnected"
+  }
 
 /** The live feed: every change any process commits to this schema, as it commits. */
 export class PostgresChanges extends Context.Tag("@lite-agent/backends/postgres/PostgresChanges")<
   PostgresChanges,
-  { readonly changes: Stream.Stream<SessionChange, CheckpointerError> }
+  { readonly changes: Stream.Stream<SessionChange> }
 >() {}
+
+/** The feed notifies itself this often; hearing nothing at all for three times as long means its connection is gone. */
+const FEED_HEARTBEAT_MS = 2000
+/** Changes a feed subscriber may fall behind by before the oldest are dropped (it then gets `reconnected`-like gaps). */
+const FEED_BUFFER = 10_000
 
 const READ_PAGE_ROWS = 1000
 const DEFAULT_SCHEMA = "lite_agent"
@@ -587,18 +600,66 @@ export const makeWithClient = (
       }
     )
 
-    const changes: Stream.Stream<SessionChange, CheckpointerError> = client.listen(CHANGES_CHANNEL).pipe(
-      Stream.mapError(toCheckpointerError("listen")),
-      Stream.filterMap((payload) => {
-        try {
-          const change = JSON.parse(payload) as { schema: string } & Omit<SessionChange, "head"> & { head: number | string }
-          return change.schema === options.schema
-            ? Option.some({ kind: change.kind, sessionId: change.sessionId, head: Number(change.head), generation: change.generation })
-            : Option.none()
-        } catch {
-          return Option.none()
+    // The live feed: one LISTEN per checkpointer while anyone subscribes, shared through a
+    // PubSub. The connection is watched with heartbeats (a NOTIFY to itself): when it goes
+    // quiet, it is replaced, and subscribers hear `reconnected` once the new one is listening.
+    const HEARTBEAT = "heartbeat"
+    const heard = (payload: string): SessionChange | typeof HEARTBEAT | undefined => {
+      try {
+        const message = JSON.parse(payload) as { schema?: unknown; kind?: unknown; sessionId?: unknown; head?: unknown; generation?: unknown }
+        if (message.schema !== options.schema) return undefined
+        if (message.kind === HEARTBEAT) return HEARTBEAT
+        if ((message.kind === "append" || message.kind === "truncate" || message.kind === "delete") && typeof message.sessionId === "string") {
+          return { kind: message.kind, sessionId: message.sessionId, head: Number(message.head), generation: String(message.generation) }
         }
+      } catch {
+        // Not one of ours.
+      }
+      return undefined
+    }
+    // Not PgClient's `notify`: it sends `NOTIFY channel, $1`, which PostgreSQL refuses (NOTIFY takes no parameters).
+    const heartbeat = Effect.ignore(
+      query("notify", "SELECT pg_notify($1, $2)", [CHANGES_CHANNEL, JSON.stringify({ schema: options.schema, kind: HEARTBEAT })])
+    )
+    const heartbeats = Stream.fromSchedule(Schedule.spaced(Duration.millis(FEED_HEARTBEAT_MS))).pipe(
+      Stream.mapEffect(() => heartbeat),
+      Stream.drain
+    )
+    const listening = client.listen(CHANGES_CHANNEL).pipe(
+      Stream.mapError(toCheckpointerError("listen")),
+      Stream.merge(Stream.drain(Stream.concat(Stream.fromEffect(heartbeat), heartbeats)), {
+        haltStrategy: "left"
+      }),
+      Stream.timeoutFail(
+        () => new StorageError({ operation: "listen", detail: "the live feed heard nothing, not even its own heartbeat: its connection is gone" }),
+        Duration.millis(3 * FEED_HEARTBEAT_MS)
+      )
+    )
+    const feed = yield* RcRef.make({
+      acquire: Effect.gen(function*() {
+        const hub = yield* Effect.acquireRelease(PubSub.sliding<SessionChange>(FEED_BUFFER), PubSub.shutdown)
+        let lost = false
+        const listen = Stream.runForEach(listening, (payload) => {
+          const change = heard(payload)
+          if (change === HEARTBEAT) {
+            if (!lost) return Effect.void
+            lost = false
+            return PubSub.publish(hub, { kind: "reconnected" })
+          }
+          return change === undefined ? Effect.void : PubSub.publish(hub, change)
+        })
+        yield* Effect.forkScoped(
+          listen.pipe(
+            Effect.catchAllCause(() => Effect.sync(() => (lost = true))),
+            Effect.zipRight(Effect.sleep(Duration.millis(250))),
+            Effect.forever
+          )
+        )
+        return hub
       })
+    })
+    const changes: Stream.Stream<SessionChange> = Stream.unwrapScoped(
+      Effect.map(Effect.flatMap(RcRef.get(feed), PubSub.subscribe), (subscription) => Stream.fromQueue(subscription))
     )
 
     const service = yield* Checkpointer.make(driver)
