@@ -15,7 +15,7 @@ export * from "./core/userCheckpoint.js"
 export { AppendOnly } from "./core/appendOnly.js"
 export { type KeyedMutex, makeKeyedMutex } from "./core/keyedMutex.js"
 export * as Session from "./core/session.js"
-export type { SessionStats, SessionVersion, SnapshotBlob, SnapshotInfo } from "./core/Checkpointer.js"
+export type { FollowItem, SessionStats, SessionVersion, SnapshotBlob, SnapshotInfo } from "./core/Checkpointer.js"
 export type {
   Checkpoint,
   CheckpointAnchor,
@@ -30,6 +30,7 @@ export {
   type CheckpointerDriver,
   fullToolInput,
   type CheckpointerService,
+  type FollowOptions,
   type LockedSession,
   make as makeCheckpointer,
   type ReadOptions,

@@ -11,7 +11,7 @@
  * exclusion, so a logged reference always has its blob and a crash in between leaves only
  * an unreferenced blob, which `sweepSnapshots` removes.
  */
-import { Chunk, Clock, Context, Effect, Either, Ref, Schema, Stream } from "effect"
+import { Chunk, Clock, Context, Effect, Either, PubSub, Ref, Schema, Stream } from "effect"
 import { decodeStoredEvent, normalizeEvents, type SessionEventInput } from "./encoding.js"
 import {
   CheckpointConflictError,
@@ -34,7 +34,10 @@ import {
   type ToolUseBlock
 } from "./events.js"
 import { sha256Hex } from "./sha256.js"
-import { decodeOptions } from "./options.js"
+import { decodeOptions, PositiveMilliseconds } from "./options.js"
+import { type FollowItem, followSession } from "./follow.js"
+
+export type { FollowItem } from "./follow.js"
 import { validateSessionId } from "./sessionId.js"
 
 /** A blob of the snapshot store: the SHA-256 of its content and the bytes it takes as stored (after the codec). */
@@ -131,6 +134,26 @@ export interface CheckpointerService {
   readonly listSnapshots: (sessionId: string) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
   /** Delete the session's blobs that no logged event references; resolves to how many went. */
   readonly sweepSnapshots: (sessionId: string) => Effect.Effect<number, CheckpointerError>
+  /**
+   * The session's events after `sinceSeq`, then each event any process appends, as it lands —
+   * a stream that ends only when its consumer stops. A truncate, or a delete and re-creation,
+   * by anyone is a `reset` item, after which the events from seq 1 of the current log follow:
+   * never a silent mix of the old and the new log. Each look reads only the new events.
+   */
+  readonly follow: (sessionId: string, options?: FollowOptions) => Stream.Stream<FollowItem, CheckpointerError>
+}
+
+export const FollowOptions = Schema.Struct({
+  /** Start after this seq (exclusive). Default 0: every event. */
+  sinceSeq: Schema.optional(Schema.Unknown),
+  /** How often to look when no change was signalled. Default: the backend's (1000 ms for most). */
+  pollMs: Schema.optional(PositiveMilliseconds)
+})
+export interface FollowOptions {
+  /** Start after this seq (exclusive). Default 0: every event. */
+  readonly sinceSeq?: number | undefined
+  /** How often to look when no change was signalled. Default: the backend's (1000 ms for most). */
+  readonly pollMs?: number | undefined
 }
 
 export class Checkpointer extends Context.Tag("@lite-agent/core/Checkpointer")<Checkpointer, CheckpointerService>() {}
@@ -173,6 +196,14 @@ export interface CheckpointerDriver {
   readonly listBlobs: (sessionId: string) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
   /** Bytes the session's log takes as stored (0 when unknown). */
   readonly logBytes: (sessionId: string) => Effect.Effect<number, CheckpointerError>
+  /**
+   * Signals that the session may have been changed by another process (spurious or merged
+   * signals are fine: each only makes a follower look). Without it, and for what it misses,
+   * followers poll. Changes made through this checkpointer are signalled by `make` itself.
+   */
+  readonly watch?: (sessionId: string) => Stream.Stream<unknown>
+  /** How often a follower looks when no signal came. Default 1000 ms. */
+  readonly followPollMs?: number
 }
 
 const SHA256_HEX = /^[0-9a-f]{64}$/
@@ -319,6 +350,11 @@ export const make = (driver: CheckpointerDriver) =>
   Effect.gen(function*() {
     const closed = yield* Ref.make(false)
     yield* Effect.addFinalizer(() => Ref.set(closed, true))
+    // Which sessions this checkpointer changed, for its followers (other processes' changes come from `driver.watch`).
+    const changed = yield* PubSub.sliding<string>(1024)
+    yield* Effect.addFinalizer(() => PubSub.shutdown(changed))
+    const signalChange = (sessionId: string) => <A, E>(effect: Effect.Effect<A, E>) =>
+      Effect.tap(effect, () => PubSub.publish(changed, sessionId))
     const ensureOpen = Effect.flatMap(
       Ref.get(closed),
       (isClosed) => (isClosed ? Effect.fail(new CheckpointerClosedError()) : Effect.void)
@@ -358,7 +394,7 @@ export const make = (driver: CheckpointerDriver) =>
               if (blobs.length > 0) yield* session.putBlobs(blobs)
               yield* session.append(records)
               return session.head + records.length
-            }))
+            })).pipe(signalChange(sessionId))
         })
       )
 
@@ -418,7 +454,7 @@ export const make = (driver: CheckpointerDriver) =>
               }
               if (toSeq < session.head) yield* session.truncate(toSeq)
               return toSeq
-            }))
+            })).pipe(signalChange(sessionId))
         })
       )
 
@@ -503,8 +539,36 @@ export const make = (driver: CheckpointerDriver) =>
         ),
       list: () =>
         ensureOpen.pipe(Effect.zipRight(driver.list), Effect.map((sessions) => [...sessions].sort(byMostRecentActivity))),
-      delete: (sessionId) => guard(sessionId, driver.delete(sessionId)),
-      truncate
+      delete: (sessionId) => guard(sessionId, driver.delete(sessionId).pipe(signalChange(sessionId))),
+      truncate,
+      follow: (sessionId, options) => {
+        const sinceSeq = options?.sinceSeq ?? 0
+        const checked = Effect.zipRight(
+          decodeOptions(FollowOptions, options, "follow options"),
+          checkSeqArgument(sessionId, "sinceSeq", sinceSeq)
+        )
+        return Stream.unwrap(
+          guard(sessionId, checked).pipe(
+            Effect.as(
+              followSession(
+                {
+                  version: (id) => guard(id, driver.version(id)),
+                  read: (id, after) => read(id, { sinceSeq: after }),
+                  wakeUps: (id) =>
+                    Effect.map(PubSub.subscribe(changed), (local) =>
+                      Stream.merge(
+                        Stream.filter(Stream.fromQueue(local), (changedId) => changedId === id),
+                        driver.watch?.(id) ?? Stream.never
+                      ))
+                },
+                sessionId,
+                sinceSeq,
+                options?.pollMs ?? driver.followPollMs ?? 1000
+              )
+            )
+          )
+        )
+      }
     }
     return service
   })

@@ -3,7 +3,16 @@
  * that reject with the library's own error instances.
  */
 import { Chunk, Context, Effect, Layer, ManagedRuntime, type Runtime, Stream } from "effect"
-import { Checkpointer, fullToolInput, type ReadOptions, type SessionInfo, type SessionStats, type SnapshotInfo } from "../core/Checkpointer.js"
+import {
+  Checkpointer,
+  type FollowItem,
+  type FollowOptions,
+  fullToolInput,
+  type ReadOptions,
+  type SessionInfo,
+  type SessionStats,
+  type SnapshotInfo
+} from "../core/Checkpointer.js"
 import type { SessionEventInput } from "../core/encoding.js"
 import { CheckpointerClosedError } from "../core/errors.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../core/integrity.js"
@@ -17,6 +26,13 @@ export interface PromiseCheckpointer {
   read(sessionId: string, options?: ReadOptions): Promise<Array<StoredEvent>>
   /** The same as `read`, streamed: long sessions never sit in memory whole. */
   readIterable(sessionId: string, options?: ReadOptions): AsyncIterable<StoredEvent>
+  /**
+   * The session's events after `sinceSeq`, then each event any process appends, as it lands
+   * (`{ type: "event", stored }`); a truncate or a delete by anyone is `{ type: "reset", head,
+   * generation }`, after which the current log follows from seq 1. It ends when `signal` aborts
+   * or the loop breaks.
+   */
+  follow(sessionId: string, options?: FollowOptions & { readonly signal?: AbortSignal | undefined }): AsyncIterable<FollowItem>
   head(sessionId: string): Promise<number>
   list(): Promise<Array<SessionInfo>>
   delete(sessionId: string): Promise<void>
@@ -62,6 +78,24 @@ const makeFacade = <R, E>(layer: Layer.Layer<Checkpointer | R, E>) => {
         const service = Context.get(base.context as Context.Context<Checkpointer>, Checkpointer)
         const chunks = Stream.toAsyncIterableRuntime(Stream.chunks(service.read(sessionId, options)), base)
         for await (const chunk of chunks) yield* chunk
+      }
+    }),
+    follow: (sessionId, options) => ({
+      async *[Symbol.asyncIterator]() {
+        if (closed) throw new CheckpointerClosedError()
+        const { signal, ...followOptions } = options ?? {}
+        if (signal?.aborted === true) return
+        const base = await runForPromise(runtime, runtime.runtimeEffect)
+        const service = Context.get(base.context as Context.Context<Checkpointer>, Checkpointer)
+        const aborted = Effect.async<void>((resume) => {
+          const onAbort = () => resume(Effect.void)
+          signal?.addEventListener("abort", onAbort, { once: true })
+          return Effect.sync(() => signal?.removeEventListener("abort", onAbort))
+        })
+        const items = service.follow(sessionId, followOptions).pipe(
+          (stream) => (signal === undefined ? stream : Stream.interruptWhen(stream, aborted))
+        )
+        for await (const chunk of Stream.toAsyncIterableRuntime(Stream.chunks(items), base)) yield* chunk
       }
     }),
     head: (sessionId) => run((c) => c.head(sessionId)),

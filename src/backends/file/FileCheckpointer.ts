@@ -19,7 +19,7 @@
 import { randomBytes } from "node:crypto"
 import { homedir } from "node:os"
 import { join } from "node:path"
-import { Chunk, Context, Effect, Layer, Option, Random, Schema, Stream } from "effect"
+import { Chunk, Context, Duration, Effect, Layer, Option, Random, Schedule, Schema, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
   CheckpointIntegrityError,
@@ -84,6 +84,10 @@ const newGeneration = () => randomBytes(8).toString("hex")
 
 /** The header is one short JSON line at the start of the log. */
 const HEADER_READ_BYTES = 4096
+/** How often a follower looks without a file-system event (events can be lost, or never come on network file systems). */
+const FOLLOW_POLL_MS = 500
+/** A session directory's watch is renewed this often: a deleted and re-created directory is a new one to watch. */
+const WATCH_RENEW_MS = 30_000
 
 interface ResolvedOptions {
   readonly dir: string
@@ -489,7 +493,33 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     const logBytes = (sessionId: string) =>
       Effect.scoped(Effect.flatMap(files.open(logPath(sessionId), "read"), (file) => (file === undefined ? Effect.succeed(0) : file.size)))
 
-    const service = yield* Checkpointer.make({ withSession, read, head, version, list, delete: remove, readBlob, listBlobs, logBytes })
+    /**
+     * Wake-ups from the file system: the session's directory while it exists, else the sessions
+     * directory until the session appears. Watches are renewed now and then (a deleted
+     * directory's watch goes quiet); followers poll as well, for file systems without events.
+     */
+    const watchFiles = files.watch
+    const watch = watchFiles === undefined ? undefined : (sessionId: string): Stream.Stream<unknown> =>
+      Stream.unwrap(
+        Effect.map(Effect.orElseSucceed(files.modifiedAt(sessionDir(sessionId)), () => undefined), (exists) =>
+          exists === undefined
+            ? Stream.take(Stream.filter(watchFiles(realDir), (name) => name === sessionId), 1)
+            : Stream.interruptAfter(watchFiles(sessionDir(sessionId)), Duration.millis(WATCH_RENEW_MS)))
+      ).pipe(Stream.repeat(Schedule.spaced(Duration.millis(FOLLOW_POLL_MS))))
+
+    const service = yield* Checkpointer.make({
+      withSession,
+      read,
+      head,
+      version,
+      list,
+      delete: remove,
+      readBlob,
+      listBlobs,
+      logBytes,
+      ...(watch === undefined ? {} : { watch }),
+      followPollMs: FOLLOW_POLL_MS
+    })
 
     const checkIntegrity: Effect.Effect<IntegrityReport, CheckpointerError> = Effect.gen(function*() {
       const sessions = yield* service.list()

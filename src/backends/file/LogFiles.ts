@@ -9,7 +9,7 @@
  * reads take milliseconds, so they are asynchronous and never stall the event loop.
  */
 import * as fs from "node:fs"
-import { Context, Effect, Layer, type Scope } from "effect"
+import { Context, Effect, Layer, type Scope, Stream } from "effect"
 import { errnoOf as codeOf, messageOf as describe } from "../../core/causes.js"
 import { StorageError } from "../../core/errors.js"
 
@@ -44,6 +44,12 @@ export interface LogFilesService {
   readonly modifiedAt: (path: string) => Effect.Effect<Date | undefined, StorageError>
   /** Create `path` if needed and check it is a readable, writable directory; its real path. */
   readonly prepareDirectory: (path: string) => Effect.Effect<string, StorageError>
+  /**
+   * The names of entries of directory `path` as they change (a name may be missing), for as
+   * long as the file system reports them; it ends when watching stops working. Without it,
+   * followers of a session poll.
+   */
+  readonly watch?: (path: string) => Stream.Stream<string | undefined>
 }
 
 export class LogFiles extends Context.Tag("@lite-agent/backends/file/LogFiles")<LogFiles, LogFilesService>() {}
@@ -140,6 +146,23 @@ export const node: LogFilesService = {
         throw error
       }
     }),
+  watch: (path) =>
+    Stream.asyncPush<string | undefined>((emit) =>
+      Effect.acquireRelease(
+        Effect.sync(() => {
+          try {
+            // Not persistent: a follower must not keep the process alive.
+            const watcher = fs.watch(path, { persistent: false }, (_event, name) => emit.single(name ?? undefined))
+            watcher.on("error", () => emit.end())
+            return watcher
+          } catch {
+            emit.end()
+            return undefined
+          }
+        }),
+        (watcher) => Effect.sync(() => watcher?.close())
+      )
+    ),
   prepareDirectory: (path) =>
     attempt("open directory", () => {
       fs.mkdirSync(path, { recursive: true })

@@ -132,6 +132,8 @@ const FEED_HEARTBEAT_MS = 2000
 const FEED_BUFFER = 10_000
 
 const READ_PAGE_ROWS = 1000
+/** How often a follower looks regardless of notifications (a lost one is caught by this). */
+const FOLLOW_POLL_MS = 2000
 const DEFAULT_SCHEMA = "lite_agent"
 
 /** A random generation, as an integer that survives a round trip through JavaScript numbers. */
@@ -662,7 +664,11 @@ export const makeWithClient = (
       Effect.map(Effect.flatMap(RcRef.get(feed), PubSub.subscribe), (subscription) => Stream.fromQueue(subscription))
     )
 
-    const service = yield* Checkpointer.make(driver)
+    // Followers wake on this session's notifications, and on `reconnected` (what was missed is unknown).
+    const watch = (sessionId: string): Stream.Stream<unknown> =>
+      Stream.filter(changes, (change) => change.kind === "reconnected" || change.sessionId === sessionId)
+
+    const service = yield* Checkpointer.make({ ...driver, watch, followPollMs: FOLLOW_POLL_MS })
     return { service, integrity: { checkIntegrity }, changes: { changes } }
   })
 

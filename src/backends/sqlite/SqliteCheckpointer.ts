@@ -17,7 +17,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Context, Effect, Layer, Option, Schema, Scope, Stream } from "effect"
+import { Chunk, Context, Duration, Effect, Layer, Option, PubSub, RcRef, Schema, Scope, Stream } from "effect"
 import { errnoOf, messageOf } from "../../core/causes.js"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
@@ -50,6 +50,10 @@ export const SCHEMA_VERSION = 2
 export const MINIMUM_SQLITE_VERSION = "3.51.3"
 
 const READ_PAGE_ROWS = 512
+/** How often a followed database is checked for other connections' commits (one PRAGMA, microseconds). */
+const DATA_VERSION_POLL_MS = 20
+/** How often a follower looks regardless: the data_version check already covers every commit. */
+const FOLLOW_POLL_MS = 2000
 const NATIVE_BUSY_TIMEOUT_MS = 1
 /** Other writers hold the lock for well under a millisecond: poll often, but never spin. */
 const MAX_BACKOFF_MS = 4
@@ -499,7 +503,41 @@ export const make = (options: SqliteCheckpointerOptions) =>
         )
     }
 
+    /**
+     * Wake-ups for followers: `PRAGMA data_version` changes when another connection (another
+     * process, or another checkpointer on the file) commits. One poller per checkpointer,
+     * while anyone follows; every change wakes every follower, each of which checks its own
+     * session's version — a query of one row.
+     */
+    const dataVersion = Effect.map(
+      outsideCallerTransactions(readStatement(pragma("PRAGMA data_version"), "watch")),
+      (rows) => Number(Object.values(rows[0] ?? {})[0] ?? 0)
+    )
+    const commits = yield* RcRef.make({
+      acquire: Effect.gen(function*() {
+        const hub = yield* Effect.acquireRelease(PubSub.sliding<void>(1), PubSub.shutdown)
+        let last = yield* Effect.orElseSucceed(dataVersion, () => -1)
+        yield* Effect.forkScoped(
+          Effect.forever(
+            Effect.zipRight(
+              Effect.sleep(Duration.millis(DATA_VERSION_POLL_MS)),
+              Effect.flatMap(Effect.orElseSucceed(dataVersion, () => last), (current) => {
+                if (current === last) return Effect.void
+                last = current
+                return PubSub.publish(hub, undefined)
+              })
+            )
+          )
+        )
+        return hub
+      })
+    })
+    const watch = (_sessionId: string): Stream.Stream<unknown> =>
+      Stream.unwrapScoped(Effect.map(Effect.flatMap(RcRef.get(commits), PubSub.subscribe), (subscription) => Stream.fromQueue(subscription)))
+
     const isolated: Checkpointer.CheckpointerDriver = {
+      watch,
+      followPollMs: FOLLOW_POLL_MS,
       withSession: (sessionId, use) => outsideCallerTransactions(driver.withSession(sessionId, use)),
       read: driver.read,
       head: (sessionId) => outsideCallerTransactions(driver.head(sessionId)),
