@@ -18,7 +18,7 @@ const sourcesUnder = (dir: string): Array<string> =>
 const importsOf = (file: string) =>
   [...readFileSync(file, "utf8").matchAll(/(?:from|import)\s*\(?\s*"([^"]+)"/g)].map((match) => match[1]!)
 
-const ENTRY_POINTS = ["index.ts", "core.ts", "checkpoint-sqlite.ts", "checkpoint-postgres.ts", "provider.ts", "testing.ts"]
+const ENTRY_POINTS = ["index.ts", "core.ts", "checkpoint-sqlite.ts", "checkpoint-postgres.ts", "provider.ts", "server.ts", "testing.ts"]
 
 describe("module boundaries", () => {
   it("no file under src/core imports from outside src/core (Effect and Node built-ins aside)", () => {
@@ -30,18 +30,33 @@ describe("module boundaries", () => {
     expect(upward).toEqual([])
   })
 
-  it("the CLI (src/cli) is loaded by nothing else: the library never pulls in @effect/cli or @effect/platform-node", () => {
+  it("the CLI (src/cli) is loaded by nothing else: the library never pulls in @effect/cli", () => {
     const intoCli = sourcesUnder(src)
       .filter((file) => !file.startsWith(join(src, "cli") + "/"))
       .flatMap((file) =>
         importsOf(file)
           .filter((target) =>
-            target.startsWith("@effect/cli") || target.startsWith("@effect/platform-node") ||
+            target.startsWith("@effect/cli") ||
             (target.startsWith(".") && resolve(file, "..", target).startsWith(join(src, "cli") + "/"))
           )
           .map((target) => `${relative(src, file)} imports ${target}`)
       )
     expect(intoCli).toEqual([])
+  })
+
+  it("only the command and the server (src/cli, src/server and its entry point) load @effect/platform-node; only the command loads the server", () => {
+    const allowedNode = (file: string) =>
+      file.startsWith(join(src, "cli") + "/") || file.startsWith(join(src, "server") + "/") || file === join(src, "server.ts")
+    const offenders = sourcesUnder(src).flatMap((file) =>
+      importsOf(file)
+        .filter((target) =>
+          (target.startsWith("@effect/platform-node") && !allowedNode(file)) ||
+          (target.startsWith(".") && resolve(file, "..", target).startsWith(join(src, "server") + "/") &&
+            !allowedNode(file))
+        )
+        .map((target) => `${relative(src, file)} imports ${target}`)
+    )
+    expect(offenders).toEqual([])
   })
 
   it("the entry points are the files at the top of src/, one per package subpath", () => {
@@ -50,7 +65,7 @@ describe("module boundaries", () => {
     const exported = Object.keys(
       (JSON.parse(readFileSync(join(src, "..", "package.json"), "utf8")) as { exports: Record<string, unknown> }).exports
     ).filter((subpath) => subpath !== "./package.json")
-    expect(exported.sort()).toEqual([".", "./checkpoint-postgres", "./checkpoint-sqlite", "./core", "./provider", "./testing"])
+    expect(exported.sort()).toEqual([".", "./checkpoint-postgres", "./checkpoint-sqlite", "./core", "./provider", "./server", "./testing"])
   })
 
   it("every service's Tag key names the folder of its module (@lite-agent/<folder>/<Service>)", () => {

@@ -1,0 +1,184 @@
+/**
+ * `@lite-agent/sdk/server` with real HTTP on loopback and a real SSE client (fetch, streamed):
+ * the token, sessions as JSON and the error statuses, a session's events followed live and
+ * resumed by Last-Event-ID across forced reconnects, a truncate as `reset`, 200 clients at
+ * once, and a client too slow to keep up cut off with a reason.
+ */
+import { connect } from "node:net"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
+import { ConfigurationError, type PromiseCheckpointerWithIntegrity, UserMessage } from "../src/index.js"
+import { type RunningSessionServer, serveSessions } from "../src/server.js"
+import { makeTempDir, removeTempDirs } from "./support/processes.js"
+import { connectSse, request, type SseMessage } from "./support/sse.js"
+
+const TOKEN = "test-token-0123456789"
+const prompt = (content: string) => new UserMessage({ content, origin: "user" })
+
+let checkpointer: PromiseCheckpointerWithIntegrity
+let server: RunningSessionServer
+beforeAll(async () => {
+  checkpointer = sqliteCheckpointer({ file: join(makeTempDir("server"), "sessions.db") })
+  server = await serveSessions({ checkpointer, token: TOKEN, heartbeatMs: 500, sseBufferEvents: 20, slowClientMs: 1000 })
+})
+afterAll(async () => {
+  await server?.close()
+  await checkpointer?.close()
+  removeTempDirs()
+})
+
+const url = (path: string) => `${server.url}${path}`
+const contentOf = (message: SseMessage) => String((JSON.parse(message.data) as { event: { content: string } }).event.content)
+
+describe("the token", () => {
+  it("every route answers 401 without it or with a wrong one", async () => {
+    for (const path of ["/sessions", "/sessions/x", "/sessions/x/events", "/nowhere"]) {
+      expect((await request(url(path))).status).toBe(401)
+      expect((await request(url(path), { token: "wrong-token-0123456789" })).status).toBe(401)
+    }
+    expect(await request(url("/sessions"))).toMatchObject({ json: { error: "Unauthorized" } })
+  })
+
+  it("a server on a non-loopback address without a token of its own is refused; a generated token is long and random", async () => {
+    await expect(serveSessions({ checkpointer, host: "0.0.0.0" })).rejects.toBeInstanceOf(ConfigurationError)
+    const generated = await serveSessions({ checkpointer })
+    try {
+      expect(generated.token.length).toBeGreaterThanOrEqual(32)
+      expect((await request(`${generated.url}/sessions`, { token: generated.token })).status).toBe(200)
+    } finally {
+      await generated.close()
+    }
+  })
+})
+
+describe("sessions as JSON", () => {
+  it("list, one session, its checkpoints; 404 for an unknown one, 400 for a bad id, DELETE", async () => {
+    await checkpointer.append("json-a", [prompt("first"), prompt("second")])
+    const listed = await request(url("/sessions"), { token: TOKEN })
+    expect(listed.status).toBe(200)
+    expect(JSON.stringify(listed.json)).toContain(`"id":"json-a"`)
+    const one = await request(url("/sessions/json-a"), { token: TOKEN })
+    expect(one).toMatchObject({ status: 200, json: { id: "json-a", head: 2, stats: { events: 2 } } })
+    const checkpoints = await request(url("/sessions/json-a/checkpoints"), { token: TOKEN })
+    expect(checkpoints).toMatchObject({ status: 200, json: { checkpoints: [{ seq: 1, prompt: "first" }, { seq: 2, prompt: "second" }] } })
+    expect(await request(url("/sessions/nope"), { token: TOKEN })).toMatchObject({ status: 404, json: { error: "SessionNotFound" } })
+    expect(await request(url("/sessions/nope/events"), { token: TOKEN })).toMatchObject({ status: 404 })
+    expect(await request(url("/sessions/..hidden"), { token: TOKEN })).toMatchObject({ status: 400, json: { error: "BadRequest" } })
+    expect(await request(url("/sessions/json-a/events?sinceSeq=-1"), { token: TOKEN })).toMatchObject({ status: 400 })
+    expect(await request(url("/sessions/json-a/events?sinceSeq=abc"), { token: TOKEN })).toMatchObject({ status: 400 })
+    // Without an agent, the agent's routes are not there.
+    expect(await request(url("/sessions/json-a/messages"), { token: TOKEN, method: "POST", body: { text: "hi" } })).toMatchObject({
+      status: 404,
+      json: { error: "NoAgent" }
+    })
+    expect((await request(url("/sessions/json-a"), { token: TOKEN, method: "DELETE" })).status).toBe(204)
+    expect((await request(url("/sessions/json-a"), { token: TOKEN })).status).toBe(404)
+    expect(await checkpointer.head("json-a")).toBe(0)
+  })
+})
+
+describe("a session's events over SSE", () => {
+  it("10,000 events followed across forced reconnects with Last-Event-ID: none lost, none repeated", async () => {
+    const session = "many"
+    await checkpointer.append(session, [prompt("0")])
+    const total = 10_000
+    const writing = (async () => {
+      for (let next = 1; next < total; next += 250) {
+        await checkpointer.append(session, Array.from({ length: Math.min(250, total - next) }, (_, i) => prompt(String(next + i))))
+        await new Promise((resolve) => setTimeout(resolve, 5))
+      }
+    })()
+    const seen: Array<number> = []
+    let lastEventId: string | undefined
+    let reconnects = 0
+    while (seen.length < total) {
+      const connection = await connectSse(url(`/sessions/${session}/events`), { token: TOKEN, ...(lastEventId === undefined ? {} : { lastEventId }) })
+      expect(connection.status).toBe(200)
+      expect(connection.headers.get("content-type")).toContain("text/event-stream")
+      // Drop the connection after a random number of events, as a flaky network would.
+      const dropAfter = 200 + Math.floor(Math.random() * 1500)
+      let taken = 0
+      for await (const message of connection.messages) {
+        expect(message.event).toBe("event")
+        seen.push(Number(message.id))
+        expect(contentOf(message)).toBe(String(Number(message.id) - 1))
+        lastEventId = message.id
+        if (++taken >= dropAfter || seen.length >= total) break
+      }
+      connection.abort()
+      reconnects++
+    }
+    await writing
+    expect(seen).toEqual(Array.from({ length: total }, (_, i) => i + 1))
+    expect(reconnects).toBeGreaterThan(3)
+  }, 120_000)
+
+  it("?sinceSeq= starts after it; a truncate is a `reset` with id 0, then the new log", async () => {
+    const session = "rewritten"
+    await checkpointer.append(session, [prompt("a"), prompt("b"), prompt("c")])
+    const connection = await connectSse(url(`/sessions/${session}/events?sinceSeq=1`), { token: TOKEN })
+    const messages: Array<string> = []
+    for await (const message of connection.messages) {
+      messages.push(message.event === "reset" ? `reset ${message.id} ${message.data}` : `${message.id}:${contentOf(message)}`)
+      if (messages.length === 2) await checkpointer.truncate(session, 1, 3)
+      if (messages.length === 4) break
+    }
+    connection.abort()
+    const head = await checkpointer.head(session)
+    expect(head).toBe(1)
+    expect(messages[0]).toBe("2:b")
+    expect(messages[1]).toBe("3:c")
+    expect(messages[2]).toMatch(/^reset 0 \{"head":1,"generation":"\d+"\}$/)
+    expect(messages[3]).toBe("1:a")
+  })
+
+  it("200 clients at once each get every event, in order", async () => {
+    const session = "crowd"
+    await checkpointer.append(session, [prompt("1")])
+    const clients = await Promise.all(Array.from({ length: 200 }, () => connectSse(url(`/sessions/${session}/events`), { token: TOKEN })))
+    const reading = clients.map(async (client) => {
+      const ids: Array<number> = []
+      for await (const message of client.messages) {
+        ids.push(Number(message.id))
+        if (ids.length === 20) break
+      }
+      client.abort()
+      return ids
+    })
+    for (let i = 2; i <= 20; i++) await checkpointer.append(session, [prompt(String(i))])
+    const results = await Promise.all(reading)
+    for (const ids of results) expect(ids).toEqual(Array.from({ length: 20 }, (_, i) => i + 1))
+  }, 60_000)
+
+  it("a client that stops reading is cut off with `event: close` (after what was buffered) instead of growing the server's memory", async () => {
+    const session = "slow"
+    const big = "x".repeat(64 * 1024)
+    await checkpointer.append(session, [prompt(`0 ${big}`)])
+    // A raw socket that sends the request and then does not read.
+    const socket = connect(server.port, "127.0.0.1")
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()))
+    socket.pause()
+    socket.write(`GET /sessions/${session}/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`)
+    const total = 1500 // about 96 MiB of events: far more than the socket buffers and the 20-event buffer hold
+    for (let i = 1; i < total; i += 50) {
+      await checkpointer.append(session, Array.from({ length: 50 }, (_, k) => prompt(`${i + k} ${big}`)))
+    }
+    // Longer than slowClientMs with the buffer full: the server gives up on this client.
+    await new Promise((resolve) => setTimeout(resolve, 2500))
+    socket.resume()
+    const received = await new Promise<string>((resolve) => {
+      const chunks: Array<Buffer> = []
+      socket.on("data", (chunk: Buffer) => chunks.push(chunk))
+      socket.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
+      socket.on("error", () => resolve(Buffer.concat(chunks).toString("utf8")))
+    })
+    const ids = [...received.matchAll(/^id: (\d+)$/gm)].map((match) => Number(match[1]))
+    expect(ids.length).toBeGreaterThan(0)
+    expect(ids).toEqual(Array.from({ length: ids.length }, (_, i) => i + 1))
+    expect(ids.length).toBeLessThan(total)
+    expect(received).toContain("event: close")
+    expect(received).toContain("slow_client")
+    console.log(`slow client: ${ids.length} of ${total} events (64 KiB each) reached it before the server closed the stream`)
+  }, 60_000)
+})
