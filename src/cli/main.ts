@@ -5,6 +5,9 @@
  * JSON document, or one JSON object per event (`stream-json`). Never loaded by the library's
  * entry points.
  *
+ * `lite-agent serve` serves sessions (and, with `--model`, an agent) over HTTP: see
+ * src/server/SessionServer.ts.
+ *
  * Exit codes: 0 done; 1 the turn failed (the error on stderr); 2 the command line cannot run
  * as given (the message says why); 130 interrupted (Ctrl-C).
  */
@@ -13,12 +16,15 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Effect, Exit, Layer, ManagedRuntime, Option } from "effect"
+import { Context, Effect, Exit, Layer, ManagedRuntime, Option } from "effect"
+import { ConfigurationError } from "../core/errors.js"
+import * as SessionServer from "../server/SessionServer.js"
 import { runInteractive } from "./interactive.js"
 import { runPrint } from "./print.js"
 import { agentLayer, checkpointerLayer, CliUsageError, describeError, modelProvider } from "./setup.js"
 
 const OUTPUT_FORMATS = ["text", "json", "stream-json"] as const
+const DEFAULT_PORT = 7321
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
 
 const options = {
@@ -73,7 +79,59 @@ const liteAgent = Command.make("lite-agent", options, (args) =>
     )
   }))
 
-const cli = Command.run(liteAgent, { name: "lite-agent", version: "0.1.0" })
+const serveOptions = {
+  host: Options.text("host").pipe(Options.withDescription("The address to listen on (default 127.0.0.1; others need --token)"), Options.withDefault("127.0.0.1")),
+  port: Options.integer("port").pipe(Options.withDescription("The port (default 7321; 0 picks a free one)"), Options.withDefault(DEFAULT_PORT)),
+  token: Options.text("token").pipe(
+    Options.withDescription("The bearer token clients must send, at least 16 characters (default: LITE_AGENT_TOKEN, else a random one, printed)"),
+    Options.optional
+  ),
+  checkpointer: options.checkpointer,
+  model: Options.text("model").pipe(
+    Options.withDescription("Also serve an agent: anthropic or scripted:<turns.json> (default: sessions only)"),
+    Options.optional
+  ),
+  modelName: options.modelName,
+  maxSteps: options.maxSteps,
+  workdir: options.workdir
+}
+
+const serve = Command.make("serve", serveOptions, (args) =>
+  Effect.gen(function*() {
+    const checkpointer = yield* checkpointerLayer(Option.getOrUndefined(args.checkpointer))
+    const model = Option.isSome(args.model) ? Option.some(yield* modelProvider(args.model.value)) : Option.none()
+    const token = Option.getOrUndefined(Option.orElse(args.token, () => Option.fromNullable(process.env["LITE_AGENT_TOKEN"])))
+    const server = SessionServer.layer({ host: args.host, port: args.port, ...(token === undefined ? {} : { token }) })
+    const serving = Option.match(model, {
+      onNone: () => Layer.provide(server, checkpointer),
+      onSome: (provider) =>
+        Layer.provide(
+          server,
+          agentLayer({
+            workdir: Option.getOrElse(args.workdir, () => process.cwd()),
+            model: provider,
+            modelName: Option.getOrUndefined(args.modelName),
+            maxSteps: Option.getOrUndefined(args.maxSteps),
+            sessionId: undefined
+          }, checkpointer)
+        )
+    })
+    yield* Effect.scoped(
+      Effect.gen(function*() {
+        const info = Context.get(yield* Layer.build(serving), SessionServer.SessionServerInfo)
+        process.stdout.write(`lite-agent serve: listening on ${info.url}${Option.isSome(model) ? " (sessions and an agent)" : " (sessions)"}\n`)
+        if (info.tokenGenerated) process.stdout.write(`token: ${info.token}\n`)
+        return yield* Effect.never
+      })
+    )
+  }).pipe(
+    Effect.catchIf(
+      (error): error is ConfigurationError => error instanceof ConfigurationError,
+      (error) => Effect.fail(new CliUsageError({ message: `serve: ${error.message}` }))
+    )
+  ))
+
+const cli = Command.run(Command.withSubcommands(liteAgent, [serve]), { name: "lite-agent", version: "0.1.0" })
 
 // A reader that stops early (`| head`) closes the pipe: not an error of the turn.
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {

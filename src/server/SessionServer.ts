@@ -202,11 +202,13 @@ const sessionIdParam = Effect.flatMap(HttpRouter.params, (params) => {
 
 /** The request's JSON body decoded with `schema` (unknown keys refused), or a 400 saying what is wrong. */
 const body = <A, I>(schema: Schema.Schema<A, I, never>, name: string) =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    request.text.pipe(
-      Effect.mapError((error) =>
-        badRequest(String(error).includes("maxBytes") || String(error).includes("too large") ? "the request body is too large" : `cannot read the request body: ${String(error)}`)
-      ),
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    const declared = Number(request.headers["content-length"] ?? 0)
+    return Effect.flatMap(MaxBodySizeOf, (limit) =>
+      declared > limit
+        ? Effect.fail(tooLarge(limit))
+        : request.text.pipe(
+      Effect.mapError((error) => (String(error).includes("maxBytes") || String(error).includes("too large") ? tooLarge(limit) : badRequest(`cannot read the request body: ${String(error)}`))),
       Effect.flatMap((text) => {
         let parsed: unknown
         try {
@@ -219,7 +221,14 @@ const body = <A, I>(schema: Schema.Schema<A, I, never>, name: string) =>
           onRight: Effect.succeed
         })
       })
-    ))
+        ))
+  })
+
+const tooLarge = (limit: number) =>
+  new HttpRefusal({ status: 413, error: "PayloadTooLarge", detail: `the request body is too large (the limit is ${limit} bytes)` })
+
+/** The body size limit in force (`maxBodyBytes`). */
+const MaxBodySizeOf = Effect.map(HttpIncomingMessage.MaxBodySize, (size) => Option.match(size, { onNone: () => Infinity, onSome: Number }))
 
 const SinceSeq = expecting(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative()), "a non-negative integer")
 
@@ -245,7 +254,11 @@ const RestoreBody = Schema.Struct({
   conversation: Schema.optional(Flag),
   dryRun: Schema.optional(Flag)
 })
-const CompactBody = Schema.Struct({ instructions: Schema.optional(Schema.String) })
+const CompactBody = Schema.Struct({
+  instructions: Schema.optional(Schema.String),
+  /** Messages kept verbatim after the summary, at most (estimated tokens). */
+  keepRecentTokens: Schema.optional(expecting(Schema.Number.pipe(Schema.int(), Schema.nonNegative()), "a non-negative integer"))
+})
 
 const noAgent = new HttpRefusal({ status: 404, error: "NoAgent", detail: "this server has no agent: it serves sessions only" })
 
@@ -337,10 +350,10 @@ export const makeRouter = (settings: SessionServerSettings, agent: Option.Option
         Effect.gen(function*() {
           const a = yield* withAgent
           const sessionId = yield* sessionIdParam
-          const { instructions } = yield* body(CompactBody, "compact")
+          const { instructions, keepRecentTokens } = yield* body(CompactBody, "compact")
           yield* existing(checkpointer, sessionId)
           return yield* streamResponse(
-            a.compactRun(instructions, { sessionId }),
+            a.compactRun(instructions, { sessionId, ...(keepRecentTokens === undefined ? {} : { keepRecentTokens }) }),
             (event) => frame({ event: event.type, data: event }),
             settings
           )

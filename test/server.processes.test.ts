@@ -1,0 +1,198 @@
+/**
+ * `lite-agent serve` in real processes: an agent's turn, its compaction (and one cancelled by
+ * the client going away) streamed over HTTP with the scripted model; a busy agent (maintenance
+ * while a turn runs) and a refused restore as 409; bad bodies as 400 with nothing changed; and two server processes
+ * over one SQLite database and over one PostgreSQL database — what goes in through one
+ * streams out of the other, a truncate as `reset`.
+ */
+import { writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { setTimeout as sleep } from "node:timers/promises"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { live, makeTempDir, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
+import { type PostgresServer, startPostgres } from "./support/postgres.js"
+import { connectSse, request, type SseMessage } from "./support/sse.js"
+
+const TOKEN = "processes-token-0123456789"
+
+let postgres: PostgresServer
+beforeAll(async () => {
+  postgres = await startPostgres()
+}, 120_000)
+afterAll(() => {
+  for (const child of live) child.kill("SIGKILL")
+  postgres?.destroy()
+  removeTempDirs()
+})
+
+interface Served {
+  readonly worker: Worker
+  readonly url: string
+}
+
+/** `lite-agent serve` with these arguments, once it says where it listens. */
+const serve = async (args: ReadonlyArray<string>): Promise<Served> => {
+  const worker = startWorker("../../src/cli/main.ts", ["serve", "--port", "0", "--token", TOKEN, ...args])
+  const line = await worker.waitForLine((text) => text.startsWith("lite-agent serve: listening on "))
+  return { worker, url: /listening on (\S+)/.exec(line)![1]! }
+}
+
+const turnsFile = (dir: string, turns: unknown) => {
+  const file = join(dir, "turns.json")
+  writeFileSync(file, JSON.stringify(turns))
+  return file
+}
+
+/** Every message of an SSE response until the server ends it. */
+const allMessages = async (messages: AsyncIterable<SseMessage>) => {
+  const all: Array<SseMessage> = []
+  for await (const message of messages) all.push(message)
+  return all
+}
+
+describe("lite-agent serve with an agent (scripted model)", () => {
+  let server: Served
+  let workdir: string
+  beforeAll(async () => {
+    workdir = makeTempDir("serve-agent")
+    const longAnswer = "a long answer with plenty of words in it. ".repeat(40)
+    const turns = [
+      { toolCalls: [{ name: "write_file", input: { path: "hello.txt", content: "hi\n" } }] },
+      { text: "Wrote hello.txt." },
+      { text: `Second: ${longAnswer}` },
+      { text: "slow answer", delayMs: 1500 },
+      { text: "summary: hello.txt was written, then a second prompt was answered" },
+      { text: "a summary nobody waits for", delayMs: 4000 }
+    ]
+    server = await serve([
+      "--checkpointer",
+      `sqlite:${join(workdir, "sessions.db")}`,
+      "--model",
+      `scripted:${turnsFile(workdir, turns)}`,
+      "--workdir",
+      workdir
+    ])
+  }, 60_000)
+  afterAll(() => server?.worker.child.kill("SIGTERM"))
+
+  it("a turn streams its agent events over SSE; a busy agent is 409; bad bodies are 400 and change nothing", async () => {
+    const first = await connectSse(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", body: { text: "write hello" } })
+    expect(first.status).toBe(200)
+    const events = await allMessages(first.messages)
+    expect(events.map((message) => message.event)).toEqual([
+      "session_event",
+      "session_event",
+      "session_event",
+      "tool_start",
+      "session_event",
+      "session_event",
+      "session_event",
+      "tool_end",
+      "session_event",
+      "result"
+    ])
+    const result = JSON.parse(events.at(-1)!.data) as { result: { text: string; head: number } }
+    expect(result.result).toMatchObject({ text: "Wrote hello.txt.", head: 7 })
+
+    const second = await connectSse(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", body: { text: "again" } })
+    expect((await allMessages(second.messages)).at(-1)?.event).toBe("result")
+
+    // While a turn runs, maintenance (deleting a session) is refused before anything changes.
+    const slow = await connectSse(`${server.url}/sessions/busy/messages`, { token: TOKEN, method: "POST", body: { text: "slow one" } })
+    const refused = await request(`${server.url}/sessions/busy`, { token: TOKEN, method: "DELETE" })
+    expect(refused).toMatchObject({ status: 409, json: { error: "AgentBusyError", reason: "run_in_flight" } })
+    expect((await allMessages(slow.messages)).at(-1)?.event).toBe("result")
+    expect(await request(`${server.url}/sessions/busy`, { token: TOKEN })).toMatchObject({ status: 200, json: { head: 3 } })
+
+    for (const [body, what] of [
+      [{ rawBody: "{not json" }, "not JSON"],
+      [{ body: { text: "" } }, "expected a non-empty string"],
+      [{ body: { text: "hi", extra: 1 } }, "unknown option"],
+      [{ body: {} }, "is required"],
+      [{ rawBody: JSON.stringify({ text: "x".repeat(2 * 1024 * 1024) }) }, "too large"]
+    ] as const) {
+      const response = await request(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", ...body })
+      expect(response.status, what).toBe(what === "too large" ? 413 : 400)
+      expect(JSON.stringify(response.json), what).toContain(what)
+    }
+    const session = await request(`${server.url}/sessions/work`, { token: TOKEN })
+    expect(session).toMatchObject({ status: 200, json: { head: 9 } })
+  }, 60_000)
+
+  it("a compaction streams its events; one whose client goes away is cancelled and writes nothing", async () => {
+    const compaction = await connectSse(`${server.url}/sessions/work/compact`, {
+      token: TOKEN,
+      method: "POST",
+      body: { instructions: "keep it short", keepRecentTokens: 1 }
+    })
+    expect(compaction.status).toBe(200)
+    const events = await allMessages(compaction.messages)
+    const stages = events.map((message) => JSON.parse(message.data) as { type: string; phase?: string; stage?: string })
+    expect(stages.every((event) => event.type === "compaction")).toBe(true)
+    expect(stages.at(-1)).toMatchObject({ phase: "done" })
+    const head = (await request(`${server.url}/sessions/work`, { token: TOKEN })).json as { head: number }
+    expect(head.head).toBe(10)
+
+    // The next summary takes 4 s; the client leaves after 1 s: the compaction is cancelled.
+    const abandoned = await connectSse(`${server.url}/sessions/work/compact`, { token: TOKEN, method: "POST", body: { keepRecentTokens: 1 } })
+    await sleep(1000)
+    abandoned.abort()
+    await sleep(4500)
+    expect(await request(`${server.url}/sessions/work`, { token: TOKEN })).toMatchObject({ json: { head: 10 } })
+  }, 60_000)
+
+  it("a restore that would overwrite an outside edit is 409 with each file's reason, and changes nothing", async () => {
+    writeFileSync(join(workdir, "hello.txt"), "edited outside the agent\n")
+    const checkpoints = (await request(`${server.url}/sessions/work/checkpoints`, { token: TOKEN })).json as {
+      checkpoints: Array<{ seq: number; files: Array<string> }>
+    }
+    const first = checkpoints.checkpoints[0]!
+    expect(first.files).toEqual(["hello.txt"])
+    const refused = await request(`${server.url}/sessions/work/restore`, { token: TOKEN, method: "POST", body: { seq: first.seq } })
+    expect(refused).toMatchObject({
+      status: 409,
+      json: { error: "RestoreRefusedError", refusals: [{ reason: "modified_externally", path: "hello.txt" }] }
+    })
+    expect(await request(`${server.url}/sessions/work`, { token: TOKEN })).toMatchObject({ json: { head: 10 } })
+    const dryRun = await request(`${server.url}/sessions/work/restore`, { token: TOKEN, method: "POST", body: { seq: first.seq, files: false, dryRun: true } })
+    expect(dryRun).toMatchObject({ status: 200, json: { dryRun: true, refusals: [] } })
+    expect(await request(`${server.url}/sessions/work/restore`, { token: TOKEN, method: "POST", body: { seq: -1 } })).toMatchObject({ status: 400 })
+  }, 60_000)
+})
+
+describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes over one %s store", (backend) => {
+  it("a turn through one streams out of the other; a restore through one is a reset on the other", async () => {
+    const dir = makeTempDir(`serve-two-${backend}`)
+    const store = backend === "sqlite" ? `sqlite:${join(dir, "sessions.db")}` : `postgres:${postgres.url}`
+    const turns = [{ text: "first answer" }, { text: "second answer" }]
+    const withAgent = await serve(["--checkpointer", store, "--model", `scripted:${turnsFile(dir, turns)}`, "--workdir", dir])
+    const sessionsOnly = await serve(["--checkpointer", store])
+    const session = `shared-${backend}`
+    try {
+      const first = await connectSse(`${withAgent.url}/sessions/${session}/messages`, { token: TOKEN, method: "POST", body: { text: "one" } })
+      await allMessages(first.messages)
+      const head = ((await request(`${sessionsOnly.url}/sessions/${session}`, { token: TOKEN })).json as { head: number }).head
+      expect(head).toBe(3)
+
+      const watcher = await connectSse(`${sessionsOnly.url}/sessions/${session}/events`, { token: TOKEN, lastEventId: String(head) })
+      const seen: Array<string> = []
+      const watching = (async () => {
+        for await (const message of watcher.messages) {
+          seen.push(message.event === "reset" ? `reset ${message.id}` : `${message.id}:${(JSON.parse(message.data) as { event: { _tag: string } }).event._tag}`)
+          if (seen.includes("reset 0") && seen.length >= 6) break
+        }
+      })()
+      const second = await connectSse(`${withAgent.url}/sessions/${session}/messages`, { token: TOKEN, method: "POST", body: { text: "two" } })
+      await allMessages(second.messages)
+      const restore = await request(`${withAgent.url}/sessions/${session}/restore`, { token: TOKEN, method: "POST", body: { seq: 4 } })
+      expect(restore.status).toBe(200)
+      await watching
+      watcher.abort()
+      expect(seen).toEqual(["4:UserMessage", "5:AssistantMessage", "reset 0", "1:SessionMetadata", "2:UserMessage", "3:AssistantMessage"])
+    } finally {
+      withAgent.worker.child.kill("SIGTERM")
+      sessionsOnly.worker.child.kill("SIGTERM")
+      await Promise.all([withAgent.worker.closed, sessionsOnly.worker.closed])
+    }
+  }, 90_000)
+})
