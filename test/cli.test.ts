@@ -121,7 +121,10 @@ describe("lite-agent -p (print mode)", () => {
     [["-p", "hi", "--checkpointer", "postgres:not a url"], "--checkpointer postgres:<url>: is not a URL"],
     [["-p", "hi", "--session", "a", "--continue"], "cannot be used together"],
     [["-p", "hi", "--max-steps", "0"], "--max-steps must be a positive integer"],
-    [["-p", "hi", "--output-format", "xml"], "Expected one of the following cases: text, json, stream-json"]
+    [["-p", "hi", "--output-format", "xml"], "Expected one of the following cases: text, json, stream-json"],
+    [["serve", "--bogus"], "Received unknown argument: '--bogus'"],
+    [["serve", "--host", "0.0.0.0"], "needs a token of your own"],
+    [["serve", "--token", "short"], "at least 16 characters"]
   ])("%j exits 2 with a message", async (args, message) => {
     const run = await cli(args)
     expect(run.code).toBe(2)

@@ -95,7 +95,7 @@ describe("a session's events over SSE", () => {
     while (seen.length < total) {
       const connection = await connectSse(url(`/sessions/${session}/events`), { token: TOKEN, ...(lastEventId === undefined ? {} : { lastEventId }) })
       expect(connection.status).toBe(200)
-      expect(connection.headers.get("content-type")).toContain("text/event-stream")
+      expect(connection.headers["content-type"]).toContain("text/event-stream")
       // Drop the connection after a random number of events, as a flaky network would.
       const dropAfter = 200 + Math.floor(Math.random() * 1500)
       let taken = 0
@@ -137,6 +137,7 @@ describe("a session's events over SSE", () => {
     const session = "crowd"
     await checkpointer.append(session, [prompt("1")])
     const clients = await Promise.all(Array.from({ length: 200 }, () => connectSse(url(`/sessions/${session}/events`), { token: TOKEN })))
+    expect(clients.map((client) => client.status)).toEqual(clients.map(() => 200))
     const reading = clients.map(async (client) => {
       const ids: Array<number> = []
       for await (const message of client.messages) {

@@ -131,7 +131,13 @@ const serve = Command.make("serve", serveOptions, (args) =>
     )
   ))
 
-const cli = Command.run(Command.withSubcommands(liteAgent, [serve]), { name: "lite-agent", version: "0.1.0" })
+// `serve` is dispatched by hand: as an @effect/cli subcommand, every unknown option of the main
+// command would be reported as an invalid subcommand.
+const isServe = process.argv[2] === "serve"
+const cli = isServe
+  ? (argv: ReadonlyArray<string>) =>
+    Command.run(serve, { name: "lite-agent serve", version: "0.1.0" })([argv[0]!, argv[1]!, ...argv.slice(3)])
+  : Command.run(liteAgent, { name: "lite-agent", version: "0.1.0" })
 
 // A reader that stops early (`| head`) closes the pipe: not an error of the turn.
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {

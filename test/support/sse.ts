@@ -1,6 +1,8 @@
+import { type IncomingHttpHeaders, request as httpRequest } from "node:http"
+
 /**
- * A real Server-Sent Events client for the server tests: `fetch` with a streaming body,
- * parsed into `{ id, event, data }` messages as the specification says (fields up to a blank
+ * A real Server-Sent Events client for the server tests: an HTTP request whose body is read as
+ * it streams, parsed into `{ id, event, data }` messages as the specification says (fields up to a blank
  * line; comment lines, such as heartbeats, skipped).
  */
 export interface SseMessage {
@@ -11,61 +13,82 @@ export interface SseMessage {
 
 export interface SseConnection {
   readonly status: number
-  readonly headers: Headers
+  readonly headers: IncomingHttpHeaders
   /** The messages as they arrive; ends when the server ends the stream. */
   readonly messages: AsyncIterable<SseMessage>
   /** Drop the connection (as a network failure would). */
   readonly abort: () => void
 }
 
-export const connectSse = async (
-  url: string,
-  options: { readonly token?: string; readonly lastEventId?: string; readonly method?: string; readonly body?: unknown } = {}
-): Promise<SseConnection> => {
-  const controller = new AbortController()
-  const headers: Record<string, string> = { accept: "text/event-stream" }
-  if (options.token !== undefined) headers["authorization"] = `Bearer ${options.token}`
-  if (options.lastEventId !== undefined) headers["last-event-id"] = options.lastEventId
-  if (options.body !== undefined) headers["content-type"] = "application/json"
-  const response = await fetch(url, {
-    method: options.method ?? "GET",
-    headers,
-    signal: controller.signal,
-    ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) })
-  })
-  const body = response.body
-  async function* messages(): AsyncGenerator<SseMessage> {
-    if (body === null) return
-    const decoder = new TextDecoder()
-    let buffer = ""
-    try {
-      for await (const chunk of body) {
-        buffer += decoder.decode(chunk as Uint8Array, { stream: true })
-        let end: number
-        while ((end = buffer.indexOf("\n\n")) >= 0) {
-          const block = buffer.slice(0, end)
-          buffer = buffer.slice(end + 2)
-          let id: string | undefined
-          let event = "message"
-          const data: Array<string> = []
-          for (const line of block.split("\n")) {
-            if (line.startsWith(":")) continue
-            const colon = line.indexOf(":")
-            const field = colon < 0 ? line : line.slice(0, colon)
-            const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "")
-            if (field === "id") id = value
-            else if (field === "event") event = value
-            else if (field === "data") data.push(value)
-          }
-          if (data.length > 0 || id !== undefined) yield { id, event, data: data.join("\n") }
-        }
+/** Parse an SSE byte stream into messages. */
+async function* parseMessages(body: AsyncIterable<Buffer | string>): AsyncGenerator<SseMessage> {
+  const decoder = new TextDecoder()
+  let buffer = ""
+  for await (const chunk of body) {
+    buffer += typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true })
+    let end: number
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end)
+      buffer = buffer.slice(end + 2)
+      let id: string | undefined
+      let event = "message"
+      const data: Array<string> = []
+      for (const line of block.split("\n")) {
+        if (line.startsWith(":")) continue
+        const colon = line.indexOf(":")
+        const field = colon < 0 ? line : line.slice(0, colon)
+        const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "")
+        if (field === "id") id = value
+        else if (field === "event") event = value
+        else if (field === "data") data.push(value)
       }
-    } catch (error) {
-      if (!controller.signal.aborted) throw error
+      if (data.length > 0 || id !== undefined) yield { id, event, data: data.join("\n") }
     }
   }
-  return { status: response.status, headers: response.headers, messages: messages(), abort: () => controller.abort() }
 }
+
+/**
+ * Open an SSE stream with node:http (one connection per stream, as browsers hold them).
+ * (Node's fetch was tried first: with 200 streams at once and some aborted, it ended other
+ * streams' bodies early and empty.)
+ */
+export const connectSse = (
+  url: string,
+  options: { readonly token?: string; readonly lastEventId?: string; readonly method?: string; readonly body?: unknown } = {}
+): Promise<SseConnection> =>
+  new Promise((resolve, reject) => {
+    const headers: Record<string, string> = { accept: "text/event-stream" }
+    if (options.token !== undefined) headers["authorization"] = `Bearer ${options.token}`
+    if (options.lastEventId !== undefined) headers["last-event-id"] = options.lastEventId
+    const payload = options.body === undefined ? undefined : JSON.stringify(options.body)
+    if (payload !== undefined) {
+      headers["content-type"] = "application/json"
+      headers["content-length"] = String(Buffer.byteLength(payload))
+    }
+    let aborted = false
+    const request = httpRequest(url, { method: options.method ?? "GET", headers, agent: false }, (response) => {
+      async function* messages(): AsyncGenerator<SseMessage> {
+        try {
+          yield* parseMessages(response)
+        } catch (error) {
+          if (!aborted) throw error
+        }
+      }
+      resolve({
+        status: response.statusCode ?? 0,
+        headers: response.headers,
+        messages: messages(),
+        abort: () => {
+          aborted = true
+          request.destroy()
+        }
+      })
+    })
+    request.on("error", (error) => {
+      if (!aborted) reject(error)
+    })
+    request.end(payload)
+  })
 
 /** `fetch` with the token, returning the status and the parsed JSON body. */
 export const request = async (
