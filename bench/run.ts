@@ -8,6 +8,7 @@ import { runAgentBench } from "./agent.js"
 import { runFileBench } from "./file.js"
 import { runLongSessionBench } from "./longSession.js"
 import { runPostgresBench } from "./postgres.js"
+import { runServerBench } from "./server.js"
 import { runSqliteBench } from "./sqlite.js"
 
 const EVENTS = 100_000
@@ -61,6 +62,10 @@ for (const row of await runSqliteBench()) console.log(`| ${row.join(" | ")} |`)
 console.log("\n## PostgreSQL backend\n")
 console.log("| measurement | lite-agent | raw pg, same statements | ratio |\n|---|---:|---:|---:|")
 for (const row of await runPostgresBench()) console.log(`| ${row.join(" | ")} |`)
+
+console.log("\n## Session server: appended event to SSE client (an event every 10 ms; appends from a second checkpointer)\n")
+console.log("| backend | latency p50 / p99, 1 client | p50 / p99, 100 clients | events/s to 100 clients | vs memory | delivered |\n|---|---:|---:|---:|---:|---:|")
+for (const row of await runServerBench()) console.log(`| ${row.join(" | ")} |`)
 
 console.log(`\n## Agent turn (scripted model, one write_file per turn)\n`)
 console.log("| backend | 6 appends (baseline) | turns 6-25 | turns 981-1000 | late / early |\n|---|---:|---:|---:|---:|")
