@@ -16,7 +16,7 @@ import { MAX_POLL_MS } from "../src/backends/file/SessionLock.js"
 import { CheckpointBusyError, fileCheckpointer, UserMessage } from "../src/index.js"
 import type { AppenderConfig } from "./workers/appender.js"
 import { contentOf, expectCleanExit, isRunning, makeTempDir, startWorker } from "./support/processes.js"
-import { expectContiguous, readFresh as readStore, writerPool, writerScenarios } from "./support/writers.js"
+import { checkWholeBatches, expectContiguous, readFresh as readStore, writerPool, writerScenarios } from "./support/writers.js"
 
 // ---------------------------------------------------------------------------------------
 // Temp directories and child processes
@@ -44,35 +44,6 @@ writerScenarios(writerPool("file", async () => makeTempDir("writers")), { retryC
 // 3. SIGKILL during appends
 // ---------------------------------------------------------------------------------------
 
-/**
- * Check a crash-test log: only whole batches (`<id>:<part>/<size>`, parts 0..size-1 back
- * to back, each id once), and every acknowledged head ends a batch. Returns the batch count.
- */
-const checkWholeBatches = (contents: ReadonlyArray<string>, acknowledged: ReadonlyArray<number>) => {
-  const batchEnds = new Set<number>()
-  const ids = new Set<string>()
-  let index = 0
-  while (index < contents.length) {
-    const match = /^([a-z0-9]+):0\/(\d+)$/.exec(contents[index]!)
-    if (match === null) throw new Error(`seq ${index + 1} does not start a batch: ${contents[index]}`)
-    const id = match[1]!
-    const size = Number(match[2])
-    if (ids.has(id)) throw new Error(`batch ${id} appears twice (again at seq ${index + 1})`)
-    ids.add(id)
-    for (let part = 0; part < size; part++) {
-      const content = contents[index + part]
-      if (content !== `${id}:${part}/${size}`) {
-        throw new Error(`partial batch ${id}: seq ${index + part + 1} holds ${content}, expected ${id}:${part}/${size}`)
-      }
-    }
-    index += size
-    batchEnds.add(index)
-  }
-  for (const ack of acknowledged) {
-    if (!batchEnds.has(ack)) throw new Error(`acknowledged head ${ack} is not the end of a stored batch`)
-  }
-  return ids.size
-}
 
 describe("file backend: writer processes killed with SIGKILL", () => {
   it("5 SIGKILLs at random points during 2,000 appends: acknowledged appends survive, no partial batch, appending continues", async () => {
@@ -153,7 +124,7 @@ describe("file backend: writer processes killed with SIGKILL", () => {
     const { contents, events, head } = await readFresh(dir, session)
     expect(head).toBe(target)
     expectContiguous(events.map((e) => e.seq), target)
-    const batches = checkWholeBatches(contents, acknowledged)
+    const batches = checkWholeBatches(contents, acknowledged).length
     const tornFiles = readdirSync(join(dir, session)).filter((name) => name.startsWith("torn-"))
     console.log(
       `crash test: ${kills} SIGKILLs, ${batches} batches in ${target} events; ${unacknowledged} kills came after a ` +

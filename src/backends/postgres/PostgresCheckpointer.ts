@@ -23,12 +23,11 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import { PgClient } from "@effect/sql-pg"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Context, Duration, Effect, Exit, Layer, Option, PubSub, RcRef, Redacted, Schedule, Schema, type Scope, Stream } from "effect"
+import { Context, Duration, Effect, Exit, Layer, PubSub, RcRef, Redacted, Schedule, Schema, type Scope, Stream } from "effect"
 import { messageOf } from "../../core/causes.js"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
   CheckpointBusyError,
-  CheckpointConflictError,
   type CheckpointerError,
   CheckpointIntegrityError,
   ConfigurationError,
@@ -38,6 +37,7 @@ import {
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { decodeOptions, expecting, NonEmptyString, numberAtLeast, PositiveInteger } from "../../core/options.js"
 import { Busy, retryWhileBusy } from "../busy.js"
+import { type EventRow, type PagedEventRow, pagedRead, recordOf } from "../pagedRead.js"
 
 const Identifier = expecting(
   Schema.String.pipe(Schema.pattern(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/)),
@@ -179,33 +179,6 @@ const connectError = (error: unknown): CheckpointerError | ConfigurationError =>
 }
 
 const quoteIdentifier = (name: string) => `"${name.replaceAll(`"`, `""`)}"`
-
-interface StoredRecord {
-  readonly seq: number
-  readonly ts: number
-  readonly event: unknown
-}
-
-/** A stored row as the core decodes it, or the damage found in its event text. */
-const recordOf = (
-  sessionId: string,
-  row: { readonly seq: string | number; readonly ts: string | number; readonly event: string }
-): StoredRecord | CheckpointIntegrityError => {
-  const seq = Number(row.seq)
-  try {
-    return { seq, ts: Number(row.ts), event: JSON.parse(row.event) as unknown }
-  } catch (cause) {
-    return new CheckpointIntegrityError({ sessionId, seq, detail: `the stored event is not JSON: ${String(cause)}` })
-  }
-}
-
-interface EventRow {
-  readonly seq: string
-  readonly ts: string
-  readonly event: string
-  readonly head: string
-  readonly generation: string
-}
 
 type Execute = (statement: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SqlError>
 
@@ -527,7 +500,7 @@ export const makeWithClient = (
               ),
               records: Stream.fromIterableEffect(run("read", statements.allRecords, [sessionId])).pipe(
                 Stream.mapEffect((row) => {
-                  const record = recordOf(sessionId, row as { seq: string; ts: string; event: string })
+                  const record = recordOf(sessionId, row as EventRow)
                   return record instanceof CheckpointIntegrityError ? Effect.fail(record) : Effect.succeed(record)
                 })
               )
@@ -535,36 +508,13 @@ export const makeWithClient = (
             return { value, wrote }
           })),
       read: (sessionId, sinceSeq) =>
-        Stream.paginateChunkEffect(
-          { after: sinceSeq, generation: undefined as string | undefined, startHead: undefined as number | undefined },
-          (cursor) =>
-            Effect.gen(function*() {
-              const rows = yield* query<EventRow>("read", statements.readPage, [sessionId, cursor.after])
-              const first = rows[0]
-              if (first !== undefined && cursor.generation !== undefined && first.generation !== cursor.generation) {
-                const actual = yield* driver.head(sessionId)
-                // The log was truncated (or deleted and re-created) while this read paged through it.
-                return yield* new CheckpointConflictError({ sessionId, expected: cursor.startHead ?? cursor.after, actual })
-              }
-              const records: Array<StoredRecord> = []
-              for (const row of rows) {
-                const record = recordOf(sessionId, row)
-                if (record instanceof CheckpointIntegrityError) return yield* record
-                records.push(record)
-              }
-              const last = records.at(-1)
-              return [
-                Chunk.unsafeFromArray(records),
-                rows.length === READ_PAGE_ROWS && last !== undefined
-                  ? Option.some({
-                    after: last.seq,
-                    generation: cursor.generation ?? first?.generation,
-                    startHead: cursor.startHead ?? (first === undefined ? undefined : Number(first.head))
-                  })
-                  : Option.none()
-              ] as const
-            })
-        ),
+        pagedRead({
+          sessionId,
+          sinceSeq,
+          pageRows: READ_PAGE_ROWS,
+          page: (after) => query<PagedEventRow>("read", statements.readPage, [sessionId, after]),
+          head: driver.head(sessionId)
+        }),
       head: (sessionId) => Effect.map(driver.version(sessionId), (version) => version.head),
       version: (sessionId) =>
         Effect.map(query<{ head: string; generation: string }>("version", statements.version, [sessionId]), (rows) => {

@@ -17,11 +17,10 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Context, Duration, Effect, Layer, Option, PubSub, RcRef, Schema, Scope, Stream } from "effect"
+import { Context, Duration, Effect, Layer, Option, PubSub, RcRef, Schema, Scope, Stream } from "effect"
 import { errnoOf, messageOf } from "../../core/causes.js"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
-  CheckpointConflictError,
   type CheckpointerError,
   CheckpointIntegrityError,
   ConfigurationError,
@@ -31,6 +30,7 @@ import {
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { decodeOptions, expecting, Flag, numberAtLeast, oneOf } from "../../core/options.js"
 import { Busy, retryWhileBusy } from "../busy.js"
+import { type EventRow, type PagedEventRow, pagedRead, recordOf } from "../pagedRead.js"
 
 export const SqliteCheckpointerOptions = Schema.Struct({
   /** Path of the database file; `":memory:"` for a temporary database private to this process. */
@@ -146,32 +146,6 @@ const outsideCallerTransactions = <A, E>(effect: Effect.Effect<A, E>): Effect.Ef
   Effect.mapInputContext(effect, (context: Context.Context<never>) => Context.omit(SqlClient.TransactionConnection)(context))
 
 const LIST_BLOBS = "SELECT sha256, length(data) AS storedBytes FROM lite_agent_blobs WHERE session_id = ?"
-
-interface StoredRecord {
-  readonly seq: number
-  readonly ts: number
-  readonly event: unknown
-}
-
-/** A stored row as the core decodes it, or the damage found in its event text. */
-const recordOf = (
-  sessionId: string,
-  row: { readonly seq: number; readonly ts: number; readonly event: string }
-): StoredRecord | CheckpointIntegrityError => {
-  try {
-    return { seq: row.seq, ts: row.ts, event: JSON.parse(row.event) as unknown }
-  } catch (cause) {
-    return new CheckpointIntegrityError({ sessionId, seq: row.seq, detail: `the stored event is not JSON: ${String(cause)}` })
-  }
-}
-
-interface EventRow {
-  readonly seq: number
-  readonly ts: number
-  readonly event: string
-  readonly head: number
-  readonly generation: number
-}
 
 export const make = (options: SqliteCheckpointerOptions) =>
   Effect.gen(function*() {
@@ -409,49 +383,27 @@ export const make = (options: SqliteCheckpointerOptions) =>
                 execute("SELECT seq, ts, event FROM lite_agent_events WHERE session_id = ? ORDER BY seq", [sessionId]),
                 "read"
               )).pipe(Stream.mapEffect((row) => {
-                const record = recordOf(sessionId, row as { seq: number; ts: number; event: string })
+                const record = recordOf(sessionId, row as EventRow)
                 return record instanceof CheckpointIntegrityError ? Effect.fail(record) : Effect.succeed(record)
               }))
             })
           })
         ),
       read: (sessionId, sinceSeq) =>
-        Stream.paginateChunkEffect(
-          { after: sinceSeq, generation: undefined as number | undefined, startHead: undefined as number | undefined },
-          (cursor) =>
-            Effect.gen(function*() {
-              const rows = yield* outsideCallerTransactions(readStatement(
-                sql<EventRow>`SELECT e.seq AS seq, e.ts AS ts, e.event AS event, s.head AS head, s.generation AS generation
-                  FROM lite_agent_events e JOIN lite_agent_sessions s ON s.id = e.session_id
-                  WHERE e.session_id = ${sessionId} AND e.seq > ${cursor.after}
-                  ORDER BY e.seq LIMIT ${READ_PAGE_ROWS}`,
-                "read"
-              ))
-              const first = rows[0]
-              if (first !== undefined && cursor.generation !== undefined && first.generation !== cursor.generation) {
-                const actual = yield* outsideCallerTransactions(readStatement(headOf(sessionId), "read"))
-                // The log was truncated (or deleted and re-created) while this read paged through it.
-                return yield* new CheckpointConflictError({ sessionId, expected: cursor.startHead ?? cursor.after, actual })
-              }
-              const records: Array<StoredRecord> = []
-              for (const row of rows) {
-                const record = recordOf(sessionId, row)
-                if (record instanceof CheckpointIntegrityError) return yield* record
-                records.push(record)
-              }
-              const last = rows.at(-1)
-              return [
-                Chunk.unsafeFromArray(records),
-                rows.length === READ_PAGE_ROWS && last !== undefined
-                  ? Option.some({
-                    after: last.seq,
-                    generation: cursor.generation ?? first?.generation,
-                    startHead: cursor.startHead ?? first?.head
-                  })
-                  : Option.none()
-              ] as const
-            })
-        ),
+        pagedRead({
+          sessionId,
+          sinceSeq,
+          pageRows: READ_PAGE_ROWS,
+          page: (after) =>
+            outsideCallerTransactions(readStatement(
+              sql<PagedEventRow>`SELECT e.seq AS seq, e.ts AS ts, e.event AS event, s.head AS head, s.generation AS generation
+                FROM lite_agent_events e JOIN lite_agent_sessions s ON s.id = e.session_id
+                WHERE e.session_id = ${sessionId} AND e.seq > ${after}
+                ORDER BY e.seq LIMIT ${READ_PAGE_ROWS}`,
+              "read"
+            )),
+          head: outsideCallerTransactions(readStatement(headOf(sessionId), "read"))
+        }),
       head: (sessionId) => readStatement(headOf(sessionId), "head"),
       version: (sessionId) =>
         Effect.map(
