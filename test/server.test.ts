@@ -7,7 +7,10 @@
 import { connect } from "node:net"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Effect, Layer } from "effect"
 import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
+import { Checkpointer, makeCheckpointer, MemoryCheckpointer } from "../src/core.js"
+import { toPromiseCheckpointer } from "../src/facade/checkpointer.js"
 import { ConfigurationError, type PromiseCheckpointerWithIntegrity, UserMessage } from "../src/index.js"
 import { type RunningSessionServer, serveSessions } from "../src/server.js"
 import { makeTempDir, removeTempDirs } from "./support/processes.js"
@@ -182,4 +185,49 @@ describe("a session's events over SSE", () => {
     expect(received).toContain("slow_client")
     console.log(`slow client: ${ids.length} of ${total} events (64 KiB each) reached it before the server closed the stream`)
   }, 60_000)
+})
+
+describe("clients of one session share one follower", () => {
+  it("50 clients at the head: each append costs the store a few looks, not one per client", async () => {
+    let versions = 0
+    const counted = Layer.scoped(
+      Checkpointer,
+      Effect.gen(function*() {
+        const driver = yield* MemoryCheckpointer.makeDriver
+        return yield* makeCheckpointer({
+          ...driver,
+          version: (sessionId) => Effect.sync(() => versions++).pipe(Effect.zipRight(driver.version(sessionId)))
+        })
+      })
+    )
+    const store = toPromiseCheckpointer(counted)
+    const shared = await serveSessions({ checkpointer: store, token: TOKEN })
+    try {
+      await store.append("s", [prompt("0")])
+      const clients = await Promise.all(Array.from({ length: 50 }, () => connectSse(`${shared.url}/sessions/s/events`, { token: TOKEN })))
+      const received = clients.map(() => [] as Array<number>)
+      const reading = clients.map(async (client, index) => {
+        for await (const message of client.messages) {
+          received[index]!.push(Number(message.id))
+          if (received[index]!.length === 21) break
+        }
+        client.abort()
+      })
+      while (received.some((ids) => ids.length < 1)) await new Promise((resolve) => setTimeout(resolve, 10))
+      const before = versions
+      for (let i = 1; i <= 20; i++) {
+        await store.append("s", [prompt(String(i))])
+        await new Promise((resolve) => setTimeout(resolve, 5))
+      }
+      await Promise.all(reading)
+      for (const ids of received) expect(ids).toEqual(Array.from({ length: 21 }, (_, i) => i + 1))
+      const looks = versions - before
+      // Two `version`s a look; one follower per client would make at least 50 × 20 × 2.
+      console.log(`50 clients, 20 appends: ${looks} version calls`)
+      expect(looks).toBeLessThan(200)
+    } finally {
+      await shared.close()
+      await store.close()
+    }
+  })
 })

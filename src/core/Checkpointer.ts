@@ -147,13 +147,23 @@ export const FollowOptions = Schema.Struct({
   /** Start after this seq (exclusive). Default 0: every event. */
   sinceSeq: Schema.optional(Schema.Unknown),
   /** How often to look when no change was signalled. Default: the backend's (1000 ms for most). */
-  pollMs: Schema.optional(PositiveMilliseconds)
+  pollMs: Schema.optional(PositiveMilliseconds),
+  /**
+   * The generation the follower's events up to `sinceSeq` belong to (from `version`): a log
+   * rewritten since — even one grown back past `sinceSeq` — is then a `reset` first.
+   */
+  generation: Schema.optional(Schema.String)
 })
 export interface FollowOptions {
   /** Start after this seq (exclusive). Default 0: every event. */
   readonly sinceSeq?: number | undefined
   /** How often to look when no change was signalled. Default: the backend's (1000 ms for most). */
   readonly pollMs?: number | undefined
+  /**
+   * The generation the follower's events up to `sinceSeq` belong to (from `version`): a log
+   * rewritten since — even one grown back past `sinceSeq` — is then a `reset` first.
+   */
+  readonly generation?: string | undefined
 }
 
 export class Checkpointer extends Context.Tag("@lite-agent/core/Checkpointer")<Checkpointer, CheckpointerService>() {}
@@ -563,7 +573,8 @@ export const make = (driver: CheckpointerDriver) =>
                 },
                 sessionId,
                 sinceSeq,
-                options?.pollMs ?? driver.followPollMs ?? 1000
+                options?.pollMs ?? driver.followPollMs ?? 1000,
+                options?.generation
               )
             )
           )

@@ -15,7 +15,12 @@ import type { StoredEvent } from "./events.js"
 
 /** What a follower receives: an event, or word that the log it was reading was rewritten. */
 export type FollowItem =
-  | { readonly type: "event"; readonly stored: StoredEvent }
+  | {
+    readonly type: "event"
+    readonly stored: StoredEvent
+    /** The generation of the log the event was read from (checked after the read). */
+    readonly generation: string
+  }
   | {
     /**
      * The session was truncated, or deleted (and maybe re-created), since the follower's
@@ -41,7 +46,9 @@ export const followSession = (
   source: FollowSource,
   sessionId: string,
   sinceSeq: number,
-  pollMs: number
+  pollMs: number,
+  /** The generation the events up to `sinceSeq` belong to, when the follower knows it. */
+  knownGeneration?: string
 ): Stream.Stream<FollowItem, CheckpointerError> =>
   Stream.unwrapScoped(
     Effect.gen(function*() {
@@ -50,7 +57,7 @@ export const followSession = (
       const signals = yield* source.wakeUps(sessionId)
       yield* Effect.forkScoped(Stream.runForEach(signals, () => Queue.offer(wake, undefined)))
       let after = sinceSeq
-      let generation: string | undefined
+      let generation: string | undefined = knownGeneration
 
       const look: Effect.Effect<Chunk.Chunk<FollowItem>, CheckpointerError> = Effect.gen(function*() {
         for (;;) {
@@ -74,7 +81,8 @@ export const followSession = (
             if (check.generation !== generation) continue
             if (Chunk.isNonEmpty(batch)) {
               after = Chunk.lastNonEmpty(batch).seq
-              return Chunk.map(batch, (stored): FollowItem => ({ type: "event", stored }))
+              const readFrom = check.generation
+              return Chunk.map(batch, (stored): FollowItem => ({ type: "event", stored, generation: readFrom }))
             }
           }
           yield* Effect.race(Queue.take(wake), Effect.sleep(pollMs))

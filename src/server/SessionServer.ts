@@ -7,6 +7,7 @@
  *   needs a token given explicitly. No CORS headers unless origins are configured.
  * - Errors are `{ error: <tag>, message, ...fields }` with a status: 400 for bad input (nothing
  *   changed), 404 for an unknown session, 409 for conflicts, a busy agent or a refused restore.
+ * - Clients following a session at its head share one follower (SessionHub.ts).
  * - A slow SSE client never makes memory grow without bound: at most `sseBufferEvents` events
  *   wait for it; when that buffer stays full for `slowClientMs`, the stream ends with an
  *   `event: close` saying why, and the client resumes from its `Last-Event-ID`.
@@ -28,6 +29,7 @@ import { ConfigurationError } from "../core/errors.js"
 import { decodeArgument, decodeOptions, expecting, Flag, NonEmptyString, PositiveInteger, PositiveMilliseconds } from "../core/options.js"
 import { sessionIdProblem } from "../core/sessionId.js"
 import * as Session from "../core/session.js"
+import { makeSessionHubs } from "./SessionHub.js"
 
 export const SessionServerOptions = Schema.Struct({
   /** The address to listen on. Default "127.0.0.1"; any other than loopback needs `token`. */
@@ -276,6 +278,7 @@ const streamResponse = <A, E>(stream: Stream.Stream<A, E>, toFrame: (item: A) =>
 export const makeRouter = (settings: SessionServerSettings, agent: Option.Option<LiteAgentService>) =>
   Effect.gen(function*() {
     const checkpointer = yield* Checkpointer
+    const hubs = yield* makeSessionHubs(checkpointer, followFrame)
     const withAgent = Option.match(agent, { onNone: () => Effect.fail(noAgent), onSome: Effect.succeed })
     return HttpRouter.empty.pipe(
       HttpRouter.get(
@@ -311,7 +314,7 @@ export const makeRouter = (settings: SessionServerSettings, agent: Option.Option
           const sessionId = yield* sessionIdParam
           const sinceSeq = yield* resumePoint
           yield* existing(checkpointer, sessionId)
-          return HttpServerResponse.stream(bounded(checkpointer.follow(sessionId, { sinceSeq }), followFrame, settings), {
+          return HttpServerResponse.stream(bounded(hubs.frames(sessionId, sinceSeq), (frame) => frame, settings), {
             headers: sseHeaders
           })
         })

@@ -786,6 +786,21 @@ export const checkpointerConformance = <E>(
           assert.deepEqual((yield* next(3, "the reset and the log")).map(described), ["reset 2", "1:a", "2:b"])
         }))
 
+      test("with the generation its events came from, a log rewritten and grown back past sinceSeq is a reset first", (c, p) =>
+        Effect.gen(function*() {
+          const id = p + "s"
+          yield* c.append(id, prompts("a", "b", "c"))
+          const seen = yield* c.version(id)
+          yield* c.truncate(id, 1)
+          yield* c.append(id, prompts("x", "y", "z"))
+          const { next } = yield* follower(c, id, { sinceSeq: 2, generation: seen.generation })
+          assert.deepEqual((yield* next(5, "the reset and the new log")).map(described), ["reset 4", "1:a", "2:x", "3:y", "4:z"])
+          // The generation it still has is no reason to reset.
+          const current = yield* c.version(id)
+          const { next: nextSame } = yield* follower(c, id, { sinceSeq: 2, generation: current.generation })
+          assert.deepEqual((yield* nextSame(2, "the events after 2")).map(described), ["3:y", "4:z"])
+        }))
+
       test("waits for a session that does not exist yet; its delete is a reset to head 0", (c, p) =>
         Effect.gen(function*() {
           const id = p + "later"
