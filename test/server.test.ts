@@ -136,6 +136,28 @@ describe("a session's events over SSE", () => {
     expect(messages[3]).toBe("1:a")
   })
 
+  it("with ?generation=, a log rewritten and grown back past Last-Event-ID while the client was away is a reset first", async () => {
+    const session = "regrown"
+    await checkpointer.append(session, [prompt("a"), prompt("b"), prompt("c")])
+    const first = await connectSse(url(`/sessions/${session}/events`), { token: TOKEN })
+    let generation = ""
+    for await (const message of first.messages) {
+      generation = (JSON.parse(message.data) as { generation: string }).generation
+      if (message.id === "2") break
+    }
+    first.abort()
+    await checkpointer.truncate(session, 1)
+    await checkpointer.append(session, [prompt("x"), prompt("y"), prompt("z")])
+    const again = await connectSse(url(`/sessions/${session}/events?generation=${generation}`), { token: TOKEN, lastEventId: "2" })
+    const messages: Array<string> = []
+    for await (const message of again.messages) {
+      messages.push(message.event === "reset" ? "reset" : `${message.id}:${contentOf(message)}`)
+      if (messages.length === 5) break
+    }
+    again.abort()
+    expect(messages).toEqual(["reset", "1:a", "2:x", "3:y", "4:z"])
+  })
+
   it("200 clients at once each get every event, in order", async () => {
     const session = "crowd"
     await checkpointer.append(session, [prompt("1")])
@@ -171,12 +193,18 @@ describe("a session's events over SSE", () => {
     // Longer than slowClientMs with the buffer full: the server gives up on this client.
     await new Promise((resolve) => setTimeout(resolve, 2500))
     socket.resume()
+    // Until the response ends: the last chunk of a chunked body (the connection may stay open for the next request).
     const received = await new Promise<string>((resolve) => {
       const chunks: Array<Buffer> = []
-      socket.on("data", (chunk: Buffer) => chunks.push(chunk))
-      socket.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
-      socket.on("error", () => resolve(Buffer.concat(chunks).toString("utf8")))
+      const done = () => resolve(Buffer.concat(chunks).toString("utf8"))
+      socket.on("data", (chunk: Buffer) => {
+        chunks.push(chunk)
+        if (Buffer.concat(chunks.slice(-2)).toString("latin1").endsWith("\r\n0\r\n\r\n")) done()
+      })
+      socket.on("end", done)
+      socket.on("error", done)
     })
+    socket.destroy()
     const ids = [...received.matchAll(/^id: (\d+)$/gm)].map((match) => Number(match[1]))
     expect(ids.length).toBeGreaterThan(0)
     expect(ids).toEqual(Array.from({ length: ids.length }, (_, i) => i + 1))

@@ -101,10 +101,11 @@ export const makeSessionHubs = (checkpointer: CheckpointerService, toFrame: (ite
      * The SSE frames of `sessionId` after `sinceSeq`, live: a client behind the hub catches up
      * with a follower of its own, then joins the hub as soon as the hub keeps what comes next.
      */
-    const frames = (sessionId: string, sinceSeq: number): Stream.Stream<Uint8Array, CheckpointerError> =>
+    const frames = (sessionId: string, sinceSeq: number, generation?: string): Stream.Stream<Uint8Array, CheckpointerError> =>
       Stream.unwrapScoped(
         Effect.gen(function*() {
-          const own: Stream.Stream<Uint8Array, CheckpointerError> = Stream.map(checkpointer.follow(sessionId, { sinceSeq }), toFrame)
+          const followOwn = () => checkpointer.follow(sessionId, { sinceSeq, ...(generation === undefined ? {} : { generation }) })
+          const own: Stream.Stream<Uint8Array, CheckpointerError> = Stream.map(followOwn(), toFrame)
           const hub = yield* Effect.option(RcMap.get(hubs, sessionId))
           if (Option.isNone(hub)) return own
           // Subscribed before anything is compared: nothing the hub publishes from now on is missed.
@@ -126,11 +127,11 @@ export const makeSessionHubs = (checkpointer: CheckpointerService, toFrame: (ite
             )
           }
           const window = yield* Ref.get(hub.value.window)
-          // A seq alone says nothing of its generation: such a client joins only where the hub's log is the current one.
-          if (canJoin(window, sinceSeq, undefined)) return fromHub(window, sinceSeq)
+          // Without a generation, a seq is taken to be of the current log, as `follow` takes it.
+          if (canJoin(window, sinceSeq, generation)) return fromHub(window, sinceSeq)
           // Catch up alone, and hand over to the hub once it can take the client on.
           let joined: { readonly window: HubWindow; readonly seq: number } | undefined
-          const catchingUp = checkpointer.follow(sessionId, { sinceSeq }).pipe(
+          const catchingUp = followOwn().pipe(
             Stream.takeUntilEffect((item) =>
               item.type === "reset"
                 ? Effect.succeed(false)

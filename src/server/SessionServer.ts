@@ -128,7 +128,7 @@ const heartbeatFrame = encoder.encode(": heartbeat\n\n")
 /** A follower's item as an SSE frame: `id` is the seq (0 after a reset, so a reconnect starts the new log from the top). */
 const followFrame = (item: FollowItem) =>
   item.type === "event"
-    ? frame({ id: String(item.stored.seq), event: "event", data: encodeStoredEvent(item.stored) })
+    ? frame({ id: String(item.stored.seq), event: "event", data: { ...encodeStoredEvent(item.stored), generation: item.generation } })
     : frame({ id: "0", event: "reset", data: { head: item.head, generation: item.generation } })
 
 const sseHeaders = {
@@ -234,14 +234,18 @@ const MaxBodySizeOf = Effect.map(HttpIncomingMessage.MaxBodySize, (size) => Opti
 
 const SinceSeq = expecting(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative()), "a non-negative integer")
 
-/** Where an SSE client resumes: `Last-Event-ID`, else `?sinceSeq=`, else 0. */
+/**
+ * Where an SSE client resumes: `Last-Event-ID`, else `?sinceSeq=`, else 0 — and, with
+ * `?generation=`, the generation that seq belongs to (a log rewritten since is a reset first).
+ */
 const resumePoint = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
   const url = new URL(request.url, "http://localhost")
   const given = request.headers["last-event-id"] ?? url.searchParams.get("sinceSeq") ?? undefined
-  if (given === undefined || given === "") return Effect.succeed(0)
+  const generation = url.searchParams.get("generation") ?? undefined
+  if (given === undefined || given === "") return Effect.succeed({ sinceSeq: 0, generation })
   return Either.match(decodeArgument(SinceSeq, given, { name: "sinceSeq" }), {
     onLeft: () => Effect.fail(badRequest(`Last-Event-ID / sinceSeq must be a non-negative integer, got ${JSON.stringify(given)}`)),
-    onRight: Effect.succeed
+    onRight: (sinceSeq) => Effect.succeed({ sinceSeq, generation })
   })
 })
 
@@ -312,9 +316,9 @@ export const makeRouter = (settings: SessionServerSettings, agent: Option.Option
         "/sessions/:id/events",
         Effect.gen(function*() {
           const sessionId = yield* sessionIdParam
-          const sinceSeq = yield* resumePoint
+          const { generation, sinceSeq } = yield* resumePoint
           yield* existing(checkpointer, sessionId)
-          return HttpServerResponse.stream(bounded(hubs.frames(sessionId, sinceSeq), (frame) => frame, settings), {
+          return HttpServerResponse.stream(bounded(hubs.frames(sessionId, sinceSeq, generation), (frame) => frame, settings), {
             headers: sseHeaders
           })
         })
