@@ -99,10 +99,10 @@ const measure = async (backend: Backend, postgresUrl: string, run: number) => {
       rows[`p99 ${clients}`] = percentile(latencies, 99)
       rows[`delivered ${clients}`] = latencies.length / (events * clients)
     }
-    // Throughput to 100 clients: 5,000 events appended in batches as fast as the store takes them.
+    // Throughput to 100 clients: 1,000 events appended in batches as fast as the store takes them.
     const session = "throughput"
     await stores.writer.append(session, [new UserMessage({ content: "start" })])
-    const total = 5_000
+    const total = 1_000
     let delivered = 0
     const follower = await follow(server.url, session, 100, () => delivered++)
     await sleep(300)
