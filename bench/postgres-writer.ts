@@ -10,6 +10,7 @@ import pg from "pg"
 import { postgresCheckpointer } from "../src/checkpoint-postgres.js"
 import { UserMessage } from "../src/index.js"
 import { rawPostgresAppender } from "./postgres-raw.js"
+import { reportLoopDelay } from "./shared.js"
 
 const [url, schema, mode, durationArg, monitorArg] = process.argv.slice(2)
 const durationMs = Number(durationArg)
@@ -36,10 +37,4 @@ if (mode === "library") {
   }
   await pool.end()
 }
-histogram.disable()
-process.stdout.write(JSON.stringify({
-  appends,
-  p50: histogram.percentile(50) / 1e6,
-  p99: histogram.percentile(99) / 1e6,
-  max: histogram.max / 1e6
-}) + "\n")
+reportLoopDelay(appends, histogram)

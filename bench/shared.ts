@@ -1,4 +1,5 @@
 /** Pieces every benchmark shares: timing, medians, ratios, the events written, raw SQL appends. */
+import type { IntervalHistogram } from "node:perf_hooks"
 import type Database from "better-sqlite3"
 import { Effect, type Layer, Stream } from "effect"
 import { AssistantMessage, Checkpointer, Session, UserMessage } from "../src/core.js"
@@ -43,4 +44,15 @@ export const foldRate = async (layer: Layer.Layer<Checkpointer, unknown>, sessio
   const start = process.hrtime.bigint()
   const state = await Effect.runPromise(fold)
   return state.head / (ms(start) / 1000)
+}
+
+/** A contention writer's report: its appends and its event-loop delay percentiles, as one JSON line. */
+export const reportLoopDelay = (appends: number, histogram: IntervalHistogram) => {
+  histogram.disable()
+  process.stdout.write(JSON.stringify({
+    appends,
+    p50: histogram.percentile(50) / 1e6,
+    p99: histogram.percentile(99) / 1e6,
+    max: histogram.max / 1e6
+  }) + "\n")
 }

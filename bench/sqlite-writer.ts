@@ -9,7 +9,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks"
 import Database from "better-sqlite3"
 import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import { CheckpointBusyError, CheckpointConflictError, UserMessage } from "../src/index.js"
-import { rawSqliteAppender } from "./shared.js"
+import { rawSqliteAppender, reportLoopDelay } from "./shared.js"
 
 const [file, mode, durationArg, monitorArg] = process.argv.slice(2)
 const durationMs = Number(durationArg)
@@ -44,10 +44,4 @@ if (mode === "library") {
   }
   db.close()
 }
-histogram.disable()
-process.stdout.write(JSON.stringify({
-  appends,
-  p50: histogram.percentile(50) / 1e6,
-  p99: histogram.percentile(99) / 1e6,
-  max: histogram.max / 1e6
-}) + "\n")
+reportLoopDelay(appends, histogram)

@@ -7,13 +7,11 @@ import { Effect, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import { LiteAgent } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
+import { jsonText } from "../core/encoding.js"
 import { CliUsageError } from "./setup.js"
 
 const line = (text: string) => Effect.sync(() => process.stdout.write(`${text}\n`))
 
-/** Bytes (a snapshot's) as base64 rather than an object of numbered keys. */
-const toJson = (value: unknown): string =>
-  JSON.stringify(value, (_key, item: unknown) => (item instanceof Uint8Array ? Buffer.from(item).toString("base64") : item))
 
 export const runPrint = (prompt: string, format: "text" | "json" | "stream-json", continueLatest: boolean) =>
   Effect.gen(function*() {
@@ -27,9 +25,9 @@ export const runPrint = (prompt: string, format: "text" | "json" | "stream-json"
     let result: Extract<AgentEvent, { type: "result" }>["result"] | undefined
     yield* Stream.runForEach(agent.run(prompt), (event) => {
       if (event.type === "result") result = event.result
-      return format === "stream-json" ? line(toJson(event)) : Effect.void
+      return format === "stream-json" ? line(jsonText(event)) : Effect.void
     })
     if (result === undefined) return
     if (format === "text") yield* line(result.text)
-    if (format === "json") yield* line(toJson(result))
+    if (format === "json") yield* line(jsonText(result))
   })

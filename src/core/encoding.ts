@@ -97,3 +97,7 @@ export const normalizeEvents = (
   }
   return Either.right({ events, encoded })
 }
+
+/** `value` as JSON text, bytes (a snapshot's) as base64 rather than an object of numbered keys. */
+export const jsonText = (value: unknown): string =>
+  JSON.stringify(value, (_key, item: unknown) => (item instanceof Uint8Array ? Buffer.from(item).toString("base64") : item))

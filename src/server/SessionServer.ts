@@ -24,7 +24,7 @@ import { Cause, Context, Duration, Effect, Either, Layer, Option, Queue, Schedul
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
 import { Checkpointer, type CheckpointerService, type FollowItem, NO_GENERATION } from "../core/Checkpointer.js"
-import { encodeStoredEvent } from "../core/encoding.js"
+import { encodeStoredEvent, jsonText } from "../core/encoding.js"
 import { ConfigurationError } from "../core/errors.js"
 import { decodeArgument, decodeOptions, expecting, Flag, NonEmptyString, PositiveInteger, PositiveMilliseconds } from "../core/options.js"
 import { sessionIdProblem } from "../core/sessionId.js"
@@ -118,9 +118,6 @@ export const errorResponse = (error: unknown): HttpServerResponse.HttpServerResp
 // ---------------------------------------------------------------------------------------
 
 const encoder = new TextEncoder()
-/** Bytes (a snapshot's) as base64 rather than an object of numbered keys. */
-export const jsonText = (value: unknown): string =>
-  JSON.stringify(value, (_key, item: unknown) => (item instanceof Uint8Array ? Buffer.from(item).toString("base64") : item))
 const frame = (fields: { readonly id?: string; readonly event: string; readonly data: unknown }) =>
   encoder.encode(`${fields.id === undefined ? "" : `id: ${fields.id}\n`}event: ${fields.event}\ndata: ${jsonText(fields.data)}\n\n`)
 const heartbeatFrame = encoder.encode(": heartbeat\n\n")
@@ -180,7 +177,7 @@ const bounded = <A, E>(
             case "close":
               return Effect.succeed(Option.some(frame({ event: "close", data: { reason: slot.reason } })))
             case "failed":
-              return Effect.succeed(Option.some(frame({ event: "error", data: JSON.parse(jsonText(slot.error)) as unknown })))
+              return Effect.succeed(Option.some(frame({ event: "error", data: slot.error })))
             case "end":
               return Effect.succeed(Option.none<Uint8Array>())
           }
@@ -349,7 +346,7 @@ export const makeRouter = (settings: SessionServerSettings, agent: Option.Option
           const { seq, ...options } = yield* body(RestoreBody, "restore")
           yield* existing(checkpointer, sessionId)
           const result = yield* a.restore(sessionId, seq, options)
-          return HttpServerResponse.unsafeJson(JSON.parse(jsonText(result)) as unknown)
+          return HttpServerResponse.text(jsonText(result), { contentType: "application/json" })
         })
       ),
       HttpRouter.post(
