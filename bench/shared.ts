@@ -8,11 +8,22 @@ export const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1
 export const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 export const ratio = (value: number, baseline: number) => `${(value / baseline).toFixed(2)}×`
 
-/** Alternating prompts and answers of realistic size. */
+/** Alternating prompts and answers of realistic size, as an application builds them: class instances (validated). */
 export const eventFor = (i: number) =>
   i % 2 === 0
     ? new UserMessage({ content: `prompt ${i}: please refactor the module and keep the tests green`, origin: "user" })
     : new AssistantMessage({ content: [{ type: "text", text: `answer ${i}: done, the tests pass and the diff is small` }] })
+
+/**
+ * The same event's JSON as a program without lite-agent would make it: a plain object, stringified
+ * (the raw baselines' cost of building an event; the bytes are those lite-agent stores).
+ */
+export const rawEventJson = (i: number) =>
+  JSON.stringify(
+    i % 2 === 0
+      ? { content: `prompt ${i}: please refactor the module and keep the tests green`, origin: "user", _tag: "UserMessage" }
+      : { content: [{ type: "text", text: `answer ${i}: done, the tests pass and the diff is small` }], _tag: "AssistantMessage" }
+  )
 
 /**
  * The raw better-sqlite3 baseline: the statements and transaction the SQLite backend runs for

@@ -3,7 +3,7 @@
  * session as fast as it can (retrying conflicts and busy errors) for `durationMs`, and
  * reports its event-loop delay percentiles.
  *
- * argv: <file> <mode: library | naive> <durationMs> <monitor: 0|1>
+ * argv: <file> <mode: library | naive> <durationMs> <monitor: 0|1> <sessions: shared | own>
  */
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import Database from "better-sqlite3"
@@ -11,7 +11,8 @@ import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import { CheckpointBusyError, CheckpointConflictError, UserMessage } from "../src/index.js"
 import { rawSqliteAppender, reportLoopDelay } from "./shared.js"
 
-const [file, mode, durationArg, monitorArg] = process.argv.slice(2)
+const [file, mode, durationArg, monitorArg, sessionsArg] = process.argv.slice(2)
+const sessionId = sessionsArg === "own" ? `writer-${process.pid}` : "contended"
 const durationMs = Number(durationArg)
 const histogram = monitorEventLoopDelay({ resolution: 1 })
 if (monitorArg === "1") histogram.enable()
@@ -22,7 +23,7 @@ if (mode === "library") {
   const c = sqliteCheckpointer({ file: file!, busyTimeoutMs: 5000 })
   while (Date.now() < deadline) {
     try {
-      await c.append("contended", [new UserMessage({ content: `w${process.pid} ${appends}`, origin: "user" })])
+      await c.append(sessionId, [new UserMessage({ content: `w${process.pid} ${appends}`, origin: "user" })])
       appends++
     } catch (error) {
       if (!(error instanceof CheckpointConflictError || error instanceof CheckpointBusyError)) throw error
@@ -36,7 +37,7 @@ if (mode === "library") {
   const db = new Database(file!)
   db.pragma("journal_mode = WAL")
   db.pragma("busy_timeout = 5000")
-  const append = rawSqliteAppender(db, "contended")
+  const append = rawSqliteAppender(db, sessionId)
   while (Date.now() < deadline) {
     append(JSON.stringify({ _tag: "UserMessage", content: `w${process.pid} ${appends}`, origin: "user" }))
     appends++

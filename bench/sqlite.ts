@@ -9,8 +9,8 @@ import { join } from "node:path"
 import { promisify } from "node:util"
 import Database from "better-sqlite3"
 import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
-import { encodeStoredEvent } from "../src/core.js"
-import { eventFor, foldRate, median, ms, ratio, rawSqliteAppender } from "./shared.js"
+import { Session } from "../src/core.js"
+import { eventFor, foldRate, median, ms, ratio, rawEventJson, rawSqliteAppender } from "./shared.js"
 
 const run = promisify(execFile)
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "bench-sqlite-")), "sessions.db")
@@ -29,9 +29,8 @@ const rawAppends = async (count: number, synchronous: "normal" | "full") => {
   db.pragma("journal_mode = WAL")
   db.pragma(`synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`)
   const append = rawSqliteAppender(db, "bench")
-  const encoded = (i: number) => JSON.stringify(encodeStoredEvent({ seq: 1, ts: 0, event: eventFor(i) }).event)
   const start = process.hrtime.bigint()
-  for (let i = 0; i < count; i++) append(encoded(i))
+  for (let i = 0; i < count; i++) append(rawEventJson(i))
   const rate = count / (ms(start) / 1000)
   db.close()
   return rate
@@ -40,16 +39,48 @@ const rawAppends = async (count: number, synchronous: "normal" | "full") => {
 const libraryAppends = async (count: number, synchronous: "normal" | "full") => {
   const c = sqliteCheckpointer({ file: await prepared(synchronous), synchronous })
   const start = process.hrtime.bigint()
-  for (let i = 0; i < count; i++) await c.append("bench", [eventFor(i)])
+  // The expected head on every append, as an agent's writer passes it.
+  for (let i = 0; i < count; i++) await c.append("bench", [eventFor(i)], i)
   const rate = count / (ms(start) / 1000)
   await c.close()
   return rate
 }
 
-const eventLoopUnderContention = async (mode: "library" | "naive", file: string, durationMs: number) => {
+/** Milliseconds to resume a session: its whole log read, decoded and folded (lite-agent), or SELECTed and parsed (raw). */
+const resumeTimes = async (steps: number) => {
+  const file = await prepared("normal")
+  const c = sqliteCheckpointer({ file })
+  for (let i = 0; i < steps; i += 1000) await c.append("resume", Array.from({ length: 1000 }, (_, k) => eventFor(i + k)))
+  const raw = new Database(file, { readonly: true })
+  const select = raw.prepare("SELECT seq, ts, event FROM lite_agent_events WHERE session_id = ? ORDER BY seq")
+  const rawTimes: Array<number> = []
+  const libTimes: Array<number> = []
+  for (let trial = 0; trial < 6; trial++) {
+    const rawStart = process.hrtime.bigint()
+    const rows = select.all("resume") as Array<{ seq: number; ts: number; event: string }>
+    const parsed = rows.map((row) => ({ seq: row.seq, ts: row.ts, event: JSON.parse(row.event) as unknown }))
+    if (parsed.length !== steps) throw new Error("bad raw read")
+    rawTimes.push(ms(rawStart))
+    const libStart = process.hrtime.bigint()
+    const state = Session.fold(await c.read("resume"))
+    if (state.head !== steps) throw new Error("bad resume")
+    libTimes.push(ms(libStart))
+  }
+  raw.close()
+  await c.close()
+  // The first trial warms up.
+  return { lib: median(libTimes.slice(1)), raw: median(rawTimes.slice(1)) }
+}
+
+/** Where the writers of a contention run append: one session for all, or one each. */
+export type ContentionSessions = "shared" | "own"
+
+/** 4 writer processes for `durationMs` on one database: their appends in all, and the first writer's event-loop delay. */
+const contention = async (mode: "library" | "naive", sessions: ContentionSessions, durationMs: number) => {
+  const file = await prepared("normal")
   const worker = join(import.meta.dirname, "sqlite-writer.ts")
   const spawnWriter = (monitor: boolean) =>
-    run(process.execPath, ["--import", "tsx", worker, file, mode, String(durationMs), monitor ? "1" : "0"], {
+    run(process.execPath, ["--import", "tsx", worker, file, mode, String(durationMs), monitor ? "1" : "0", sessions], {
       cwd: join(import.meta.dirname, "..")
     }).then(({ stdout }) => JSON.parse(stdout.trim().split("\n").at(-1)!) as { appends: number; p99: number; max: number })
   const results = await Promise.all([spawnWriter(true), spawnWriter(false), spawnWriter(false), spawnWriter(false)])
@@ -94,15 +125,23 @@ export const runSqliteBench = async () => {
   rows.push(["read + decode + fold (Effect stream), 100,000 events", `${replay.toFixed(0)}/s`, `${rawRate.toFixed(0)}/s (SELECT + JSON.parse)`, ratio(replay, rawRate)])
   await c.close()
 
-  // Event-loop delay of one writer among 4 processes hammering one session.
-  for (const mode of ["library", "naive"] as const) {
-    const shared = await prepared("normal")
-    const { monitored, total } = await eventLoopUnderContention(mode, shared, 4000)
+  const resume = await resumeTimes(5000)
+  rows.push([
+    "resume a 5,000-step session: read + decode + fold (promise facade), median of 5",
+    `${resume.lib.toFixed(1)} ms`,
+    `${resume.raw.toFixed(1)} ms (SELECT + JSON.parse)`,
+    ratio(resume.raw, resume.lib)
+  ])
+
+  // 4 processes × 4 s appending as fast as they can: lite-agent's writers against naive blocking ones.
+  for (const sessions of ["shared", "own"] as const) {
+    const library = await contention("library", sessions, 4000)
+    const naive = await contention("naive", sessions, 4000)
     rows.push([
-      `writer event-loop delay, 4 processes × 4 s, ${mode === "library" ? "async busy wait (lite-agent)" : "native busy_timeout 5000 (naive)"}`,
-      `p99 ${monitored.p99.toFixed(1)} ms, max ${monitored.max.toFixed(1)} ms`,
-      `${total} appends in all`,
-      ""
+      `4 processes × 4 s, ${sessions === "shared" ? "one shared session" : "a session each"}: appends in all (a writer's p99 / max event-loop delay)`,
+      `${library.total} (${library.monitored.p99.toFixed(1)} / ${library.monitored.max.toFixed(1)} ms)`,
+      `${naive.total} (${naive.monitored.p99.toFixed(1)} / ${naive.monitored.max.toFixed(1)} ms), native busy_timeout`,
+      ratio(library.total, naive.total)
     ])
   }
   return rows

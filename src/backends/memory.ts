@@ -91,7 +91,7 @@ export const makeDriver = Effect.gen(function*() {
                   onSome: (session) =>
                     HashMap.set(all, sessionId, { ...session, blobs: HashMap.removeMany(session.blobs, hashes) })
                 })),
-            records: Stream.suspend(() => Stream.fromChunks(...pages(records))),
+            records: () => Stream.fromChunks(...pages(records)),
             storedBlobs: driver.listBlobs(sessionId)
           })
         })

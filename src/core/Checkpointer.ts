@@ -11,7 +11,7 @@
  * exclusion, so a logged reference always has its blob and a crash in between leaves only
  * an unreferenced blob, which `sweepSnapshots` removes.
  */
-import { Chunk, Clock, Context, Effect, Either, PubSub, Ref, Schema, Stream } from "effect"
+import { Chunk, Clock, Context, Effect, Either, PubSub, Schema, Stream } from "effect"
 import { decodeStoredEvent, normalizeEvents, type SessionEventInput } from "./encoding.js"
 import {
   CheckpointConflictError,
@@ -20,6 +20,7 @@ import {
   CheckpointIntegrityError,
   InvalidEventError,
   InvalidSeqError,
+  InvalidSessionIdError,
   SnapshotBlobError
 } from "./errors.js"
 import {
@@ -38,7 +39,7 @@ import { decodeOptions, PositiveMilliseconds } from "./options.js"
 import { type FollowItem, followSession } from "./follow.js"
 
 export type { FollowItem } from "./follow.js"
-import { validateSessionId } from "./sessionId.js"
+import { sessionIdProblem } from "./sessionId.js"
 
 /** A blob of the snapshot store: the SHA-256 of its content and the bytes it takes as stored (after the codec). */
 export interface SnapshotInfo {
@@ -184,8 +185,8 @@ export interface LockedSession {
   readonly deleteBlobs: (hashes: ReadonlyArray<string>) => Effect.Effect<void, CheckpointerError>
   /** Every blob stored for the session, seen from inside the exclusion. */
   readonly storedBlobs: Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
-  /** Every stored record of the session, as `read` gives them, seen from inside the exclusion. */
-  readonly records: Stream.Stream<unknown, CheckpointerError>
+  /** Every stored record of the session, as `read` gives them, seen from inside the exclusion (built on demand: most holders never read). */
+  readonly records: () => Stream.Stream<unknown, CheckpointerError>
 }
 
 /** The primitives a backend implements. Session ids reaching a driver are already valid. */
@@ -358,53 +359,64 @@ const byMostRecentActivity = (a: SessionInfo, b: SessionInfo): number =>
  */
 export const make = (driver: CheckpointerDriver) =>
   Effect.gen(function*() {
-    const closed = yield* Ref.make(false)
-    yield* Effect.addFinalizer(() => Ref.set(closed, true))
+    // A plain flag, not a Ref: it is read on every call, and only the finalizer sets it.
+    let closed = false
+    yield* Effect.addFinalizer(() => Effect.sync(() => (closed = true)))
     // Which sessions this checkpointer changed, for its followers (other processes' changes come from `driver.watch`).
     const changed = yield* PubSub.sliding<string>(1024)
     yield* Effect.addFinalizer(() => PubSub.shutdown(changed))
+    // Publishing costs microseconds per append: only while someone follows.
+    let followers = 0
     const signalChange = (sessionId: string) => <A, E>(effect: Effect.Effect<A, E>) =>
-      Effect.tap(effect, () => PubSub.publish(changed, sessionId))
-    const ensureOpen = Effect.flatMap(
-      Ref.get(closed),
-      (isClosed) => (isClosed ? Effect.fail(new CheckpointerClosedError()) : Effect.void)
-    )
-    const guard = <A>(sessionId: string, effect: Effect.Effect<A, CheckpointerError>) =>
-      ensureOpen.pipe(Effect.zipRight(validateSessionId(sessionId)), Effect.zipRight(effect))
+      Effect.tap(effect, () => (followers === 0 ? Effect.void : PubSub.publish(changed, sessionId)))
+    const ensureOpen = Effect.suspend(() => (closed ? Effect.fail(new CheckpointerClosedError()) : Effect.void))
+    /** `effect`, once the checkpointer is known open and the session id valid (checked synchronously: every call pays it). */
+    const guard = <A>(sessionId: string, effect: Effect.Effect<A, CheckpointerError>): Effect.Effect<A, CheckpointerError> =>
+      Effect.suspend(() => {
+        if (closed) return Effect.fail(new CheckpointerClosedError())
+        const problem = sessionIdProblem(sessionId)
+        return problem === undefined ? effect : Effect.fail(new InvalidSessionIdError({ sessionId: String(sessionId), reason: problem }))
+      })
 
     const append: CheckpointerService["append"] = (sessionId, inputs, expectedHead) =>
       guard(
         sessionId,
-        Effect.gen(function*() {
-          yield* checkSeqArgument(sessionId, "expectedHead", expectedHead)
-          const normalized = yield* normalizeEvents(sessionId, inputs)
-          if (normalized.encoded.length === 0) {
-            const head = yield* driver.head(sessionId)
-            yield* checkExpectedHead(sessionId, expectedHead, head)
-            return head
+        // Plain checks first, one Effect step at the end: this is every caller's hot path.
+        Effect.suspend((): Effect.Effect<number, CheckpointerError> => {
+          if (expectedHead !== undefined && !(Number.isSafeInteger(expectedHead) && expectedHead >= 0)) {
+            return checkSeqArgument(sessionId, "expectedHead", expectedHead).pipe(Effect.as(0))
           }
-          const { blobs, encoded, references } = yield* separateBlobs(sessionId, normalized.encoded, normalized.events)
-          return yield* driver.withSession(sessionId, (session) =>
-            Effect.gen(function*() {
-              yield* checkExpectedHead(sessionId, expectedHead, session.head)
-              // A reference to a blob the store does not hold would make a snapshot that can never be restored.
-              if (references.size > 0) {
-                const missing = yield* session.missingBlobs([...references.keys()])
-                if (missing.length > 0) {
-                  return yield* new InvalidEventError({
+          const normalized = normalizeEvents(sessionId, inputs)
+          if (Either.isLeft(normalized)) return Effect.fail(normalized.left)
+          if (normalized.right.encoded.length === 0) {
+            return Effect.flatMap(driver.head(sessionId), (head) => Effect.as(checkExpectedHead(sessionId, expectedHead, head), head))
+          }
+          const separated = separateBlobs(sessionId, normalized.right.encoded, normalized.right.events)
+          if (Either.isLeft(separated)) return Effect.fail(separated.left)
+          const { blobs, encoded, references } = separated.right
+          return driver.withSession(sessionId, (session) => {
+            if (expectedHead !== undefined && expectedHead !== session.head) {
+              return Effect.fail(new CheckpointConflictError({ sessionId, expected: expectedHead, actual: session.head }))
+            }
+            const write = Effect.flatMap(Clock.currentTimeMillis, (ts) => {
+              const records = encoded.map((event, index) => ({ seq: session.head + index + 1, ts, event }))
+              // The blobs first: a logged reference must never lack its blob.
+              const stored = blobs.length > 0 ? Effect.zipRight(session.putBlobs(blobs), session.append(records)) : session.append(records)
+              return Effect.as(stored, session.head + records.length)
+            })
+            if (references.size === 0) return write
+            // A reference to a blob the store does not hold would make a snapshot that can never be restored.
+            return Effect.flatMap(session.missingBlobs([...references.keys()]), (missing) =>
+              missing.length === 0
+                ? write
+                : Effect.fail(
+                  new InvalidEventError({
                     sessionId,
                     index: references.get(missing[0]!) ?? 0,
                     detail: `a stored reference names ${missing[0]}, which this session's snapshot store does not hold`
                   })
-                }
-              }
-              const ts = yield* Clock.currentTimeMillis
-              const records = encoded.map((event, index) => ({ seq: session.head + index + 1, ts, event }))
-              // The blobs first: a logged reference must never lack its blob.
-              if (blobs.length > 0) yield* session.putBlobs(blobs)
-              yield* session.append(records)
-              return session.head + records.length
-            })).pipe(signalChange(sessionId))
+                ))
+          }).pipe(signalChange(sessionId))
         })
       )
 
@@ -518,7 +530,7 @@ export const make = (driver: CheckpointerDriver) =>
           Effect.gen(function*() {
             const stored = yield* session.storedBlobs
             if (stored.length === 0) return 0
-            const referenced = yield* referencedBlobs(sessionId, session.records)
+            const referenced = yield* referencedBlobs(sessionId, session.records())
             const unreferenced = stored.map((blob) => blob.sha256).filter((sha256) => !referenced.has(sha256))
             // Called even with nothing to delete: a backend may clear its own leftovers (half-written blobs) here.
             yield* session.deleteBlobs(unreferenced)
@@ -565,11 +577,17 @@ export const make = (driver: CheckpointerDriver) =>
                   version: (id) => guard(id, driver.version(id)),
                   read: (id, after) => read(id, { sinceSeq: after }),
                   wakeUps: (id) =>
-                    Effect.map(PubSub.subscribe(changed), (local) =>
-                      Stream.merge(
-                        Stream.filter(Stream.fromQueue(local), (changedId) => changedId === id),
-                        driver.watch?.(id) ?? Stream.never
-                      ))
+                    Effect.map(
+                      Effect.zipLeft(
+                        PubSub.subscribe(changed),
+                        Effect.acquireRelease(Effect.sync(() => followers++), () => Effect.sync(() => followers--))
+                      ),
+                      (local) =>
+                        Stream.merge(
+                          Stream.filter(Stream.fromQueue(local), (changedId) => changedId === id),
+                          driver.watch?.(id) ?? Stream.never
+                        )
+                    )
                 },
                 sessionId,
                 sinceSeq,

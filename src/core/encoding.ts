@@ -5,18 +5,60 @@
 import { Either, ParseResult, Schema } from "effect"
 import { EventDecodeError, InvalidEventError } from "./errors.js"
 import {
+  AssistantMessage,
+  BackgroundCompleted,
+  Compaction,
+  FileChange,
+  FileSnapshot,
+  RuntimeMessage,
   SESSION_EVENT_TAGS,
   SessionEvent,
   type SessionEventEncoded,
+  SessionMetadata,
   StoredEvent,
-  type StoredEventEncoded
+  type StoredEventEncoded,
+  ToolResult,
+  UserMessage
 } from "./events.js"
+import { readStoredEvent } from "./storedEventReader.js"
 
 const encodeStored = Schema.encodeSync(StoredEvent)
 const decodeStored = Schema.decodeUnknownEither(StoredEvent)
 const encodeEvent = Schema.encodeEither(SessionEvent)
 const decodeEvent = Schema.decodeUnknownEither(SessionEvent)
 const isSessionEvent = Schema.is(SessionEvent)
+/** The event classes, whose constructors validate what they build. */
+const EVENT_CLASSES: ReadonlySet<unknown> = new Set([
+  UserMessage,
+  RuntimeMessage,
+  AssistantMessage,
+  ToolResult,
+  FileSnapshot,
+  FileChange,
+  Compaction,
+  BackgroundCompleted,
+  SessionMetadata
+])
+
+/**
+ * An instance of one of the event classes (not a subclass, not a look-alike): its constructor
+ * validated it, so appending it needs no second validation. (An instance built with validation
+ * explicitly disabled is trusted as its builder asked.)
+ */
+const isEventInstance = (value: unknown): value is SessionEvent =>
+  typeof value === "object" && value !== null && EVENT_CLASSES.has(value.constructor)
+
+/**
+ * The JSON form of a validated event: its own fields, as the schema would encode them. Only
+ * inline snapshot bytes need the schema's encoding (base64); everything else is already JSON.
+ */
+const encodeValidated = (event: SessionEvent): Either.Either<SessionEventEncoded, ParseResult.ParseError> => {
+  if (event._tag === "FileSnapshot") {
+    const state = event.state
+    return state._tag === "content" ? encodeEvent(event) : Either.right({ ...event, state })
+  }
+  return Either.right({ ...event })
+}
 const knownTags: ReadonlySet<string> = new Set(SESSION_EVENT_TAGS)
 
 const describe = (error: ParseResult.ParseError): string => ParseResult.TreeFormatter.formatErrorSync(error)
@@ -60,6 +102,8 @@ export const decodeStoredEvent = (
       new EventDecodeError({ sessionId, seq: expectedSeq, detail: describe(error) }))
   }
   const { seq, ts } = record
+  const read = readStoredEvent(record.event)
+  if (read !== undefined) return Either.right({ seq, ts, event: read })
   return Either.match(decodeEvent(record.event), {
     onLeft: (error) => Either.left(new EventDecodeError({ sessionId, seq: expectedSeq, detail: describe(error) })),
     onRight: (event) => Either.right({ seq, ts, event })
@@ -87,8 +131,10 @@ export const normalizeEvents = (
   const encoded: Array<SessionEventEncoded> = []
   for (let index = 0; index < inputs.length; index++) {
     const input: unknown = inputs[index]
-    const typed = isSessionEvent(input) ? Either.right(input) : decodeEvent(input)
-    const result = Either.flatMap(typed, (event) => Either.map(encodeEvent(event), (json) => [event, json] as const))
+    const result = isEventInstance(input)
+      ? Either.map(encodeValidated(input), (json) => [input, json] as const)
+      : Either.flatMap(isSessionEvent(input) ? Either.right(input) : decodeEvent(input), (event) =>
+        Either.map(encodeEvent(event), (json) => [event, json] as const))
     if (Either.isLeft(result)) {
       return Either.left(new InvalidEventError({ sessionId, index, detail: describe(result.left) }))
     }

@@ -421,7 +421,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
               putBlobs: (added) => putBlobs(held, sessionId, added),
               missingBlobs: (hashes) => missingBlobs(sessionId, hashes),
               deleteBlobs: (hashes) => deleteBlobs(held, sessionId, hashes),
-              records: read(sessionId, 0),
+              records: () => read(sessionId, 0),
               storedBlobs: listBlobs(sessionId)
             })
           }
@@ -461,7 +461,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
             putBlobs: (added) => putBlobs(held, sessionId, added),
             missingBlobs: (hashes) => missingBlobs(sessionId, hashes),
             deleteBlobs: (hashes) => deleteBlobs(held, sessionId, hashes),
-            records: read(sessionId, 0),
+            records: () => read(sessionId, 0),
             storedBlobs: listBlobs(sessionId)
           })
         })))

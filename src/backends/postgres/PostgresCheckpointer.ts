@@ -498,7 +498,7 @@ export const makeWithClient = (
                 run("list snapshots", statements.listBlobs, [sessionId]),
                 rowsOf<Checkpointer.SnapshotInfo>
               ),
-              records: Stream.fromIterableEffect(run("read", statements.allRecords, [sessionId])).pipe(
+              records: () => Stream.fromIterableEffect(run("read", statements.allRecords, [sessionId])).pipe(
                 Stream.mapEffect((row) => {
                   const record = recordOf(sessionId, row as EventRow)
                   return record instanceof CheckpointIntegrityError ? Effect.fail(record) : Effect.succeed(record)

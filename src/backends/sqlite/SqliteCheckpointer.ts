@@ -1,23 +1,25 @@
 /**
  * The SQLite backend (WAL): one machine, many processes, optimistic concurrency.
  *
- * - Every mutation is one `BEGIN IMMEDIATE` transaction that reads the session's head and
- *   writes `head+1…n`, so SQLite serialises writers and seqs never interleave; an expected
- *   head is checked inside it.
+ * - It drives better-sqlite3 directly, every statement prepared once: appends are the hot path,
+ *   and a statement compiler, a statement cache or a transaction scope per call would cost more
+ *   than SQLite's own work.
+ * - Every mutation runs in a `BEGIN IMMEDIATE` transaction that reads the session's head and
+ *   writes `head+1…n`, so SQLite serialises writers and seqs never interleave; an expected head
+ *   is checked inside it. Mutations that arrive while a transaction waits for the lock or runs
+ *   share the next one (group commit, ./groupCommit.ts): one lock round and one commit for many
+ *   appends, each after the first in a savepoint of its own, so a failing one undoes only itself.
  * - better-sqlite3 is synchronous, so its own busy timeout would freeze the event loop while
  *   another process holds the write lock. The native timeout is kept at 1 ms and the wait is
  *   an asynchronous retry with jittered back-off, up to `busyTimeoutMs`; still busy after that
  *   is `CheckpointBusyError`. `SQLITE_BUSY_SNAPSHOT` cannot happen: no transaction here ever
  *   upgrades from a read to a write.
+ * - One connection per checkpointer, used by one fiber at a time: a reader never runs a
+ *   statement inside a transaction still open (it would see writes that may yet roll back).
  * - Reads are forward scans in pages, outside any write transaction.
  */
-import { SqliteClient } from "@effect/sql-sqlite-node"
-import * as Reactivity from "@effect/experimental/Reactivity"
-import * as Migrator from "@effect/sql/Migrator"
-import * as SqlClient from "@effect/sql/SqlClient"
-import type { Connection } from "@effect/sql/SqlConnection"
-import { SqlError } from "@effect/sql/SqlError"
-import { Context, Duration, Effect, Layer, Option, PubSub, RcRef, Schema, Scope, Stream } from "effect"
+import Database from "better-sqlite3"
+import { Clock, Context, Duration, Effect, Layer, PubSub, RcRef, Schema, Stream } from "effect"
 import { errnoOf, messageOf } from "../../core/causes.js"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
@@ -31,6 +33,7 @@ import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrit
 import { decodeOptions, expecting, Flag, numberAtLeast, oneOf } from "../../core/options.js"
 import { Busy, retryWhileBusy } from "../busy.js"
 import { type EventRow, type PagedEventRow, pagedRead, recordOf } from "../pagedRead.js"
+import { makeGroupCommit } from "./groupCommit.js"
 
 export const SqliteCheckpointerOptions = Schema.Struct({
   /** Path of the database file; `":memory:"` for a temporary database private to this process. */
@@ -83,125 +86,136 @@ const resolveOptions = (input: SqliteCheckpointerOptions) =>
     integrityCheckOnOpen: options.integrityCheckOnOpen ?? false
   }))
 
-const sqliteCode = (error: unknown): string | undefined => errnoOf(error instanceof SqlError ? error.cause : error)
-const isBusy = (error: unknown) => {
-  const code = sqliteCode(error)
-  return code === "SQLITE_BUSY" || code === "SQLITE_BUSY_SNAPSHOT" || code === "SQLITE_BUSY_RECOVERY" ||
-    code === "SQLITE_LOCKED"
-}
+const BUSY_CODES: ReadonlySet<string> = new Set(["SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY", "SQLITE_LOCKED"])
+const isBusy = (error: unknown) => BUSY_CODES.has(errnoOf(error) ?? "")
 const isCorrupt = (error: unknown) => {
-  const code = sqliteCode(error)
+  const code = errnoOf(error)
   return code === "SQLITE_CORRUPT" || code === "SQLITE_NOTADB"
-}
-const describe = (error: unknown) => {
-  const cause = error instanceof SqlError ? error.cause : error
-  return messageOf(cause)
 }
 
 /** Map what SQLite throws to the library's errors. */
 const toCheckpointerError = (operation: string) => (error: unknown): CheckpointerError =>
   isCorrupt(error)
-    ? new CheckpointIntegrityError({ detail: `${operation}: ${describe(error)}` })
-    : new StorageError({ operation, detail: describe(error), cause: error })
+    ? new CheckpointIntegrityError({ detail: `${operation}: ${messageOf(error)}` })
+    : new StorageError({ operation, detail: messageOf(error), cause: error })
 
-const migrations = Migrator.fromRecord({
-  "0001_sessions_and_events": Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.all([
-      sql`CREATE TABLE lite_agent_sessions (
+/** Run synchronous statements: `Busy` while another connection holds a lock, else the library's error. */
+const statements = <A>(operation: string, run: () => A): Effect.Effect<A, CheckpointerError | Busy> =>
+  Effect.try({
+    try: run,
+    catch: (error) =>
+      isBusy(error) ? new Busy({ detail: `${operation}: another connection held the database lock` }) : toCheckpointerError(operation)(error)
+  })
+
+/** Statements inside a write transaction: the lock is held, so busy cannot happen. */
+const inTransaction = <A>(operation: string, run: () => A): Effect.Effect<A, CheckpointerError> =>
+  Effect.try({ try: run, catch: toCheckpointerError(operation) })
+
+/**
+ * The schema, created in one immediate transaction and marked with `user_version`. The
+ * `lite_agent_migrations` table is kept as earlier versions (which used @effect/sql's migrator)
+ * left it, so they can still open a database this version created.
+ */
+const MIGRATIONS: ReadonlyArray<{ readonly id: number; readonly name: string; readonly sql: string }> = [
+  {
+    id: 1,
+    name: "sessions_and_events",
+    sql: `CREATE TABLE IF NOT EXISTS lite_agent_sessions (
         id TEXT PRIMARY KEY NOT NULL,
         head INTEGER NOT NULL,
         mtime INTEGER NOT NULL,
         generation INTEGER NOT NULL
-      ) STRICT`,
-      sql`CREATE TABLE lite_agent_events (
+      ) STRICT;
+      CREATE TABLE IF NOT EXISTS lite_agent_events (
         session_id TEXT NOT NULL,
         seq INTEGER NOT NULL,
         ts INTEGER NOT NULL,
         event TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
-      ) STRICT, WITHOUT ROWID`
-    ], { discard: true })),
-  // The snapshot store: blobs written in the same transaction as the events that reference them.
-  "0002_snapshot_blobs": Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql`CREATE TABLE lite_agent_blobs (
+      ) STRICT, WITHOUT ROWID;`
+  },
+  {
+    // The snapshot store: blobs written in the same transaction as the events that reference them.
+    id: 2,
+    name: "snapshot_blobs",
+    sql: `CREATE TABLE IF NOT EXISTS lite_agent_blobs (
       session_id TEXT NOT NULL,
       sha256 TEXT NOT NULL,
       data BLOB NOT NULL,
       PRIMARY KEY (session_id, sha256)
-    ) STRICT, WITHOUT ROWID`)
-})
+    ) STRICT, WITHOUT ROWID;`
+  }
+]
+const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS lite_agent_migrations (
+  migration_id integer PRIMARY KEY NOT NULL,
+  created_at datetime NOT NULL DEFAULT current_timestamp,
+  name VARCHAR(255) NOT NULL
+)`
 
-/**
- * The connection of lite-agent's own write transaction. Private on purpose: @effect/sql's
- * `TransactionConnection` is shared by every SQL client, and an application's transaction
- * must never capture (or be captured by) the checkpointer's statements.
- */
-class WriteTransaction extends Context.Tag("@lite-agent/backends/sqlite/WriteTransaction")<
-  WriteTransaction,
-  readonly [connection: Connection, depth: number]
->() {}
-
-/** Run `effect` as if no application SQL transaction were in progress around it. */
-const outsideCallerTransactions = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.mapInputContext(effect, (context: Context.Context<never>) => Context.omit(SqlClient.TransactionConnection)(context))
-
-const LIST_BLOBS = "SELECT sha256, length(data) AS storedBytes FROM lite_agent_blobs WHERE session_id = ?"
+/** A new generation: random, so a deleted and re-created session never reuses one. */
+const NEW_GENERATION = "abs(random() % 9007199254740991)"
 
 export const make = (options: SqliteCheckpointerOptions) =>
   Effect.gen(function*() {
     const config = yield* resolveOptions(options)
-    const client = yield* SqliteClient.make({ filename: config.file, disableWAL: true }).pipe(
-      Effect.catchAllDefect((defect) =>
-        Effect.fail(new ConfigurationError({ option: "file", detail: `cannot open ${config.file}: ${describe(defect)}` }))
-      )
-    )
-    const sql: SqlClient.SqlClient = client
-    const pragma = (statement: string) => sql.unsafe<Record<string, unknown>>(statement)
-    /**
-     * Run `attempt` again while SQLite reports it busy — another process writing, creating the
-     * schema, switching to WAL or resetting the WAL — pausing asynchronously with jittered
-     * exponential back-off (the event loop keeps running), up to `busyTimeoutMs`; then
-     * `CheckpointBusyError` — the wait every backend shares (../busy.ts). Any other SQL failure
-     * becomes the library's own error.
-     */
-    const whileBusy = <A, E>(attempt: Effect.Effect<A, E | SqlError>, operation: string, sessionId?: string) =>
-      retryWhileBusy(
-        Effect.catchIf(
-          attempt,
-          (error): error is SqlError => error instanceof SqlError,
-          (error) =>
-            Effect.fail(
-              isBusy(error)
-                ? new Busy({ detail: `${operation}: another connection held the database lock` })
-                : toCheckpointerError(operation)(error)
-            )
-        ),
-        { timeoutMs: config.busyTimeoutMs, maxPauseMs: MAX_BACKOFF_MS, sessionId }
-      )
-    const readStatement = <A>(statement: Effect.Effect<A, SqlError>, operation: string) =>
-      whileBusy<A, never>(statement, operation)
-    const onOpen = readStatement
+    const db = yield* Effect.try({
+      try: () => new Database(config.file),
+      catch: (error) => new ConfigurationError({ option: "file", detail: `cannot open ${config.file}: ${messageOf(error)}` })
+    })
+    const prepared = (statement: string) => {
+      const compiled = db.prepare(statement)
+      return () => void compiled.run()
+    }
+    const rollbackStatement = db.prepare("ROLLBACK")
+    const transactions = yield* makeGroupCommit({
+      busyTimeoutMs: config.busyTimeoutMs,
+      maxPauseMs: MAX_BACKOFF_MS,
+      statements,
+      begin: prepared("BEGIN IMMEDIATE"),
+      savepoint: prepared("SAVEPOINT lite_agent_batch"),
+      releaseSavepoint: prepared("RELEASE lite_agent_batch"),
+      rollbackToSavepoint: (() => {
+        const rollback = prepared("ROLLBACK TO lite_agent_batch")
+        const release = prepared("RELEASE lite_agent_batch")
+        return () => {
+          rollback()
+          release()
+        }
+      })(),
+      commit: prepared("COMMIT"),
+      // A failed statement or COMMIT may have ended the transaction already; a failed rollback leaves it to SQLite.
+      rollback: () => {
+        try {
+          if (db.inTransaction) rollbackStatement.run()
+        } catch {
+          // SQLite rolls back an open transaction when the connection closes.
+        }
+      }
+    })
+    // Closed once no transaction is open: a transaction's fiber finishes its statements first.
+    yield* Effect.addFinalizer(() => Effect.zipRight(transactions.idle, Effect.sync(() => db.close())))
+    /** A read: outside any open write transaction, waiting out another connection's lock. */
+    const read = <A>(operation: string, run: () => A) =>
+      retryWhileBusy(transactions.statement(operation, run), { timeoutMs: config.busyTimeoutMs, maxPauseMs: MAX_BACKOFF_MS })
+    const pragma = (statement: string) => () => db.pragma(statement, { simple: true })
 
     // Refuse before touching anything: an old library, a newer schema, a corrupt file.
-    const version = (yield* onOpen(sql<{ version: string }>`SELECT sqlite_version() AS version`, "open"))[0]?.version ?? "unknown"
+    const version = String(yield* read("open", () => db.prepare("SELECT sqlite_version()").pluck().get()))
     const versionProblem = sqliteVersionProblem(version)
     if (versionProblem !== undefined) return yield* new ConfigurationError({ option: "file", detail: versionProblem })
-    yield* onOpen(pragma(`PRAGMA busy_timeout = ${NATIVE_BUSY_TIMEOUT_MS}`), "open")
-    const found = Number(Object.values((yield* onOpen(pragma("PRAGMA user_version"), "open"))[0] ?? {})[0] ?? 0)
+    yield* read("open", pragma(`busy_timeout = ${NATIVE_BUSY_TIMEOUT_MS}`))
+    const found = Number(yield* read("open", pragma("user_version")))
     if (found > SCHEMA_VERSION) {
       return yield* new SchemaVersionError({ found, supported: SCHEMA_VERSION, detail: config.file })
     }
-    const quickCheck: Effect.Effect<IntegrityReport, CheckpointerError> = pragma("PRAGMA quick_check").pipe(
-      Effect.map((rows) => {
-        const findings = rows.map((row) => String(Object.values(row)[0]))
-        const ok = findings.length === 1 && findings[0] === "ok"
-        return { ok, detail: ok ? "quick_check: ok" : findings.join("\n") }
-      }),
-      Effect.catchAll((error) =>
-        isCorrupt(error)
-          ? Effect.succeed({ ok: false, detail: describe(error) })
-          : Effect.fail(toCheckpointerError("quick_check")(error))
-      )
+    const quickCheck: Effect.Effect<IntegrityReport, CheckpointerError> = read("quick_check", () => {
+      const rows: unknown = db.pragma("quick_check")
+      const findings = Array.isArray(rows) ? rows.map((row: unknown) => String(Object.values(row ?? {})[0])) : [String(rows)]
+      const ok = findings.length === 1 && findings[0] === "ok"
+      return { ok, detail: ok ? "quick_check: ok" : findings.join("\n") }
+    }).pipe(
+      // A file too damaged to check at all is a finding too.
+      Effect.catchIf((error) => error instanceof CheckpointIntegrityError, (error) => Effect.succeed({ ok: false, detail: error.detail }))
     )
     if (config.integrityCheckOnOpen) {
       const report = yield* quickCheck
@@ -209,249 +223,138 @@ export const make = (options: SqliteCheckpointerOptions) =>
         return yield* new CheckpointIntegrityError({ detail: `${config.file} failed PRAGMA quick_check: ${report.detail}` })
       }
     }
-    if (config.file !== ":memory:") yield* onOpen(pragma("PRAGMA journal_mode = WAL"), "open")
-    yield* onOpen(pragma(`PRAGMA synchronous = ${config.synchronous === "full" ? "FULL" : "NORMAL"}`), "open")
+    if (config.file !== ":memory:") yield* read("open", pragma("journal_mode = WAL"))
+    yield* read("open", pragma(`synchronous = ${config.synchronous === "full" ? "FULL" : "NORMAL"}`))
 
-    // ------------------------------------------------------------------------------------
-    // BEGIN IMMEDIATE transactions that wait for other writers without blocking the loop
-    // ------------------------------------------------------------------------------------
-
-    const immediateTransaction = SqlClient.makeWithTransaction({
-      transactionTag: WriteTransaction,
-      spanAttributes: [["db.system.name", "sqlite"]],
-      acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
-        Effect.map(Scope.extend(sql.reserve, scope), (connection) => [scope, connection] as const)),
-      begin: (connection) => connection.executeUnprepared("BEGIN IMMEDIATE", [], undefined),
-      savepoint: (connection, id) => connection.executeUnprepared(`SAVEPOINT lite_agent_${id}`, [], undefined),
-      commit: (connection) => connection.executeUnprepared("COMMIT", [], undefined),
-      // When BEGIN itself failed (busy), there is nothing to roll back: keep the BEGIN error.
-      rollback: (connection) =>
-        connection.executeUnprepared("ROLLBACK", [], undefined).pipe(
-          Effect.catchIf((error) => describe(error).includes("no transaction is active"), () => Effect.succeed([]))
-        ),
-      rollbackSavepoint: (connection, id) =>
-        connection.executeUnprepared(`ROLLBACK TO SAVEPOINT lite_agent_${id}`, [], undefined)
-    })
-
-    /** The connection of the write transaction the current fiber is in. */
-    const transactionConnection = Effect.flatMap(
-      Effect.serviceOption(WriteTransaction),
-      Option.match({
-        onNone: () => Effect.dieMessage("lite-agent: a write ran outside its transaction"),
-        onSome: ([connection]) => Effect.succeed(connection)
-      })
+    yield* transactions.run(
+      undefined,
+      inTransaction("migrate", () => {
+        const current = Number(db.pragma("user_version", { simple: true }))
+        if (current > SCHEMA_VERSION) return new SchemaVersionError({ found: current, supported: SCHEMA_VERSION, detail: config.file })
+        db.exec(MIGRATIONS_TABLE)
+        const applied = new Set(db.prepare("SELECT migration_id FROM lite_agent_migrations").pluck().all() as Array<number>)
+        const record = db.prepare("INSERT INTO lite_agent_migrations (migration_id, name) VALUES (?, ?)")
+        for (const migration of MIGRATIONS) {
+          if (applied.has(migration.id)) continue
+          db.exec(migration.sql)
+          record.run(migration.id, migration.name)
+        }
+        if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`)
+        return undefined
+      }).pipe(Effect.flatMap((refused) => (refused === undefined ? Effect.void : Effect.fail(refused))))
     )
 
-    /**
-     * Run `body` in one BEGIN IMMEDIATE transaction. While another process holds the write
-     * lock, wait asynchronously (jittered back-off) and try again, up to `busyTimeoutMs`.
-     */
-    const writeTransaction = <A, E>(sessionId: string | undefined, body: Effect.Effect<A, E>) =>
-      whileBusy(
-        immediateTransaction(body).pipe(
-          // A failed COMMIT surfaces as a defect from @effect/sql; keep SQLite's failures typed.
-          Effect.catchAllDefect((defect) => (defect instanceof SqlError ? Effect.fail(defect) : Effect.die(defect)))
-        ),
-        "write",
-        sessionId
-      )
+    // ------------------------------------------------------------------------------------
+    // Statements, prepared once the schema exists
+    // ------------------------------------------------------------------------------------
 
-    // The schema, created by the migrations in one immediate transaction, then marked.
-    yield* writeTransaction(
-      undefined,
-      Effect.gen(function*() {
-        const current = Number(Object.values((yield* pragma("PRAGMA user_version"))[0] ?? {})[0] ?? 0)
-        if (current > SCHEMA_VERSION) {
-          return yield* new SchemaVersionError({ found: current, supported: SCHEMA_VERSION, detail: config.file })
-        }
-        yield* Migrator.make({})({ loader: migrations, table: "lite_agent_migrations" })
-        if (current < SCHEMA_VERSION) yield* pragma(`PRAGMA user_version = ${SCHEMA_VERSION}`)
-      }).pipe(
-        Effect.provideService(SqlClient.SqlClient, sql),
-        // The migrator speaks through the SQL client: point it at this transaction's connection.
-        (migration) =>
-          Effect.flatMap(transactionConnection, (connection) =>
-            Effect.provideService(migration, SqlClient.TransactionConnection, [connection, 1] as const)),
-        Effect.mapError((error) =>
-          error instanceof SchemaVersionError || error instanceof SqlError
-            ? error
-            : new StorageError({ operation: "migrate", detail: String(error), cause: error })
-        )
-      )
-    ).pipe(Effect.mapError((error) => (error instanceof SqlError ? toCheckpointerError("migrate")(error) : error)))
+    const sql = {
+      head: db.prepare<[string], { head: number; generation: number }>("SELECT head, generation FROM lite_agent_sessions WHERE id = ?"),
+      insertEvent: db.prepare("INSERT INTO lite_agent_events (session_id, seq, ts, event) VALUES (?, ?, ?, ?)"),
+      createSession: db.prepare(
+        `INSERT INTO lite_agent_sessions (id, head, mtime, generation) VALUES (?, ?, ?, ${NEW_GENERATION})
+         ON CONFLICT (id) DO UPDATE SET head = excluded.head, mtime = excluded.mtime`
+      ),
+      moveHead: db.prepare("UPDATE lite_agent_sessions SET head = ?, mtime = ? WHERE id = ?"),
+      dropEventsAfter: db.prepare("DELETE FROM lite_agent_events WHERE session_id = ? AND seq > ?"),
+      // A new generation tells readers paging through the old log that it changed under them.
+      truncateHead: db.prepare(`UPDATE lite_agent_sessions SET head = ?, mtime = ?, generation = ${NEW_GENERATION} WHERE id = ?`),
+      putBlob: db.prepare("INSERT INTO lite_agent_blobs (session_id, sha256, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"),
+      hasBlob: db.prepare("SELECT 1 FROM lite_agent_blobs WHERE session_id = ? AND sha256 = ?").pluck(),
+      deleteBlob: db.prepare("DELETE FROM lite_agent_blobs WHERE session_id = ? AND sha256 = ?"),
+      listBlobs: db.prepare<[string], Checkpointer.SnapshotInfo>(
+        "SELECT sha256, length(data) AS storedBytes FROM lite_agent_blobs WHERE session_id = ?"
+      ),
+      readBlob: db.prepare<[string, string], { data: Uint8Array }>("SELECT data FROM lite_agent_blobs WHERE session_id = ? AND sha256 = ?"),
+      allEvents: db.prepare<[string], EventRow>("SELECT seq, ts, event FROM lite_agent_events WHERE session_id = ? ORDER BY seq"),
+      page: db.prepare<[string, number, number], PagedEventRow>(
+        `SELECT e.seq AS seq, e.ts AS ts, e.event AS event, s.head AS head, s.generation AS generation
+         FROM lite_agent_events e JOIN lite_agent_sessions s ON s.id = e.session_id
+         WHERE e.session_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?`
+      ),
+      logBytes: db.prepare("SELECT SUM(length(CAST(event AS BLOB))) FROM lite_agent_events WHERE session_id = ?").pluck(),
+      list: db.prepare<[], { id: string; mtime: number }>("SELECT id, mtime FROM lite_agent_sessions"),
+      deleteEvents: db.prepare("DELETE FROM lite_agent_events WHERE session_id = ?"),
+      deleteBlobs: db.prepare("DELETE FROM lite_agent_blobs WHERE session_id = ?"),
+      deleteSession: db.prepare("DELETE FROM lite_agent_sessions WHERE id = ?")
+    }
 
     // ------------------------------------------------------------------------------------
     // The driver
     // ------------------------------------------------------------------------------------
 
-    const now = Effect.clockWith((clock) => clock.currentTimeMillis)
-    const headOf = (sessionId: string) =>
-      Effect.map(
-        sql<{ head: number }>`SELECT head FROM lite_agent_sessions WHERE id = ${sessionId}`,
-        (rows) => rows[0]?.head ?? 0
-      )
+    const headOf = (sessionId: string) => sql.head.get(sessionId)?.head ?? 0
 
-    /**
-     * Statements on the transaction's own connection, skipping the statement compiler:
-     * appends are the hot path, and these few statements never change shape.
-     */
-    const onConnection = Effect.map(transactionConnection, (connection) =>
-      (statement: string, params: ReadonlyArray<unknown>) => connection.execute(statement, params, undefined))
+    const lockedSession = (sessionId: string, head: number, mtime: number): Checkpointer.LockedSession => ({
+      head,
+      append: (records) =>
+        inTransaction("append", () => {
+          for (const record of records) sql.insertEvent.run(sessionId, record.seq, record.ts, JSON.stringify(record.event))
+          const newHead = records.at(-1)!.seq
+          if (head === 0) sql.createSession.run(sessionId, newHead, mtime)
+          else sql.moveHead.run(newHead, mtime, sessionId)
+        }),
+      truncate: (toSeq) =>
+        inTransaction("truncate", () => {
+          sql.dropEventsAfter.run(sessionId, toSeq)
+          sql.truncateHead.run(toSeq, mtime, sessionId)
+        }),
+      putBlobs: (blobs) =>
+        inTransaction("store snapshot", () => {
+          for (const blob of blobs) {
+            sql.putBlob.run(sessionId, blob.sha256, Buffer.from(blob.data.buffer, blob.data.byteOffset, blob.data.byteLength))
+          }
+        }),
+      missingBlobs: (hashes) =>
+        inTransaction("check snapshots", () => hashes.filter((sha256) => sql.hasBlob.get(sessionId, sha256) === undefined)),
+      deleteBlobs: (hashes) =>
+        inTransaction("delete snapshots", () => {
+          for (const sha256 of hashes) sql.deleteBlob.run(sessionId, sha256)
+        }),
+      storedBlobs: inTransaction("list snapshots", () => sql.listBlobs.all(sessionId)),
+      records: () => Stream.fromIterableEffect(inTransaction("read", () => sql.allEvents.all(sessionId))).pipe(
+        Stream.mapEffect((row) => {
+          const record = recordOf(sessionId, row)
+          return record instanceof CheckpointIntegrityError ? Effect.fail(record) : Effect.succeed(record)
+        })
+      )
+    })
 
     const driver: Checkpointer.CheckpointerDriver = {
       withSession: (sessionId, use) =>
-        writeTransaction(
+        transactions.run(
           sessionId,
-          Effect.gen(function*() {
-            const execute = yield* onConnection
-            const statements = <A>(effect: Effect.Effect<A, SqlError>, operation: string) =>
-              Effect.mapError(effect, toCheckpointerError(operation))
-            const rows = yield* statements(
-              execute("SELECT head FROM lite_agent_sessions WHERE id = ?", [sessionId]),
-              "read head"
-            )
-            const head = Number((rows[0] as { head?: number } | undefined)?.head ?? 0)
-            return yield* use({
-              head,
-              append: (records) =>
-                statements(
-                  Effect.gen(function*() {
-                    for (const record of records) {
-                      yield* execute(
-                        "INSERT INTO lite_agent_events (session_id, seq, ts, event) VALUES (?, ?, ?, ?)",
-                        [sessionId, record.seq, record.ts, JSON.stringify(record.event)]
-                      )
-                    }
-                    const newHead = records.at(-1)!.seq
-                    const mtime = yield* now
-                    yield* head === 0
-                      ? execute(
-                        `INSERT INTO lite_agent_sessions (id, head, mtime, generation)
-                         VALUES (?, ?, ?, abs(random() % 9007199254740991))
-                         ON CONFLICT (id) DO UPDATE SET head = excluded.head, mtime = excluded.mtime`,
-                        [sessionId, newHead, mtime]
-                      )
-                      : execute("UPDATE lite_agent_sessions SET head = ?, mtime = ? WHERE id = ?", [newHead, mtime, sessionId])
-                  }),
-                  "append"
-                ),
-              truncate: (toSeq) =>
-                statements(
-                  Effect.gen(function*() {
-                    const mtime = yield* now
-                    yield* execute("DELETE FROM lite_agent_events WHERE session_id = ? AND seq > ?", [sessionId, toSeq])
-                    // A new generation tells readers paging through the old log that it changed under them.
-                    yield* execute(
-                      `UPDATE lite_agent_sessions SET head = ?, mtime = ?, generation = abs(random() % 9007199254740991)
-                       WHERE id = ?`,
-                      [toSeq, mtime, sessionId]
-                    )
-                  }),
-                  "truncate"
-                ),
-              putBlobs: (blobs) =>
-                statements(
-                  Effect.forEach(blobs, (blob) =>
-                    execute(
-                      "INSERT INTO lite_agent_blobs (session_id, sha256, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                      [sessionId, blob.sha256, Buffer.from(blob.data.buffer, blob.data.byteOffset, blob.data.byteLength)]
-                    ), { discard: true }),
-                  "store snapshot"
-                ),
-              missingBlobs: (hashes) =>
-                statements(
-                  Effect.filter(hashes, (sha256) =>
-                    Effect.map(
-                      execute("SELECT 1 AS found FROM lite_agent_blobs WHERE session_id = ? AND sha256 = ?", [sessionId, sha256]),
-                      (rows) => rows.length === 0
-                    )),
-                  "check snapshots"
-                ),
-              deleteBlobs: (hashes) =>
-                statements(
-                  Effect.forEach(hashes, (sha256) =>
-                    execute("DELETE FROM lite_agent_blobs WHERE session_id = ? AND sha256 = ?", [sessionId, sha256]), {
-                    discard: true
-                  }),
-                  "delete snapshots"
-                ),
-              storedBlobs: statements(
-                Effect.map(execute(LIST_BLOBS, [sessionId]), (rows) => rows as ReadonlyArray<Checkpointer.SnapshotInfo>),
-                "list snapshots"
-              ),
-              records: Stream.fromIterableEffect(statements(
-                execute("SELECT seq, ts, event FROM lite_agent_events WHERE session_id = ? ORDER BY seq", [sessionId]),
-                "read"
-              )).pipe(Stream.mapEffect((row) => {
-                const record = recordOf(sessionId, row as EventRow)
-                return record instanceof CheckpointIntegrityError ? Effect.fail(record) : Effect.succeed(record)
-              }))
-            })
-          })
+          Effect.flatMap(Clock.currentTimeMillis, (mtime) =>
+            Effect.flatMap(inTransaction("read head", () => headOf(sessionId)), (head) => use(lockedSession(sessionId, head, mtime))))
         ),
       read: (sessionId, sinceSeq) =>
         pagedRead({
           sessionId,
           sinceSeq,
           pageRows: READ_PAGE_ROWS,
-          page: (after) =>
-            outsideCallerTransactions(readStatement(
-              sql<PagedEventRow>`SELECT e.seq AS seq, e.ts AS ts, e.event AS event, s.head AS head, s.generation AS generation
-                FROM lite_agent_events e JOIN lite_agent_sessions s ON s.id = e.session_id
-                WHERE e.session_id = ${sessionId} AND e.seq > ${after}
-                ORDER BY e.seq LIMIT ${READ_PAGE_ROWS}`,
-              "read"
-            )),
-          head: outsideCallerTransactions(readStatement(headOf(sessionId), "read"))
+          page: (after) => read("read", () => sql.page.all(sessionId, after, READ_PAGE_ROWS)),
+          head: read("read", () => headOf(sessionId))
         }),
-      head: (sessionId) => readStatement(headOf(sessionId), "head"),
+      head: (sessionId) => read("head", () => headOf(sessionId)),
       version: (sessionId) =>
-        Effect.map(
-          readStatement(
-            sql<{ head: number; generation: number }>`SELECT head, generation FROM lite_agent_sessions WHERE id = ${sessionId}`,
-            "version"
-          ),
-          (rows) => {
-            const row = rows[0]
-            return row === undefined
-              ? { head: 0, generation: Checkpointer.NO_GENERATION }
-              : { head: row.head, generation: String(row.generation) }
-          }
-        ),
-      readBlob: (sessionId, sha256) =>
-        Effect.map(
-          readStatement(
-            sql<{ data: Uint8Array }>`SELECT data FROM lite_agent_blobs WHERE session_id = ${sessionId} AND sha256 = ${sha256}`,
-            "read snapshot"
-          ),
-          (rows) => rows[0]?.data
-        ),
-      logBytes: (sessionId) =>
-        Effect.map(
-          readStatement(
-            sql<{ bytes: number | null }>`SELECT SUM(length(CAST(event AS BLOB))) AS bytes FROM lite_agent_events
-              WHERE session_id = ${sessionId}`,
-            "stats"
-          ),
-          (rows) => Number(rows[0]?.bytes ?? 0)
-        ),
-      listBlobs: (sessionId) => readStatement(sql.unsafe<Checkpointer.SnapshotInfo>(LIST_BLOBS, [sessionId]), "list snapshots"),
-      list: Effect.map(
-        readStatement(sql<{ id: string; mtime: number }>`SELECT id, mtime FROM lite_agent_sessions`, "list"),
-        (rows) => rows.map((row) => ({ id: row.id, mtime: new Date(row.mtime) }))
-      ),
+        read("version", () => {
+          const row = sql.head.get(sessionId)
+          return row === undefined
+            ? { head: 0, generation: Checkpointer.NO_GENERATION }
+            : { head: row.head, generation: String(row.generation) }
+        }),
+      readBlob: (sessionId, sha256) => read("read snapshot", () => sql.readBlob.get(sessionId, sha256)?.data),
+      logBytes: (sessionId) => read("stats", () => Number(sql.logBytes.get(sessionId) ?? 0)),
+      listBlobs: (sessionId) => read("list snapshots", () => sql.listBlobs.all(sessionId)),
+      list: read("list", () => sql.list.all().map((row) => ({ id: row.id, mtime: new Date(row.mtime) }))),
       delete: (sessionId) =>
-        writeTransaction(
+        transactions.run(
           sessionId,
-          Effect.flatMap(onConnection, (execute) =>
-            Effect.mapError(
-              Effect.all([
-                execute("DELETE FROM lite_agent_events WHERE session_id = ?", [sessionId]),
-                execute("DELETE FROM lite_agent_blobs WHERE session_id = ?", [sessionId]),
-                execute("DELETE FROM lite_agent_sessions WHERE id = ?", [sessionId])
-              ], { discard: true }),
-              toCheckpointerError("delete")
-            ))
+          inTransaction("delete", () => {
+            sql.deleteEvents.run(sessionId)
+            sql.deleteBlobs.run(sessionId)
+            sql.deleteSession.run(sessionId)
+          })
         )
     }
 
@@ -461,10 +364,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
      * while anyone follows; every change wakes every follower, each of which checks its own
      * session's version — a query of one row.
      */
-    const dataVersion = Effect.map(
-      outsideCallerTransactions(readStatement(pragma("PRAGMA data_version"), "watch")),
-      (rows) => Number(Object.values(rows[0] ?? {})[0] ?? 0)
-    )
+    const dataVersion = read("watch", () => Number(db.pragma("data_version", { simple: true })))
     const commits = yield* RcRef.make({
       acquire: Effect.gen(function*() {
         const hub = yield* Effect.acquireRelease(PubSub.sliding<void>(1), PubSub.shutdown)
@@ -487,20 +387,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
     const watch = (_sessionId: string): Stream.Stream<unknown> =>
       Stream.unwrapScoped(Effect.map(Effect.flatMap(RcRef.get(commits), PubSub.subscribe), (subscription) => Stream.fromQueue(subscription)))
 
-    const isolated: Checkpointer.CheckpointerDriver = {
-      watch,
-      followPollMs: FOLLOW_POLL_MS,
-      withSession: (sessionId, use) => outsideCallerTransactions(driver.withSession(sessionId, use)),
-      read: driver.read,
-      head: (sessionId) => outsideCallerTransactions(driver.head(sessionId)),
-      version: (sessionId) => outsideCallerTransactions(driver.version(sessionId)),
-      list: outsideCallerTransactions(driver.list),
-      delete: (sessionId) => outsideCallerTransactions(driver.delete(sessionId)),
-      readBlob: (sessionId, sha256) => outsideCallerTransactions(driver.readBlob(sessionId, sha256)),
-      listBlobs: (sessionId) => outsideCallerTransactions(driver.listBlobs(sessionId)),
-      logBytes: (sessionId) => outsideCallerTransactions(driver.logBytes(sessionId))
-    }
-    const service = yield* Checkpointer.make(isolated)
+    const service = yield* Checkpointer.make({ ...driver, watch, followPollMs: FOLLOW_POLL_MS })
     return { service, integrity: { checkIntegrity: quickCheck } }
   })
 
@@ -510,4 +397,4 @@ export const layer = (
   Layer.scopedContext(
     Effect.map(make(options), ({ integrity, service }) =>
       Context.make(Checkpointer.Checkpointer, service).pipe(Context.add(CheckpointerIntegrity, integrity)))
-  ).pipe(Layer.provide(Reactivity.layer))
+  )

@@ -1,0 +1,238 @@
+/**
+ * Write transactions on one synchronous connection, shared by the mutations waiting for them
+ * (group commit), and the connection's other statements kept out of them.
+ *
+ * A mutation queues its body. The caller that finds no transaction under way leads: it begins
+ * a transaction (waiting asynchronously while another process holds the lock) and runs every
+ * queued body in it in turn — the first directly, each later one in a savepoint, so a body that
+ * fails undoes only itself — then commits once and hands each mutation its own outcome, and
+ * goes on until nothing waits. A mutation arriving alone runs alone, in its caller's fiber;
+ * under contention, the ones that queued while the lock was held share one lock round and one
+ * commit.
+ *
+ * Nothing is reported before the commit that makes it durable: a failed commit fails every body
+ * that had succeeded in that transaction. A mutation still queued when its caller is interrupted
+ * never runs; one whose body already ran commits with its transaction. A leader interrupted
+ * while it waits for the lock hands the queue to a fiber of the connection's scope.
+ *
+ * Other statements on the connection (reads) go through `statement`, which runs them only while
+ * no transaction is open — checked in the same synchronous step that runs them — so they never
+ * see writes that may yet roll back.
+ */
+import { Cause, Clock, Effect, Either, Exit, type Scope } from "effect"
+import { CheckpointBusyError, type CheckpointerError, StorageError } from "../../core/errors.js"
+import { Busy, retryWhileBusy } from "../busy.js"
+
+/** Bodies run in one transaction at most: bounds how long one transaction keeps the event loop. */
+const MAX_BATCH = 256
+
+export interface GroupCommitOptions {
+  /** How long a mutation waits for another process's lock before `CheckpointBusyError`. */
+  readonly busyTimeoutMs: number
+  readonly maxPauseMs: number
+  /** Run synchronous statements, mapping what they throw: `Busy` while another connection holds a lock. */
+  readonly statements: <A>(operation: string, run: () => A) => Effect.Effect<A, CheckpointerError | Busy>
+  /** Begin a write transaction (throws busy while another connection holds the write lock). */
+  readonly begin: () => void
+  readonly savepoint: () => void
+  readonly releaseSavepoint: () => void
+  /** Undo everything since the savepoint, and release it. */
+  readonly rollbackToSavepoint: () => void
+  readonly commit: () => void
+  /** Roll the open transaction back, if one is open. */
+  readonly rollback: () => void
+}
+
+export interface GroupCommit {
+  /** Run `body` inside a write transaction, and succeed with its value once that transaction has committed. */
+  readonly run: <A>(sessionId: string | undefined, body: Effect.Effect<A, CheckpointerError>) => Effect.Effect<A, CheckpointerError>
+  /** Run synchronous statements outside any write transaction (waiting for an open one to end). */
+  readonly statement: <A>(operation: string, run: () => A) => Effect.Effect<A, CheckpointerError | Busy>
+  /** Succeeds once no write transaction is open. */
+  readonly idle: Effect.Effect<void>
+}
+
+/** A mutation's outcome, handed over by whichever fiber ran it (no Deferred: they are costly to make on a hot path). */
+class Outcome<A> {
+  private exit: Exit.Exit<A, CheckpointerError> | undefined
+  private resume: ((exit: Exit.Exit<A, CheckpointerError>) => void) | undefined
+  settle(exit: Exit.Exit<A, CheckpointerError>) {
+    if (this.resume === undefined) this.exit = exit
+    else this.resume(exit)
+  }
+  /** The outcome, once settled; `onInterrupt` runs if the waiter is interrupted first. */
+  wait(onInterrupt: Effect.Effect<void>): Effect.Effect<A, CheckpointerError> {
+    return Effect.suspend(() =>
+      this.exit ??
+        Effect.async<A, CheckpointerError>((resume) => {
+          this.resume = resume
+          return onInterrupt
+        })
+    )
+  }
+}
+
+interface Request {
+  readonly sessionId: string | undefined
+  readonly arrived: number
+  /** The caller's body; its value settles the caller's outcome, once committed. */
+  readonly body: Effect.Effect<() => void, CheckpointerError>
+  readonly fail: (cause: Cause.Cause<CheckpointerError>) => void
+}
+
+const SKIPPED = Symbol("a transaction is open")
+
+export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<GroupCommit, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const scope = yield* Effect.scope
+    const waiting: Array<Request> = []
+    let leading = false
+    let transactionOpen = false
+    const whenIdle: Array<() => void> = []
+
+    const closeTransaction = () => {
+      transactionOpen = false
+      for (const wake of whenIdle.splice(0)) wake()
+    }
+    const idle: Effect.Effect<void> = Effect.suspend(() =>
+      transactionOpen ? Effect.async<void>((resume) => void whenIdle.push(() => resume(Effect.void))) : Effect.void
+    )
+
+    const statement = <A>(operation: string, run: () => A): Effect.Effect<A, CheckpointerError | Busy> =>
+      Effect.flatMap(
+        options.statements(operation, () => (transactionOpen ? SKIPPED : run())),
+        (result) => (result === SKIPPED ? Effect.zipRight(idle, statement(operation, run)) : Effect.succeed(result))
+      )
+
+    const failAll = (requests: ReadonlyArray<Request>, error: CheckpointerError) => {
+      for (const request of requests) request.fail(Cause.fail(error))
+    }
+    const inTransaction = (operation: string, run: () => void) =>
+      Effect.mapError(options.statements(operation, run), asStorage)
+
+    /** Run the waiting bodies in the open transaction and commit them. */
+    const transaction = Effect.gen(function*() {
+      const ran: Array<readonly [Request, () => void]> = []
+      while (waiting.length > 0 && ran.length < MAX_BATCH) {
+        const request = waiting.shift()!
+        if (ran.length === 0) {
+          const exit = yield* Effect.exit(request.body)
+          if (Exit.isFailure(exit)) {
+            // Alone in the transaction: undo it all; the next round begins a fresh one for the rest.
+            options.rollback()
+            return request.fail(exit.cause)
+          }
+          ran.push([request, exit.value])
+          continue
+        }
+        const saved = yield* Effect.either(inTransaction("savepoint", options.savepoint))
+        if (Either.isLeft(saved)) {
+          // Cannot isolate it: leave it for the next transaction and commit what ran.
+          waiting.unshift(request)
+          break
+        }
+        const exit = yield* Effect.exit(request.body)
+        const closed = yield* Effect.either(
+          inTransaction("savepoint", Exit.isFailure(exit) ? options.rollbackToSavepoint : options.releaseSavepoint)
+        )
+        if (Either.isLeft(closed)) {
+          // The transaction is in an unknown state: nothing in it may commit.
+          options.rollback()
+          request.fail(Exit.isFailure(exit) ? exit.cause : Cause.fail(closed.left))
+          return failAll(ran.map(([earlier]) => earlier), closed.left)
+        }
+        if (Exit.isFailure(exit)) request.fail(exit.cause)
+        else ran.push([request, exit.value])
+      }
+      const committed = yield* Effect.either(inTransaction("commit", options.commit))
+      if (Either.isLeft(committed)) {
+        options.rollback()
+        return failAll(ran.map(([request]) => request), committed.left)
+      }
+      for (const [, settle] of ran) settle()
+    })
+
+    /** BEGIN; while another connection holds the lock, wait (asynchronously) and try again. */
+    const begin = (timeoutMs: number, sessionId: string | undefined) =>
+      retryWhileBusy(
+        options.statements("begin", () => {
+          options.begin()
+          transactionOpen = true
+        }),
+        { timeoutMs, maxPauseMs: options.maxPauseMs, sessionId }
+      )
+
+    /** One transaction for what waits now; or, when the lock stays busy, the busy error for whoever waited too long. */
+    const round = Effect.gen(function*() {
+      const oldest = waiting[0]!
+      const now = yield* Clock.currentTimeMillis
+      const began = yield* Effect.either(begin(Math.max(0, oldest.arrived + options.busyTimeoutMs - now), oldest.sessionId))
+      if (Either.isRight(began)) {
+        return yield* Effect.ensuring(
+          Effect.uninterruptible(transaction),
+          Effect.sync(() => {
+            // A failure that escaped the transaction's own handling must not leave it open.
+            options.rollback()
+            closeTransaction()
+          })
+        )
+      }
+      const error = began.left
+      if (!(error instanceof CheckpointBusyError)) return failAll(waiting.splice(0), asStorage(error))
+      const later = yield* Clock.currentTimeMillis
+      // The oldest always goes (its time is up); others too once theirs is.
+      const expired = waiting.filter((request, index) => index === 0 || request.arrived + options.busyTimeoutMs <= later)
+      for (const request of expired) {
+        waiting.splice(waiting.indexOf(request), 1)
+        request.fail(Cause.fail(
+          new CheckpointBusyError({
+            ...(request.sessionId === undefined ? {} : { sessionId: request.sessionId }),
+            waitedMs: later - request.arrived,
+            detail: error.detail
+          })
+        ))
+      }
+    })
+
+    /** Transactions until nothing waits. */
+    const lead: Effect.Effect<void> = Effect.suspend(function loop(): Effect.Effect<void> {
+      // Checked and given up in one synchronous step: a request queued after this finds no leader and leads.
+      if (waiting.length === 0) {
+        leading = false
+        return Effect.void
+      }
+      return Effect.flatMap(round, loop)
+    })
+
+    /** A leader interrupted while it waited for the lock hands what still waits to a leader of its own. */
+    const handOver = Effect.suspend(() => {
+      leading = waiting.length > 0
+      return leading ? Effect.asVoid(Effect.forkIn(lead, scope)) : Effect.void
+    })
+
+    const run = <A>(sessionId: string | undefined, body: Effect.Effect<A, CheckpointerError>): Effect.Effect<A, CheckpointerError> =>
+      Effect.flatMap(Clock.currentTimeMillis, (arrived) => {
+        const outcome = new Outcome<A>()
+        const request: Request = {
+          sessionId,
+          arrived,
+          body: Effect.map(body, (value) => () => outcome.settle(Exit.succeed(value))),
+          fail: (cause) => outcome.settle(Exit.failCause(cause))
+        }
+        waiting.push(request)
+        // A request still queued when its caller is interrupted is withdrawn; one already run commits with its transaction.
+        const withdraw = Effect.sync(() => {
+          const index = waiting.indexOf(request)
+          if (index >= 0) waiting.splice(index, 1)
+        })
+        if (leading) return outcome.wait(withdraw)
+        leading = true
+        return Effect.onInterrupt(Effect.zipRight(lead, outcome.wait(withdraw)), () => Effect.zipRight(withdraw, handOver))
+      })
+
+    return { run, statement, idle }
+  })
+
+/** A failure of the transaction's own statements, as the library reports it (busy cannot last inside one). */
+const asStorage = (error: CheckpointerError | Busy): CheckpointerError =>
+  error instanceof Busy ? new StorageError({ operation: "write", detail: error.detail }) : error

@@ -1,0 +1,111 @@
+/**
+ * The fast paths beside the event schemas must never disagree with them:
+ * - the stored-event reader (replay) accepts only what the schema accepts, and builds the very
+ *   value the schema builds; it accepts every event the schema can produce (or it would not be fast);
+ * - appending an event class instance encodes it as the schema encodes it.
+ */
+import { Arbitrary, Either, Schema } from "effect"
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { decodeStoredEvent, normalizeEvents, sampleEvents, SessionEvent } from "../src/core.js"
+import { readStoredEvent } from "../src/core/storedEventReader.js"
+
+const decodeWithSchema = Schema.decodeUnknownEither(SessionEvent)
+const encodeWithSchema = Schema.encodeSync(SessionEvent)
+const events = Arbitrary.make(SessionEvent)
+/** An event's JSON as a store gives it back: encoded, written as text, parsed. */
+const storedJson = (event: SessionEvent): unknown => JSON.parse(JSON.stringify(encodeWithSchema(event)))
+const hasInlineBytes = (event: SessionEvent) => event._tag === "FileSnapshot" && event.state._tag === "content"
+
+/** Replace the value at a random path of `json` (or drop the key) — most results are invalid, some still valid. */
+const mutated = (json: unknown): fc.Arbitrary<unknown> => {
+  const paths: Array<Array<string | number>> = []
+  const collect = (value: unknown, path: Array<string | number>) => {
+    paths.push(path)
+    if (Array.isArray(value)) value.forEach((item, index) => collect(item, [...path, index]))
+    else if (typeof value === "object" && value !== null) for (const [key, item] of Object.entries(value)) collect(item, [...path, key])
+  }
+  collect(json, [])
+  const replacement = fc.oneof(
+    fc.constant<unknown>(undefined),
+    fc.jsonValue(),
+    fc.constantFrom<unknown>(-0, 1.5, -1, 0o10000, "", "x", null, true, [], {}, "a".repeat(64), Number.MAX_SAFE_INTEGER + 2)
+  )
+  return fc.tuple(fc.constantFrom(...paths), replacement).map(([path, value]) => {
+    const copy: unknown = structuredClone(json)
+    if (path.length === 0) return value
+    let target: unknown = copy
+    for (const step of path.slice(0, -1)) target = (target as Record<string | number, unknown>)[step]
+    const last = path.at(-1)!
+    const container = target as Record<string | number, unknown>
+    if (value === undefined) delete container[last]
+    else container[last] = value
+    return copy
+  })
+}
+
+describe("the stored-event reader", () => {
+  it("reads every event the schema can produce (inline snapshot bytes aside) exactly as the schema decodes it", () => {
+    fc.assert(
+      fc.property(events, (event) => {
+        const json = storedJson(event)
+        const read = readStoredEvent(json)
+        const decoded = decodeWithSchema(json)
+        expect(Either.isRight(decoded)).toBe(true)
+        if (hasInlineBytes(event)) {
+          expect(read).toBeUndefined()
+          return
+        }
+        expect(read).toBeDefined()
+        expect(read).toStrictEqual(Either.getOrThrow(decoded))
+      }),
+      { numRuns: 2000 }
+    )
+  })
+
+  it("accepts nothing the schema refuses, and reads what it accepts as the schema does, however the record was altered", () => {
+    let accepted = 0
+    let refused = 0
+    fc.assert(
+      fc.property(events.chain((event) => mutated(storedJson(event))), (json) => {
+        const read = readStoredEvent(json)
+        const decoded = decodeWithSchema(json)
+        if (read === undefined) return
+        accepted++
+        expect(Either.isRight(decoded), JSON.stringify(json)).toBe(true)
+        expect(read).toStrictEqual(Either.getOrThrow(decoded))
+      }),
+      { numRuns: 5000 }
+    )
+    fc.assert(fc.property(events.chain((event) => mutated(storedJson(event))), (json) => {
+      if (readStoredEvent(json) === undefined && Either.isLeft(decodeWithSchema(json))) refused++
+    }), { numRuns: 500 })
+    // Both outcomes were exercised: the mutations are not all harmless, nor all fatal.
+    expect(accepted).toBeGreaterThan(100)
+    expect(refused).toBeGreaterThan(50)
+  })
+
+  it("an altered record it cannot vouch for still decodes, or fails, through the schema with the schema's words", () => {
+    const json = { seq: 1, ts: 0, event: { _tag: "UserMessage", content: "hi", origin: "someone" } }
+    const result = decodeStoredEvent("s", 1, json)
+    expect(Either.isLeft(result) && result.left.message).toMatch(/origin/)
+    const legacy = sampleEvents().find(hasInlineBytes)!
+    const decoded = decodeStoredEvent("s", 1, { seq: 1, ts: 0, event: storedJson(legacy) })
+    expect(Either.isRight(decoded) && decoded.right.event).toStrictEqual(legacy)
+  })
+})
+
+describe("appending event class instances", () => {
+  it("encodes an instance exactly as the schema encodes it", () => {
+    fc.assert(
+      fc.property(events, (event) => {
+        const normalized = normalizeEvents("s", [event])
+        expect(Either.isRight(normalized)).toBe(true)
+        if (Either.isLeft(normalized)) return
+        expect(normalized.right.events[0]).toBe(event)
+        expect(JSON.stringify(normalized.right.encoded[0])).toBe(JSON.stringify(encodeWithSchema(event)))
+      }),
+      { numRuns: 2000 }
+    )
+  })
+})
