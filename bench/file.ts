@@ -1,55 +1,47 @@
 /**
  * File backend benchmarks. Every figure is a ratio against a raw baseline measured in the
- * same run: plain `node:fs` doing the same work, for appends under a raw cross-process lock.
+ * same run: plain `node:fs` doing the same work.
  */
-import { createHash } from "node:crypto"
-import { closeSync, fdatasyncSync, fstatSync, mkdtempSync, openSync, readFileSync, readSync, realpathSync, writeSync } from "node:fs"
-import net from "node:net"
+import { execFile } from "node:child_process"
+import { closeSync, mkdtempSync, openSync, readFileSync } from "node:fs"
+import * as fs from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { promisify } from "node:util"
 import { Effect, Stream } from "effect"
 import { recordLine } from "../src/backends/file/format.js"
-import { encodeStoredEvent, Session } from "../src/core.js"
-import { eventFor, foldRate, median, ms, ratio } from "./shared.js"
+import { Session } from "../src/core.js"
+import { eventFor, foldRate, median, ms, ratio, rawEventJson } from "./shared.js"
 import { fileCheckpointer } from "../src/index.js"
+import type { ContentionSessions } from "./sqlite.js"
+
+const run = promisify(execFile)
+
+/** One event's log line, as the backend writes it (same bytes: seq, checksum, ts and event JSON). */
+export const rawLine = (seq: number, i: number) => recordLine(seq, seq, `{"ts":${Date.now()},"event":${rawEventJson(i)}}`)
+
+const callback = <A>(register: (done: (error: Error | null, value?: A) => void) => void) =>
+  new Promise<A | undefined>((resolve, reject) => register((error, value) => (error ? reject(error) : resolve(value))))
 
 /**
- * The baseline's cross-process lock, kept as it was when the first figures were taken (so the
- * ratios stay comparable across versions): a Unix socket bound in Linux's abstract namespace to
- * take the lock and closed to release it, run as one Effect per append.
+ * The raw baseline: Node's asynchronous `fs.appendFile` of the same line (normal), or the same
+ * write followed by `fdatasync` before it counts (full). Asynchronous, as a server's writes are:
+ * `appendFileSync` is faster but stops the event loop for the whole write.
  */
-const withRawSocketLock = (address: string, work: () => void) =>
-  Effect.runPromise(Effect.uninterruptibleMask((restore) =>
-    Effect.gen(function*() {
-      const server = yield* Effect.async<net.Server, Error>((resume) => {
-        const candidate = net.createServer()
-        candidate.once("error", (error) => resume(Effect.fail(error)))
-        candidate.listen({ path: address, exclusive: true }, () => resume(Effect.succeed(candidate)))
-      })
-      return yield* restore(Effect.sync(work)).pipe(
-        Effect.ensuring(Effect.async<void>((resume) => void server.close(() => resume(Effect.void))))
-      )
-    })
-  ))
-
-/** The raw baseline: lock, read the tail to learn the head, append one line, optionally fdatasync. */
 const rawAppends = async (dir: string, count: number, durable: boolean) => {
   const path = join(dir, "raw.log")
   closeSync(openSync(path, "a"))
-  const address = `\0lite-agent-bench/${createHash("sha256").update(realpathSync(dir)).digest("hex").slice(0, 32)}`
-  const tail = Buffer.alloc(4096)
   const start = process.hrtime.bigint()
   for (let i = 0; i < count; i++) {
-    await withRawSocketLock(address, () => {
-      const fd = openSync(path, "r+")
-      const size = fstatSync(fd).size
-      const read = readSync(fd, tail, 0, Math.min(size, tail.length), Math.max(0, size - tail.length))
-      const head = read === 0 ? 0 : Number(tail.toString("utf8", 0, read).split("\n").at(-2)?.split("\t")[1] ?? 0)
-      const line = recordLine(head + 1, head + 1, JSON.stringify(encodeStoredEvent({ seq: head + 1, ts: Date.now(), event: eventFor(i) })))
-      writeSync(fd, line, size)
-      if (durable) fdatasyncSync(fd)
-      closeSync(fd)
-    })
+    const line = rawLine(i + 1, i)
+    if (!durable) {
+      await callback<void>((done) => fs.appendFile(path, line, done))
+      continue
+    }
+    const fd = (await callback<number>((done) => fs.open(path, "a", done)))!
+    await callback<number>((done) => fs.write(fd, line, done))
+    await callback<void>((done) => fs.fdatasync(fd, done))
+    await callback<void>((done) => fs.close(fd, done))
   }
   return count / (ms(start) / 1000)
 }
@@ -57,10 +49,52 @@ const rawAppends = async (dir: string, count: number, durable: boolean) => {
 const libraryAppends = async (dir: string, count: number, synchronous: "normal" | "full") => {
   const c = fileCheckpointer({ dir, synchronous })
   const start = process.hrtime.bigint()
-  for (let i = 0; i < count; i++) await c.append("bench", [eventFor(i)])
+  // The expected head on every append, as an agent's writer passes it.
+  for (let i = 0; i < count; i++) await c.append("bench", [eventFor(i)], i)
   const rate = count / (ms(start) / 1000)
   await c.close()
   return rate
+}
+
+/** Milliseconds to resume a session: its whole log read, decoded and folded (lite-agent), or read and parsed (raw). */
+const resumeTimes = async (steps: number) => {
+  const dir = mkdtempSync(join(tmpdir(), "bench-resume-"))
+  const c = fileCheckpointer({ dir })
+  for (let i = 0; i < steps; i += 1000) await c.append("resume", Array.from({ length: 1000 }, (_, k) => eventFor(i + k)))
+  const rawTimes: Array<number> = []
+  const libTimes: Array<number> = []
+  for (let trial = 0; trial < 6; trial++) {
+    const rawStart = process.hrtime.bigint()
+    const lines = readFileSync(join(dir, "resume", "log"), "utf8").split("\n")
+    let parsed = 0
+    for (let index = 1; index < lines.length; index++) {
+      const line = lines[index]!
+      if (line.length === 0) continue
+      JSON.parse(line.slice(line.indexOf("{")))
+      parsed++
+    }
+    if (parsed !== steps) throw new Error("bad raw read")
+    rawTimes.push(ms(rawStart))
+    const libStart = process.hrtime.bigint()
+    const state = Session.fold(await c.read("resume"))
+    if (state.head !== steps) throw new Error("bad resume")
+    libTimes.push(ms(libStart))
+  }
+  await c.close()
+  // The first trial warms up.
+  return { lib: median(libTimes.slice(1)), raw: median(rawTimes.slice(1)) }
+}
+
+/** 4 writer processes for `durationMs` on one sessions directory: their appends in all, and the first writer's event-loop delay. */
+const contention = async (mode: "library" | "naive", sessions: ContentionSessions, durationMs: number) => {
+  const dir = mkdtempSync(join(tmpdir(), "bench-contention-"))
+  const worker = join(import.meta.dirname, "file-writer.ts")
+  const spawnWriter = (monitor: boolean) =>
+    run(process.execPath, ["--import", "tsx", worker, dir, mode, String(durationMs), monitor ? "1" : "0", sessions], {
+      cwd: join(import.meta.dirname, "..")
+    }).then(({ stdout }) => JSON.parse(stdout.trim().split("\n").at(-1)!) as { appends: number; p99: number; max: number })
+  const results = await Promise.all([spawnWriter(true), spawnWriter(false), spawnWriter(false), spawnWriter(false)])
+  return { monitored: results[0]!, total: results.reduce((sum, r) => sum + r.appends, 0) }
 }
 
 const memoryMb = () => process.memoryUsage().heapUsed / 1024 / 1024
@@ -83,10 +117,18 @@ export const runFileBench = async () => {
     rows.push([
       `single-event append, synchronous ${synchronous} (median of 3 × ${count})`,
       `${median(lib).toFixed(0)}/s`,
-      `${median(raw).toFixed(0)}/s`,
+      `${median(raw).toFixed(0)}/s (fs.appendFile${durable ? " + fdatasync" : ""})`,
       ratio(median(lib), median(raw))
     ])
   }
+
+  const resume = await resumeTimes(5000)
+  rows.push([
+    "resume a 5,000-step session: read + decode + fold (promise facade), median of 5",
+    `${resume.lib.toFixed(1)} ms`,
+    `${resume.raw.toFixed(1)} ms (readFile + JSON.parse)`,
+    ratio(resume.raw, resume.lib)
+  ])
 
   // Replay: a 100,000-event session read, decoded and folded, against JSON.parse of the same lines.
   const events = 100_000
@@ -139,5 +181,17 @@ export const runFileBench = async () => {
   }
   rows.push(["streamed read, largest live heap growth", heap.join("; "), "", ""])
   await c.close()
+
+  // 4 processes × 4 s appending as fast as they can: lite-agent's writers against naive blocking ones.
+  for (const sessions of ["shared", "own"] as const) {
+    const library = await contention("library", sessions, 4000)
+    const naive = await contention("naive", sessions, 4000)
+    rows.push([
+      `4 processes × 4 s, ${sessions === "shared" ? "one shared session" : "a session each"}: appends in all (a writer's p99 / max event-loop delay)`,
+      `${library.total} (${library.monitored.p99.toFixed(1)} / ${library.monitored.max.toFixed(1)} ms)`,
+      `${naive.total} (${naive.monitored.p99.toFixed(1)} / ${naive.monitored.max.toFixed(1)} ms), blocking lock file`,
+      ratio(library.total, naive.total)
+    ])
+  }
   return rows
 }

@@ -4,6 +4,25 @@
  * which are mapped at the edge.
  */
 import { Schema } from "effect"
+import {
+  assistantMessageFields,
+  backgroundCompletedFields,
+  compactionFields,
+  fileChangeFields,
+  fileSnapshotFields,
+  runtimeMessageFields,
+  sessionMetadataFields,
+  toolResultFields,
+  userMessageFields
+} from "./eventShapes.js"
+
+/**
+ * Whether a constructor call asked for validation. Event constructors validate with the
+ * hand-written checkers of eventShapes.ts when they vouch for the fields (the common case, tens
+ * of times cheaper), and with the schema otherwise, which also words the error.
+ */
+const validating = (options: Schema.MakeOptions | undefined): boolean =>
+  options === undefined || options === false || (typeof options === "object" && options.disableValidation !== true)
 
 /**
  * The version of this event vocabulary, written in `SessionMetadata.formatVersion`. A record
@@ -101,19 +120,35 @@ const FileMode = Schema.Int.pipe(Schema.between(0, 0o7777), Schema.annotations({
  * typed it; every such message is a checkpoint. Records written before the marker
  * existed have no `origin` and go through {@link isUserCheckpoint}.
  */
-export class UserMessage extends Schema.TaggedClass<UserMessage>()("UserMessage", {
+const userMessageFieldSchemas = {
   content: UserContent,
   origin: Schema.optionalWith(Schema.Literal("user"), { exact: true })
-}) {}
+}
+/** The fields of a `UserMessage`, as its schema builds them. */
+export type UserMessageFields = Schema.Struct.Type<typeof userMessageFieldSchemas>
+export class UserMessage extends Schema.TaggedClass<UserMessage>()("UserMessage", userMessageFieldSchemas) {
+  constructor(props: Schema.Struct.Constructor<typeof userMessageFieldSchemas>, options?: Schema.MakeOptions) {
+    const fields = validating(options) ? userMessageFields(props) : undefined
+    super(fields ?? props, fields === undefined ? options : true)
+  }
+}
 
 /** Words the runtime injects in the user's turn. Never a checkpoint. */
 export const RuntimeMessageKind = Schema.Literal("reminder", "repair", "background_completion")
 export type RuntimeMessageKind = typeof RuntimeMessageKind.Type
 
-export class RuntimeMessage extends Schema.TaggedClass<RuntimeMessage>()("RuntimeMessage", {
+const runtimeMessageFieldSchemas = {
   kind: RuntimeMessageKind,
   content: UserContent
-}) {}
+}
+/** The fields of a `RuntimeMessage`, as its schema builds them. */
+export type RuntimeMessageFields = Schema.Struct.Type<typeof runtimeMessageFieldSchemas>
+export class RuntimeMessage extends Schema.TaggedClass<RuntimeMessage>()("RuntimeMessage", runtimeMessageFieldSchemas) {
+  constructor(props: Schema.Struct.Constructor<typeof runtimeMessageFieldSchemas>, options?: Schema.MakeOptions) {
+    const fields = validating(options) ? runtimeMessageFields(props) : undefined
+    super(fields ?? props, fields === undefined ? options : true)
+  }
+}
 
 export const TokenUsage = Schema.Struct({
   inputTokens: Count,
@@ -121,19 +156,35 @@ export const TokenUsage = Schema.Struct({
 }).annotations({ identifier: "TokenUsage" })
 export type TokenUsage = typeof TokenUsage.Type
 
-export class AssistantMessage extends Schema.TaggedClass<AssistantMessage>()("AssistantMessage", {
+const assistantMessageFieldSchemas = {
   content: Schema.Array(AssistantBlock),
   model: Schema.optionalWith(Schema.String, { exact: true }),
   stopReason: Schema.optionalWith(Schema.String, { exact: true }),
   usage: Schema.optionalWith(TokenUsage, { exact: true })
-}) {}
+}
+/** The fields of a `AssistantMessage`, as its schema builds them. */
+export type AssistantMessageFields = Schema.Struct.Type<typeof assistantMessageFieldSchemas>
+export class AssistantMessage extends Schema.TaggedClass<AssistantMessage>()("AssistantMessage", assistantMessageFieldSchemas) {
+  constructor(props: Schema.Struct.Constructor<typeof assistantMessageFieldSchemas>, options?: Schema.MakeOptions) {
+    const fields = validating(options) ? assistantMessageFields(props) : undefined
+    super(fields ?? props, fields === undefined ? options : true)
+  }
+}
 
-export class ToolResult extends Schema.TaggedClass<ToolResult>()("ToolResult", {
+const toolResultFieldSchemas = {
   toolUseId: Schema.NonEmptyString,
   toolName: Schema.String,
   content: UserContent,
   isError: Schema.Boolean
-}) {}
+}
+/** The fields of a `ToolResult`, as its schema builds them. */
+export type ToolResultFields = Schema.Struct.Type<typeof toolResultFieldSchemas>
+export class ToolResult extends Schema.TaggedClass<ToolResult>()("ToolResult", toolResultFieldSchemas) {
+  constructor(props: Schema.Struct.Constructor<typeof toolResultFieldSchemas>, options?: Schema.MakeOptions) {
+    const fields = validating(options) ? toolResultFields(props) : undefined
+    super(fields ?? props, fields === undefined ? options : true)
+  }
+}
 
 // ---------------------------------------------------------------------------
 // Files
@@ -168,12 +219,20 @@ export const FileSnapshotState = Schema.Union(SnapshotContent, SnapshotStored, S
 export type FileSnapshotState = typeof FileSnapshotState.Type
 
 /** Taken by a mutating file tool before its first change to `path` after a checkpoint. */
-export class FileSnapshot extends Schema.TaggedClass<FileSnapshot>()("FileSnapshot", {
+const fileSnapshotFieldSchemas = {
   toolUseId: Schema.NonEmptyString,
   /** Relative to the workdir, with `/` separators. */
   path: Schema.NonEmptyString,
   state: FileSnapshotState
-}) {}
+}
+/** The fields of a `FileSnapshot`, as its schema builds them. */
+export type FileSnapshotFields = Schema.Struct.Type<typeof fileSnapshotFieldSchemas>
+export class FileSnapshot extends Schema.TaggedClass<FileSnapshot>()("FileSnapshot", fileSnapshotFieldSchemas) {
+  constructor(props: Schema.Struct.Constructor<typeof fileSnapshotFieldSchemas>, options?: Schema.MakeOptions) {
+    const fields = validating(options) ? fileSnapshotFields(props) : undefined
+    super(fields ?? props, fields === undefined ? options : true)
+  }
+}
 
 /** What a tool left at a path: a file with this hash and mode, or nothing. */
 export const FileLeft = Schema.TaggedStruct("file", { sha256: Sha256Hex, size: Count, mode: FileMode })
@@ -185,12 +244,20 @@ export type FileAfterState = typeof FileAfterState.Type
  * Written after every change a file tool makes. `after` is what the tool left; records
  * from before it existed lack it, and restore cannot check those for outside edits.
  */
-export class FileChange extends Schema.TaggedClass<FileChange>()("FileChange", {
+const fileChangeFieldSchemas = {
   toolUseId: Schema.NonEmptyString,
   path: Schema.NonEmptyString,
   operation: Schema.Literal("write", "edit", "delete", "chmod"),
   after: Schema.optionalWith(FileAfterState, { exact: true })
-}) {}
+}
+/** The fields of a `FileChange`, as its schema builds them. */
+export type FileChangeFields = Schema.Struct.Type<typeof fileChangeFieldSchemas>
+export class FileChange extends Schema.TaggedClass<FileChange>()("FileChange", fileChangeFieldSchemas) {
+  constructor(props: Schema.Struct.Constructor<typeof fileChangeFieldSchemas>, options?: Schema.MakeOptions) {
+    const fields = validating(options) ? fileChangeFields(props) : undefined
+    super(fields ?? props, fields === undefined ? options : true)
+  }
+}
 
 // ---------------------------------------------------------------------------
 // Session lifecycle
@@ -200,32 +267,56 @@ export class FileChange extends Schema.TaggedClass<FileChange>()("FileChange", {
  * The conversation before this record was summarised. The model then sees the summary
  * followed by the messages from `keptFromSeq` on (default: the ones after this record).
  */
-export class Compaction extends Schema.TaggedClass<Compaction>()("Compaction", {
+const compactionFieldSchemas = {
   summary: Schema.String,
   keptFromSeq: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { exact: true }),
   tokensBefore: Count,
   tokensAfter: Count,
   instructions: Schema.optionalWith(Schema.String, { exact: true })
-}) {}
+}
+/** The fields of a `Compaction`, as its schema builds them. */
+export type CompactionFields = Schema.Struct.Type<typeof compactionFieldSchemas>
+export class Compaction extends Schema.TaggedClass<Compaction>()("Compaction", compactionFieldSchemas) {
+  constructor(props: Schema.Struct.Constructor<typeof compactionFieldSchemas>, options?: Schema.MakeOptions) {
+    const fields = validating(options) ? compactionFields(props) : undefined
+    super(fields ?? props, fields === undefined ? options : true)
+  }
+}
 
 /** A background task ended. The model hears about it on its next turn; not a checkpoint. */
-export class BackgroundCompleted extends Schema.TaggedClass<BackgroundCompleted>()("BackgroundCompleted", {
+const backgroundCompletedFieldSchemas = {
   taskId: Schema.NonEmptyString,
   command: Schema.String,
   exitCode: Schema.NullOr(Schema.Int),
   signal: Schema.optionalWith(Schema.String, { exact: true }),
   output: Schema.String,
   outputTruncated: Schema.Boolean
-}) {}
+}
+/** The fields of a `BackgroundCompleted`, as its schema builds them. */
+export type BackgroundCompletedFields = Schema.Struct.Type<typeof backgroundCompletedFieldSchemas>
+export class BackgroundCompleted extends Schema.TaggedClass<BackgroundCompleted>()("BackgroundCompleted", backgroundCompletedFieldSchemas) {
+  constructor(props: Schema.Struct.Constructor<typeof backgroundCompletedFieldSchemas>, options?: Schema.MakeOptions) {
+    const fields = validating(options) ? backgroundCompletedFields(props) : undefined
+    super(fields ?? props, fields === undefined ? options : true)
+  }
+}
 
 /** Facts about the session itself. Later values for a key replace earlier ones. */
-export class SessionMetadata extends Schema.TaggedClass<SessionMetadata>()("SessionMetadata", {
+const sessionMetadataFieldSchemas = {
   formatVersion: Schema.Int.pipe(Schema.positive()),
   title: Schema.optionalWith(Schema.String, { exact: true }),
   workdir: Schema.optionalWith(Schema.String, { exact: true }),
   model: Schema.optionalWith(Schema.String, { exact: true }),
   labels: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { exact: true })
-}) {}
+}
+/** The fields of a `SessionMetadata`, as its schema builds them. */
+export type SessionMetadataFields = Schema.Struct.Type<typeof sessionMetadataFieldSchemas>
+export class SessionMetadata extends Schema.TaggedClass<SessionMetadata>()("SessionMetadata", sessionMetadataFieldSchemas) {
+  constructor(props: Schema.Struct.Constructor<typeof sessionMetadataFieldSchemas>, options?: Schema.MakeOptions) {
+    const fields = validating(options) ? sessionMetadataFields(props) : undefined
+    super(fields ?? props, fields === undefined ? options : true)
+  }
+}
 
 export const SessionEvent = Schema.Union(
   UserMessage,

@@ -1,268 +1,59 @@
 /**
- * A fast reader for stored events: the replay hot path.
- *
- * The event schemas (events.ts) stay the definition. This reader recognises the records the
- * schemas accept in their usual shapes and builds the same class instances the schemas would,
- * without the schema interpreter's generic walk; for anything it cannot vouch for it answers
- * `undefined`, and the caller decodes through the schema, which also words the error. It may be
- * stricter than the schemas (a snapshot with inline bytes, -0, or anything unusual goes the
- * slow way), never looser: test/storedEventReader.test.ts checks that what it accepts, the
- * schema accepts and decodes to an equal value.
- *
- * Its input is JSON just parsed from storage, shared with no one, so JSON values (tool inputs)
- * are kept as they are rather than copied; objects of known shape are rebuilt with their known
- * keys only, as the schemas do (unknown keys are dropped).
+ * A fast reader for stored events: the replay hot path. It builds the event a stored record's
+ * JSON holds with the hand-written checkers of eventShapes.ts, exactly as the schema would;
+ * `undefined` when they cannot vouch for it (the caller then decodes through the schema).
+ * Inline snapshot bytes (base64, from logs older than the snapshot store) always go the slow way.
  */
 import {
+  assistantMessageFields,
+  backgroundCompletedFields,
+  compactionFields,
+  fileChangeFields,
+  fileSnapshotFields,
+  runtimeMessageFields,
+  sessionMetadataFields,
+  toolResultFields,
+  userMessageFields
+} from "./eventShapes.js"
+import {
   AssistantMessage,
-  type AssistantBlock,
   BackgroundCompleted,
   Compaction,
-  type FileAfterState,
   FileChange,
   FileSnapshot,
-  type FileSnapshotState,
-  type JsonValue,
   RuntimeMessage,
   type SessionEvent,
   SessionMetadata,
-  type StoredArgument,
-  type TextBlock,
-  type TokenUsage,
   ToolResult,
-  type ToolUseBlock,
-  type UserContent,
   UserMessage
 } from "./events.js"
 
-type Fields = { readonly [key: string]: unknown }
+/** Built with validation off: the checker just vouched for every field. */
+const built = <F, A>(fields: F | undefined, make: (fields: F) => A): A | undefined => (fields === undefined ? undefined : make(fields))
 
-const isFields = (value: unknown): value is Fields => typeof value === "object" && value !== null && !Array.isArray(value)
-const isNonEmptyString = (value: unknown): value is string => typeof value === "string" && value.length > 0
-/** A safe integer >= 0 (and not -0, which the slow path may treat differently). */
-const isInt = (value: unknown): value is number => typeof value === "number" && Number.isSafeInteger(value)
-const isCount = (value: unknown): value is number => isInt(value) && value >= 0 && !Object.is(value, -0)
-const isPositiveInt = (value: unknown): value is number => isInt(value) && value > 0
-const isIntOrNull = (value: unknown): value is number | null => value === null || isInt(value)
-const isFileMode = (value: unknown): value is number => isCount(value) && value <= 0o7777
-const SHA256_HEX = /^[0-9a-f]{64}$/
-const isSha256 = (value: unknown): value is string => typeof value === "string" && SHA256_HEX.test(value)
-
-/** Absent and present-with-a-good-value are fine; present with anything else is not. */
-const optional = <A>(value: unknown, check: (value: unknown) => value is A): value is A | undefined =>
-  value === undefined || check(value)
-
-const isString = (value: unknown): value is string => typeof value === "string"
-
-const isJsonValue = (value: unknown, depth = 0): value is JsonValue => {
-  switch (typeof value) {
-    case "string":
-    case "boolean":
-      return true
-    case "number":
-      return Number.isFinite(value) && !Object.is(value, -0)
-    case "object": {
-      if (value === null) return true
-      // Very deep values are rare; leave them to the schema rather than recurse far.
-      if (depth > 64) return false
-      if (Array.isArray(value)) {
-        // By index: a hole (never in parsed JSON) is undefined, not skipped.
-        for (let index = 0; index < value.length; index++) if (!isJsonValue(value[index], depth + 1)) return false
-        return true
-      }
-      if (!isFields(value) || Object.getPrototypeOf(value) !== Object.prototype) return false
-      for (const key in value) {
-        if (!Object.hasOwn(value, key) || !isJsonValue(value[key], depth + 1)) return false
-      }
-      return true
-    }
-    default:
-      return false
-  }
-}
-
-const textBlock = (value: unknown): TextBlock | undefined =>
-  isFields(value) && value["type"] === "text" && isString(value["text"]) ? { type: "text", text: value["text"] } : undefined
-
-const userContent = (value: unknown): UserContent | undefined => {
-  if (typeof value === "string") return value
-  if (!Array.isArray(value)) return undefined
-  const blocks: Array<TextBlock> = []
-  for (const item of value) {
-    const block = textBlock(item)
-    if (block === undefined) return undefined
-    blocks.push(block)
-  }
-  return blocks
-}
-
-const storedArgument = (value: unknown): StoredArgument | undefined =>
-  isFields(value) && isNonEmptyString(value["key"]) && isSha256(value["sha256"]) && isCount(value["size"])
-    ? { key: value["key"], sha256: value["sha256"], size: value["size"] }
-    : undefined
-
-const toolUseBlock = (value: Fields): ToolUseBlock | undefined => {
-  const { id, input, name, storedArguments } = value
-  if (!isNonEmptyString(id) || !isNonEmptyString(name) || !isJsonValue(input)) return undefined
-  if (storedArguments === undefined) return { type: "tool_use", id, name, input }
-  if (!Array.isArray(storedArguments)) return undefined
-  const stored: Array<StoredArgument> = []
-  for (const item of storedArguments) {
-    const argument = storedArgument(item)
-    if (argument === undefined) return undefined
-    stored.push(argument)
-  }
-  return { type: "tool_use", id, name, input, storedArguments: stored }
-}
-
-const assistantBlock = (value: unknown): AssistantBlock | undefined => {
-  if (!isFields(value)) return undefined
-  return value["type"] === "text" ? textBlock(value) : value["type"] === "tool_use" ? toolUseBlock(value) : undefined
-}
-
-const tokenUsage = (value: unknown): TokenUsage | undefined =>
-  isFields(value) && isCount(value["inputTokens"]) && isCount(value["outputTokens"])
-    ? { inputTokens: value["inputTokens"], outputTokens: value["outputTokens"] }
-    : undefined
-
-/** Inline snapshot bytes (`content`, from logs older than the snapshot store) go the slow way. */
-const snapshotState = (value: unknown): FileSnapshotState | undefined => {
-  if (!isFields(value)) return undefined
-  switch (value["_tag"]) {
-    case "stored":
-      return isSha256(value["sha256"]) && isCount(value["size"]) && isFileMode(value["mode"])
-        ? { _tag: "stored", sha256: value["sha256"], size: value["size"], mode: value["mode"] }
-        : undefined
-    case "missing":
-      return { _tag: "missing" }
-    case "unavailable": {
-      const { reason, size } = value
-      if (!isString(reason) || !optional(size, isCount)) return undefined
-      return size === undefined ? { _tag: "unavailable", reason } : { _tag: "unavailable", reason, size }
-    }
-    default:
-      return undefined
-  }
-}
-
-const afterState = (value: unknown): FileAfterState | undefined => {
-  if (!isFields(value)) return undefined
-  if (value["_tag"] === "absent") return { _tag: "absent" }
-  return value["_tag"] === "file" && isSha256(value["sha256"]) && isCount(value["size"]) && isFileMode(value["mode"])
-    ? { _tag: "file", sha256: value["sha256"], size: value["size"], mode: value["mode"] }
-    : undefined
-}
-
-const isOperation = (value: unknown): value is FileChange["operation"] =>
-  value === "write" || value === "edit" || value === "delete" || value === "chmod"
-const isRuntimeKind = (value: unknown): value is RuntimeMessage["kind"] =>
-  value === "reminder" || value === "repair" || value === "background_completion"
-
-const isStringRecord = (value: unknown): value is { readonly [key: string]: string } => {
-  if (!isFields(value) || Object.getPrototypeOf(value) !== Object.prototype) return false
-  for (const key in value) if (!Object.hasOwn(value, key) || !isString(value[key])) return false
-  return true
-}
-
-/**
- * The event a stored record's JSON holds, built as its schema would build it; `undefined` when
- * this reader cannot vouch for it (the caller then decodes through the schema).
- */
 export const readStoredEvent = (json: unknown): SessionEvent | undefined => {
-  if (!isFields(json)) return undefined
-  // Instances are built with validation off: every field was checked here.
-  switch (json["_tag"]) {
-    case "UserMessage": {
-      const content = userContent(json["content"])
-      const origin = json["origin"]
-      if (content === undefined || (origin !== undefined && origin !== "user")) return undefined
-      return new UserMessage(origin === undefined ? { content } : { content, origin }, true)
-    }
-    case "AssistantMessage": {
-      const { content, model, stopReason, usage } = json
-      if (!Array.isArray(content) || !optional(model, isString) || !optional(stopReason, isString)) return undefined
-      const blocks: Array<AssistantBlock> = []
-      for (const item of content) {
-        const block = assistantBlock(item)
-        if (block === undefined) return undefined
-        blocks.push(block)
-      }
-      const tokens = usage === undefined ? undefined : tokenUsage(usage)
-      if (usage !== undefined && tokens === undefined) return undefined
-      return new AssistantMessage(
-        {
-          content: blocks,
-          ...(model === undefined ? {} : { model }),
-          ...(stopReason === undefined ? {} : { stopReason }),
-          ...(tokens === undefined ? {} : { usage: tokens })
-        },
-        true
-      )
-    }
-    case "ToolResult": {
-      const { isError, toolName, toolUseId } = json
-      const content = userContent(json["content"])
-      if (!isNonEmptyString(toolUseId) || !isString(toolName) || content === undefined || typeof isError !== "boolean") return undefined
-      return new ToolResult({ toolUseId, toolName, content, isError }, true)
-    }
-    case "RuntimeMessage": {
-      const kind = json["kind"]
-      const content = userContent(json["content"])
-      if (!isRuntimeKind(kind) || content === undefined) return undefined
-      return new RuntimeMessage({ kind, content }, true)
-    }
+  if (typeof json !== "object" || json === null) return undefined
+  switch ("_tag" in json ? json._tag : undefined) {
+    case "UserMessage":
+      return built(userMessageFields(json), (fields) => new UserMessage(fields, true))
+    case "AssistantMessage":
+      return built(assistantMessageFields(json), (fields) => new AssistantMessage(fields, true))
+    case "ToolResult":
+      return built(toolResultFields(json), (fields) => new ToolResult(fields, true))
+    case "RuntimeMessage":
+      return built(runtimeMessageFields(json), (fields) => new RuntimeMessage(fields, true))
     case "FileSnapshot": {
-      const { path, toolUseId } = json
-      const state = snapshotState(json["state"])
-      if (!isNonEmptyString(toolUseId) || !isNonEmptyString(path) || state === undefined) return undefined
-      return new FileSnapshot({ toolUseId, path, state }, true)
+      const fields = fileSnapshotFields(json)
+      return fields === undefined || fields.state._tag === "content" ? undefined : new FileSnapshot(fields, true)
     }
-    case "FileChange": {
-      const { after, operation, path, toolUseId } = json
-      const left = after === undefined ? undefined : afterState(after)
-      if (!isNonEmptyString(toolUseId) || !isNonEmptyString(path) || !isOperation(operation)) return undefined
-      if (after !== undefined && left === undefined) return undefined
-      return new FileChange({ toolUseId, path, operation, ...(left === undefined ? {} : { after: left }) }, true)
-    }
-    case "Compaction": {
-      const { instructions, keptFromSeq, summary, tokensAfter, tokensBefore } = json
-      if (!isString(summary) || !isCount(tokensBefore) || !isCount(tokensAfter)) return undefined
-      if (!optional(keptFromSeq, isPositiveInt) || !optional(instructions, isString)) return undefined
-      return new Compaction(
-        {
-          summary,
-          ...(keptFromSeq === undefined ? {} : { keptFromSeq }),
-          tokensBefore,
-          tokensAfter,
-          ...(instructions === undefined ? {} : { instructions })
-        },
-        true
-      )
-    }
-    case "BackgroundCompleted": {
-      const { command, exitCode, output, outputTruncated, signal, taskId } = json
-      if (!isNonEmptyString(taskId) || !isString(command) || !isString(output) || typeof outputTruncated !== "boolean") return undefined
-      if (!isIntOrNull(exitCode) || !optional(signal, isString)) return undefined
-      return new BackgroundCompleted(
-        { taskId, command, exitCode, ...(signal === undefined ? {} : { signal }), output, outputTruncated },
-        true
-      )
-    }
-    case "SessionMetadata": {
-      const { formatVersion, labels, model, title, workdir } = json
-      if (!isPositiveInt(formatVersion) || !optional(title, isString) || !optional(workdir, isString)) return undefined
-      if (!optional(model, isString) || !optional(labels, isStringRecord)) return undefined
-      return new SessionMetadata(
-        {
-          formatVersion,
-          ...(title === undefined ? {} : { title }),
-          ...(workdir === undefined ? {} : { workdir }),
-          ...(model === undefined ? {} : { model }),
-          ...(labels === undefined ? {} : { labels: { ...labels } })
-        },
-        true
-      )
-    }
+    case "FileChange":
+      return built(fileChangeFields(json), (fields) => new FileChange(fields, true))
+    case "Compaction":
+      return built(compactionFields(json), (fields) => new Compaction(fields, true))
+    case "BackgroundCompleted":
+      return built(backgroundCompletedFields(json), (fields) => new BackgroundCompleted(fields, true))
+    case "SessionMetadata":
+      return built(sessionMetadataFields(json), (fields) => new SessionMetadata(fields, true))
     default:
       return undefined
   }

@@ -63,8 +63,15 @@ const makeFacade = <R, E>(layer: Layer.Layer<Checkpointer | R, E>) => {
   let closed = false
   const runEffect = <A>(effect: Effect.Effect<A, unknown, Checkpointer | R>) =>
     closed ? Promise.reject(new CheckpointerClosedError()) : runForPromise(runtime, effect)
+  // Looked up once: a call then runs its own effect alone.
+  let service: Context.Tag.Service<Checkpointer> | undefined
   const run = <A>(use: (checkpointer: Context.Tag.Service<Checkpointer>) => Effect.Effect<A, unknown>) =>
-    runEffect(Effect.flatMap(Checkpointer, use))
+    service !== undefined && !closed
+      ? runForPromise(runtime, use(service))
+      : runEffect(Effect.flatMap(Checkpointer, (found) => {
+        service = found
+        return use(found)
+      }))
 
   const checkpointer: PromiseCheckpointer = {
     append: (sessionId, events, expectedHead) => run((c) => c.append(sessionId, events, expectedHead)),

@@ -99,13 +99,9 @@ const toCheckpointerError = (operation: string) => (error: unknown): Checkpointe
     ? new CheckpointIntegrityError({ detail: `${operation}: ${messageOf(error)}` })
     : new StorageError({ operation, detail: messageOf(error), cause: error })
 
-/** Run synchronous statements: `Busy` while another connection holds a lock, else the library's error. */
-const statements = <A>(operation: string, run: () => A): Effect.Effect<A, CheckpointerError | Busy> =>
-  Effect.try({
-    try: run,
-    catch: (error) =>
-      isBusy(error) ? new Busy({ detail: `${operation}: another connection held the database lock` }) : toCheckpointerError(operation)(error)
-  })
+/** What a statement threw, as the library's error: `Busy` while another connection holds a lock. */
+const failure = (operation: string, error: unknown): CheckpointerError | Busy =>
+  isBusy(error) ? new Busy({ detail: `${operation}: another connection held the database lock` }) : toCheckpointerError(operation)(error)
 
 /** Statements inside a write transaction: the lock is held, so busy cannot happen. */
 const inTransaction = <A>(operation: string, run: () => A): Effect.Effect<A, CheckpointerError> =>
@@ -170,7 +166,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
     const transactions = yield* makeGroupCommit({
       busyTimeoutMs: config.busyTimeoutMs,
       maxPauseMs: MAX_BACKOFF_MS,
-      statements,
+      failure,
       begin: prepared("BEGIN IMMEDIATE"),
       savepoint: prepared("SAVEPOINT lite_agent_batch"),
       releaseSavepoint: prepared("RELEASE lite_agent_batch"),

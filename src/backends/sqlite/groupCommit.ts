@@ -30,8 +30,8 @@ export interface GroupCommitOptions {
   /** How long a mutation waits for another process's lock before `CheckpointBusyError`. */
   readonly busyTimeoutMs: number
   readonly maxPauseMs: number
-  /** Run synchronous statements, mapping what they throw: `Busy` while another connection holds a lock. */
-  readonly statements: <A>(operation: string, run: () => A) => Effect.Effect<A, CheckpointerError | Busy>
+  /** What a statement threw, as the library's error: `Busy` while another connection holds a lock. */
+  readonly failure: (operation: string, error: unknown) => CheckpointerError | Busy
   /** Begin a write transaction (throws busy while another connection holds the write lock). */
   readonly begin: () => void
   readonly savepoint: () => void
@@ -98,17 +98,20 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
       transactionOpen ? Effect.async<void>((resume) => void whenIdle.push(() => resume(Effect.void))) : Effect.void
     )
 
+    /** Run synchronous statements; what they throw becomes the library's error. */
+    const statements = <A>(operation: string, run: () => A): Effect.Effect<A, CheckpointerError | Busy> =>
+      Effect.try({ try: run, catch: (error) => options.failure(operation, error) })
+
     const statement = <A>(operation: string, run: () => A): Effect.Effect<A, CheckpointerError | Busy> =>
       Effect.flatMap(
-        options.statements(operation, () => (transactionOpen ? SKIPPED : run())),
+        statements(operation, () => (transactionOpen ? SKIPPED : run())),
         (result) => (result === SKIPPED ? Effect.zipRight(idle, statement(operation, run)) : Effect.succeed(result))
       )
 
     const failAll = (requests: ReadonlyArray<Request>, error: CheckpointerError) => {
       for (const request of requests) request.fail(Cause.fail(error))
     }
-    const inTransaction = (operation: string, run: () => void) =>
-      Effect.mapError(options.statements(operation, run), asStorage)
+    const inTransaction = (operation: string, run: () => void) => Effect.mapError(statements(operation, run), asStorage)
 
     /** Run the waiting bodies in the open transaction and commit them. */
     const transaction = Effect.gen(function*() {
@@ -155,7 +158,7 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
     /** BEGIN; while another connection holds the lock, wait (asynchronously) and try again. */
     const begin = (timeoutMs: number, sessionId: string | undefined) =>
       retryWhileBusy(
-        options.statements("begin", () => {
+        statements("begin", () => {
           options.begin()
           transactionOpen = true
         }),
@@ -210,24 +213,69 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
       return leading ? Effect.asVoid(Effect.forkIn(lead, scope)) : Effect.void
     })
 
+    /** Queue a mutation for the leader, leading if no one does. */
+    const queued = <A>(sessionId: string | undefined, body: Effect.Effect<A, CheckpointerError>, arrived: number) => {
+      const outcome = new Outcome<A>()
+      const request: Request = {
+        sessionId,
+        arrived,
+        body: Effect.map(body, (value) => () => outcome.settle(Exit.succeed(value))),
+        fail: (cause) => outcome.settle(Exit.failCause(cause))
+      }
+      waiting.push(request)
+      // A request still queued when its caller is interrupted is withdrawn; one already run commits with its transaction.
+      const withdraw = Effect.sync(() => {
+        const index = waiting.indexOf(request)
+        if (index >= 0) waiting.splice(index, 1)
+      })
+      if (leading) return outcome.wait(withdraw)
+      leading = true
+      return Effect.onInterrupt(Effect.zipRight(lead, outcome.wait(withdraw)), () => Effect.zipRight(withdraw, handOver))
+    }
+
+    /**
+     * The uncontended case, in the caller's fiber: BEGIN at once, run the body, COMMIT. (What
+     * queued meanwhile is then led as usual.)
+     */
+    const alone = <A>(body: Effect.Effect<A, CheckpointerError>): Effect.Effect<A, CheckpointerError> =>
+      Effect.flatMap(Effect.exit(body), (exit) => {
+        let failed: CheckpointerError | undefined
+        if (Exit.isSuccess(exit)) {
+          try {
+            options.commit()
+          } catch (error) {
+            failed = asStorage(options.failure("commit", error))
+          }
+        }
+        // After a failed body or COMMIT: nothing of it may stay.
+        if (Exit.isFailure(exit) || failed !== undefined) options.rollback()
+        closeTransaction()
+        return failed === undefined ? exit : Exit.fail(failed)
+      })
+
+    /** Lead on for what queued meanwhile, or stop leading. */
+    const carryOn = Effect.suspend(() => {
+      if (waiting.length === 0) {
+        leading = false
+        return Effect.void
+      }
+      return Effect.onInterrupt(lead, () => handOver)
+    })
+
     const run = <A>(sessionId: string | undefined, body: Effect.Effect<A, CheckpointerError>): Effect.Effect<A, CheckpointerError> =>
       Effect.flatMap(Clock.currentTimeMillis, (arrived) => {
-        const outcome = new Outcome<A>()
-        const request: Request = {
-          sessionId,
-          arrived,
-          body: Effect.map(body, (value) => () => outcome.settle(Exit.succeed(value))),
-          fail: (cause) => outcome.settle(Exit.failCause(cause))
+        if (leading || waiting.length > 0) return queued(sessionId, body, arrived)
+        let refused: CheckpointerError | Busy | undefined
+        try {
+          options.begin()
+          transactionOpen = true
+        } catch (error) {
+          refused = options.failure("begin", error)
         }
-        waiting.push(request)
-        // A request still queued when its caller is interrupted is withdrawn; one already run commits with its transaction.
-        const withdraw = Effect.sync(() => {
-          const index = waiting.indexOf(request)
-          if (index >= 0) waiting.splice(index, 1)
-        })
-        if (leading) return outcome.wait(withdraw)
+        if (refused instanceof Busy) return queued(sessionId, body, arrived)
+        if (refused !== undefined) return Effect.fail(refused)
         leading = true
-        return Effect.onInterrupt(Effect.zipRight(lead, outcome.wait(withdraw)), () => Effect.zipRight(withdraw, handOver))
+        return Effect.ensuring(Effect.uninterruptible(alone(body)), carryOn)
       })
 
     return { run, statement, idle }

@@ -1,13 +1,29 @@
 /**
- * The fast paths beside the event schemas must never disagree with them:
- * - the stored-event reader (replay) accepts only what the schema accepts, and builds the very
- *   value the schema builds; it accepts every event the schema can produce (or it would not be fast);
+ * The fast paths beside the event schemas (src/core/eventShapes.ts) must never disagree with them:
+ * - an event constructor's checker accepts only fields the schema accepts, and builds them as the
+ *   schema does; it accepts every field set the schema can produce (or it would not be fast);
+ * - the stored-event reader (replay) likewise for stored JSON;
  * - appending an event class instance encodes it as the schema encodes it.
  */
-import { Arbitrary, Either, Schema } from "effect"
+import { Arbitrary, Either, ParseResult, Schema } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { decodeStoredEvent, normalizeEvents, sampleEvents, SessionEvent } from "../src/core.js"
+import {
+  AssistantMessage,
+  BackgroundCompleted,
+  Compaction,
+  decodeStoredEvent,
+  FileChange,
+  FileSnapshot,
+  normalizeEvents,
+  RuntimeMessage,
+  sampleEvents,
+  SessionEvent,
+  SessionMetadata,
+  ToolResult,
+  UserMessage
+} from "../src/core.js"
+import * as Shapes from "../src/core/eventShapes.js"
 import { readStoredEvent } from "../src/core/storedEventReader.js"
 
 const decodeWithSchema = Schema.decodeUnknownEither(SessionEvent)
@@ -22,6 +38,7 @@ const mutated = (json: unknown): fc.Arbitrary<unknown> => {
   const paths: Array<Array<string | number>> = []
   const collect = (value: unknown, path: Array<string | number>) => {
     paths.push(path)
+    if (value instanceof Uint8Array) return
     if (Array.isArray(value)) value.forEach((item, index) => collect(item, [...path, index]))
     else if (typeof value === "object" && value !== null) for (const [key, item] of Object.entries(value)) collect(item, [...path, key])
   }
@@ -43,6 +60,68 @@ const mutated = (json: unknown): fc.Arbitrary<unknown> => {
     return copy
   })
 }
+
+/** `new eventClass(props, options)` with props of any shape: what a JavaScript caller may pass. */
+const construct = (eventClass: (typeof classes)[number][0], props: unknown, options?: boolean): unknown =>
+  Reflect.construct(eventClass, [props, options])
+
+/** Each event class, with the checker its constructor uses. */
+const classes = [
+  [UserMessage, Shapes.userMessageFields],
+  [RuntimeMessage, Shapes.runtimeMessageFields],
+  [AssistantMessage, Shapes.assistantMessageFields],
+  [ToolResult, Shapes.toolResultFields],
+  [FileSnapshot, Shapes.fileSnapshotFields],
+  [FileChange, Shapes.fileChangeFields],
+  [Compaction, Shapes.compactionFields],
+  [BackgroundCompleted, Shapes.backgroundCompletedFields],
+  [SessionMetadata, Shapes.sessionMetadataFields]
+] as const
+
+describe("the event constructors' checkers", () => {
+  for (const [eventClass, check] of classes) {
+    // What the constructor validates with when the checker cannot vouch: the class's fields, tag aside.
+    const fields = Schema.Struct(eventClass.fields).pipe(Schema.omit("_tag"))
+    const validate = ParseResult.validateEither(Schema.typeSchema(fields))
+    const arbitrary = Arbitrary.make(Schema.typeSchema(fields))
+
+    it(`${eventClass.identifier}: vouches for every field set the schema can produce, built as the schema builds it`, () => {
+      fc.assert(
+        fc.property(arbitrary, (props) => {
+          // An own "__proto__" key is left to the schema on purpose (see isPlainRecord).
+          fc.pre(!JSON.stringify(props).includes('"__proto__"'))
+          const checked = check(props)
+          expect(checked).toBeDefined()
+          expect(checked).toStrictEqual(Either.getOrThrow(validate(props)))
+          expect(construct(eventClass, props)).toStrictEqual(construct(eventClass, Either.getOrThrow(validate(props)), true))
+        }),
+        { numRuns: 300 }
+      )
+    })
+
+    it(`${eventClass.identifier}: vouches for nothing the schema refuses, however the fields were altered`, () => {
+      let vouched = 0
+      fc.assert(
+        fc.property(arbitrary.chain((props) => mutated(props)), (props) => {
+          const checked = check(props)
+          const validated = validate(props)
+          if (checked === undefined) {
+            // The constructor then validates with the schema, which refuses it (wording the error: a
+            // ParseError, or a TypeError for objects too odd to print).
+            if (Either.isLeft(validated)) expect(() => construct(eventClass, props)).toThrow()
+            return
+          }
+          vouched++
+          expect(Either.isRight(validated), JSON.stringify(props)).toBe(true)
+          expect(checked).toStrictEqual(Either.getOrThrow(validated))
+        }),
+        { numRuns: 600 }
+      )
+      // Some altered field sets stay valid (a replaced string is still a string): the accepting side was exercised too.
+      expect(vouched).toBeGreaterThan(5)
+    })
+  }
+})
 
 describe("the stored-event reader", () => {
   it("reads every event the schema can produce (inline snapshot bytes aside) exactly as the schema decodes it", () => {
