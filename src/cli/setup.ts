@@ -65,7 +65,7 @@ export const checkpointerLayer = (
       // Loaded only when asked for: better-sqlite3 is an optional peer dependency.
       return Effect.tryPromise({
         try: () => import("../backends/sqlite/SqliteCheckpointer.js").then((module) => module.layer({ file })),
-        catch: (error) => usage(`--checkpointer ${spec}: the SQLite backend could not be loaded (${String(error)}); install better-sqlite3 and @effect/sql-sqlite-node`)
+        catch: (error) => usage(`--checkpointer ${spec}: the SQLite backend could not be loaded (${String(error)}); install better-sqlite3 (12.x)`)
       })
     }
     if (spec.startsWith("postgres:")) {
