@@ -8,41 +8,54 @@
  *   with blocking 1 ms sleeps (the thread stops, like SQLite's native busy handler), the log's
  *   tail read for the head, one line appended, the lock removed.
  *
- * argv: <dir> <mode: library | naive> <durationMs> <monitor: 0|1> <sessions: shared | own>
+ * argv: <dir> <mode: library | naive> <durationMs> <monitor: 0|1> <sessions: shared | own> [<inFlight>, library only; default 1]
  */
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import { CheckpointBusyError, CheckpointConflictError, fileCheckpointer, UserMessage } from "../src/index.js"
 import { rawLine } from "./file.js"
-import { reportLoopDelay } from "./shared.js"
+import { awaitStart, reportLoopDelay } from "./shared.js"
 
-const [dir, mode, durationArg, monitorArg, sessionsArg] = process.argv.slice(2)
+const [dir, mode, durationArg, monitorArg, sessionsArg, inFlightArg] = process.argv.slice(2)
+const inFlight = Number(inFlightArg ?? 1)
 const durationMs = Number(durationArg)
 const sessionId = sessionsArg === "own" ? `writer-${process.pid}` : "contended"
 const histogram = monitorEventLoopDelay({ resolution: 1 })
-if (monitorArg === "1") histogram.enable()
-const deadline = Date.now() + durationMs
 let appends = 0
+let deadline = 0
+/** Every writer starts its timed run at the same instant, its store open. */
+const start = async () => {
+  await awaitStart()
+  if (monitorArg === "1") histogram.enable()
+  deadline = Date.now() + durationMs
+}
 
 if (mode === "library") {
   const c = fileCheckpointer({ dir: dir! })
-  while (Date.now() < deadline) {
-    try {
-      await c.append(sessionId, [new UserMessage({ content: `w${process.pid} ${appends}`, origin: "user" })])
-      appends++
-    } catch (error) {
-      if (!(error instanceof CheckpointConflictError || error instanceof CheckpointBusyError)) throw error
+  await c.head(sessionId)
+  await start()
+  // `inFlight` appenders at once, as a server serving that many requests would run them.
+  const appender = async () => {
+    while (Date.now() < deadline) {
+      try {
+        await c.append(sessionId, [new UserMessage({ content: `w${process.pid} ${appends}`, origin: "user" })])
+        appends++
+      } catch (error) {
+        if (!(error instanceof CheckpointConflictError || error instanceof CheckpointBusyError)) throw error
+      }
+      // Let timers run between appends, as a server would.
+      await new Promise((resolve) => setImmediate(resolve))
     }
-    // Let timers run between appends, as a server would.
-    await new Promise((resolve) => setImmediate(resolve))
   }
+  await Promise.all(Array.from({ length: inFlight }, appender))
   await c.close()
 } else {
   const sleeper = new Int32Array(new SharedArrayBuffer(4))
   const lockPath = join(dir!, `${sessionId}.lock`)
   const logPath = join(dir!, `${sessionId}.log`)
   const tail = Buffer.alloc(4096)
+  await start()
   while (Date.now() < deadline) {
     let lock: number | undefined
     while (lock === undefined) {

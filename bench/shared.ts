@@ -67,3 +67,55 @@ export const reportLoopDelay = (appends: number, histogram: IntervalHistogram) =
     max: histogram.max / 1e6
   }) + "\n")
 }
+
+/** What a contention writer reports (see `reportLoopDelay`). */
+export interface WriterReport {
+  readonly appends: number
+  readonly p50: number
+  readonly p99: number
+  readonly max: number
+}
+
+/**
+ * Run `count` writer processes (`node --import tsx <script> ...args(index)`), and start their
+ * timed runs at the same instant, once every one has loaded and opened its store: process
+ * start-up (compiling, loading modules) would otherwise overlap the others' runs and measure
+ * nothing but itself. Resolves to each writer's report.
+ */
+export const runWriters = async (
+  script: string,
+  args: (index: number) => ReadonlyArray<string>,
+  count = 4
+): Promise<Array<WriterReport>> => {
+  const { spawn } = await import("node:child_process")
+  let ready = 0
+  let release: () => void = () => undefined
+  const allReady = new Promise<void>((resolve) => (release = resolve))
+  const writers = Array.from({ length: count }, (_, index) => {
+    const child = spawn(process.execPath, ["--import", "tsx", script, ...args(index)], { stdio: ["pipe", "pipe", "inherit"] })
+    let output = ""
+    let announced = false
+    child.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString("utf8")
+      if (!announced && output.includes("ready\n")) {
+        announced = true
+        if (++ready === count) release()
+      }
+    })
+    const exited = new Promise<WriterReport>((resolve, reject) =>
+      child.on("exit", (code) =>
+        code === 0
+          ? resolve(JSON.parse(output.trim().split("\n").at(-1)!) as WriterReport)
+          : reject(new Error(`writer ${index} exited with ${code}: ${output}`))))
+    return { child, exited }
+  })
+  await allReady
+  for (const { child } of writers) child.stdin.end("go\n")
+  return Promise.all(writers.map((writer) => writer.exited))
+}
+
+/** In a writer process: say it is ready, and wait for `runWriters` to start every writer at once. */
+export const awaitStart = async (): Promise<void> => {
+  process.stdout.write("ready\n")
+  for await (const _ of process.stdin) break
+}

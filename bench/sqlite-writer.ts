@@ -3,34 +3,46 @@
  * session as fast as it can (retrying conflicts and busy errors) for `durationMs`, and
  * reports its event-loop delay percentiles.
  *
- * argv: <file> <mode: library | naive> <durationMs> <monitor: 0|1> <sessions: shared | own>
+ * argv: <file> <mode: library | naive> <durationMs> <monitor: 0|1> <sessions: shared | own> [<inFlight>, library only; default 1]
  */
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import Database from "better-sqlite3"
 import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import { CheckpointBusyError, CheckpointConflictError, UserMessage } from "../src/index.js"
-import { rawSqliteAppender, reportLoopDelay } from "./shared.js"
+import { awaitStart, rawSqliteAppender, reportLoopDelay } from "./shared.js"
 
-const [file, mode, durationArg, monitorArg, sessionsArg] = process.argv.slice(2)
+const [file, mode, durationArg, monitorArg, sessionsArg, inFlightArg] = process.argv.slice(2)
+const inFlight = Number(inFlightArg ?? 1)
 const sessionId = sessionsArg === "own" ? `writer-${process.pid}` : "contended"
 const durationMs = Number(durationArg)
 const histogram = monitorEventLoopDelay({ resolution: 1 })
-if (monitorArg === "1") histogram.enable()
-const deadline = Date.now() + durationMs
 let appends = 0
+let deadline = 0
+/** Every writer starts its timed run at the same instant, its store open. */
+const start = async () => {
+  await awaitStart()
+  if (monitorArg === "1") histogram.enable()
+  deadline = Date.now() + durationMs
+}
 
 if (mode === "library") {
   const c = sqliteCheckpointer({ file: file!, busyTimeoutMs: 5000 })
-  while (Date.now() < deadline) {
-    try {
-      await c.append(sessionId, [new UserMessage({ content: `w${process.pid} ${appends}`, origin: "user" })])
-      appends++
-    } catch (error) {
-      if (!(error instanceof CheckpointConflictError || error instanceof CheckpointBusyError)) throw error
+  await c.head(sessionId)
+  await start()
+  // `inFlight` appenders at once, as a server serving that many requests would run them.
+  const appender = async () => {
+    while (Date.now() < deadline) {
+      try {
+        await c.append(sessionId, [new UserMessage({ content: `w${process.pid} ${appends}`, origin: "user" })])
+        appends++
+      } catch (error) {
+        if (!(error instanceof CheckpointConflictError || error instanceof CheckpointBusyError)) throw error
+      }
+      // Let timers run between appends, as a server would.
+      await new Promise((resolve) => setImmediate(resolve))
     }
-    // Let timers run between appends, as a server would.
-    await new Promise((resolve) => setImmediate(resolve))
   }
+  await Promise.all(Array.from({ length: inFlight }, appender))
   await c.close()
 } else {
   // The naive way: better-sqlite3's own busy timeout, which blocks the thread while it waits.
@@ -38,6 +50,7 @@ if (mode === "library") {
   db.pragma("journal_mode = WAL")
   db.pragma("busy_timeout = 5000")
   const append = rawSqliteAppender(db, sessionId)
+  await start()
   while (Date.now() < deadline) {
     append(JSON.stringify({ _tag: "UserMessage", content: `w${process.pid} ${appends}`, origin: "user" }))
     appends++

@@ -3,23 +3,16 @@
  * the attempt reports `Busy`, pause and try again — jittered exponential back-off from 1 ms,
  * capped — until a time limit; then `CheckpointBusyError`. The pauses are `Effect.sleep`s, so
  * the event loop keeps running, and waiting can be interrupted like any other sleep.
+ *
+ * A backend that can tell when the lock may have been released (a file-system event where the
+ * holder writes or releases) passes it as `wakeUp`: a pause then ends at that signal rather than
+ * at its timer, so a lock that is free again is taken at once instead of up to a pause later.
  */
-import { Clock, Data, Duration, Effect, Schedule } from "effect"
+import { Clock, Data, Duration, Effect, Random } from "effect"
 import { CheckpointBusyError } from "../core/errors.js"
 
 /** An attempt's way of saying "someone else holds the lock; try again". */
 export class Busy extends Data.TaggedError("Busy")<{ readonly detail: string }> {}
-
-/**
- * Pauses of 1, 2, 4, … ms, never longer than `maxPauseMs`, each shortened by a random factor
- * in [0.5, 1] so waiters do not retry in lockstep; no new attempt starts after `timeoutMs`.
- */
-export const busyBackoff = (timeoutMs: number, maxPauseMs: number): Schedule.Schedule<unknown> =>
-  Schedule.exponential(Duration.millis(1)).pipe(
-    Schedule.union(Schedule.spaced(Duration.millis(maxPauseMs))),
-    Schedule.jitteredWith({ min: 0.5, max: 1 }),
-    Schedule.intersect(Schedule.elapsed.pipe(Schedule.whileOutput(Duration.lessThan(Duration.millis(timeoutMs)))))
-  )
 
 export interface BusyWaitOptions {
   /** How long to keep trying; 0 means one attempt. */
@@ -28,31 +21,58 @@ export interface BusyWaitOptions {
   readonly maxPauseMs: number
   /** Named in the `CheckpointBusyError`, when the wait is for one session. */
   readonly sessionId?: string | undefined
+  /**
+   * Succeeds when the lock may have been released (spurious signals are fine: each only brings
+   * the next attempt forward). Without it, only the timers end pauses.
+   */
+  readonly wakeUp?: Effect.Effect<void> | undefined
 }
 
 /**
- * Run `attempt`, retrying it with `busyBackoff` while it fails with `Busy`. Other failures end
- * the wait at once, as they are. `attempt` keeps its own interruptibility. A busy first attempt
- * is followed by an immediate second one, then by the back-off.
+ * The pause before attempt `n` (1-based, after a busy one): 1, 2, 4, … ms, never longer than
+ * `maxPauseMs`, shortened by a random factor in [0.5, 1] so waiters do not retry in lockstep.
+ */
+const pauseMs = (attempt: number, maxPauseMs: number) =>
+  Effect.map(Random.nextRange(0.5, 1), (jitter) => Math.min(2 ** (attempt - 1), maxPauseMs) * jitter)
+
+/**
+ * Run `attempt`, trying again while it fails with `Busy`. Other failures end the wait at once,
+ * as they are. `attempt` keeps its own interruptibility. A busy first attempt is followed by an
+ * immediate second one, then by the back-off; no attempt starts after `timeoutMs`.
  */
 export const retryWhileBusy = <A, E, R>(
   attempt: Effect.Effect<A, E | Busy, R>,
   options: BusyWaitOptions
 ): Effect.Effect<A, Exclude<E, Busy> | CheckpointBusyError, R> => {
   const isBusy = (error: E | Busy): error is Busy => error instanceof Busy
-  // The first attempt usually succeeds: build the schedule only once there is something to wait for.
-  const wait = Effect.flatMap(Clock.currentTimeMillis, (started) =>
-    attempt.pipe(
-      Effect.retry({ schedule: busyBackoff(options.timeoutMs, options.maxPauseMs), while: isBusy }),
-      Effect.catchIf(isBusy, (busy) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.fail(
-            new CheckpointBusyError({
-              ...(options.sessionId === undefined ? {} : { sessionId: options.sessionId }),
-              waitedMs: now - started,
-              detail: busy.detail
-            })
-          )))
-    ))
-  return Effect.catchIf(attempt, isBusy, () => wait)
+  const giveUp = (started: number, busy: Busy) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.fail(
+        new CheckpointBusyError({
+          ...(options.sessionId === undefined ? {} : { sessionId: options.sessionId }),
+          waitedMs: now - started,
+          detail: busy.detail
+        })
+      ))
+  const pause = (ms: number) =>
+    options.wakeUp === undefined
+      ? Effect.sleep(Duration.millis(ms))
+      : Effect.raceFirst(Effect.sleep(Duration.millis(ms)), options.wakeUp)
+  const again = (started: number, tries: number, busy: Busy): Effect.Effect<A, Exclude<E, Busy> | CheckpointBusyError, R> =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const elapsed = now - started
+      if (elapsed >= options.timeoutMs) return giveUp(started, busy)
+      // The second attempt is immediate; then the back-off, never past the time limit.
+      const wait = tries === 1
+        ? Effect.void
+        : Effect.flatMap(pauseMs(tries - 1, options.maxPauseMs), (ms) => pause(Math.min(ms, options.timeoutMs - elapsed)))
+      return Effect.zipRight(
+        wait,
+        Effect.catchIf(attempt, isBusy, (next) => again(started, tries + 1, next))
+      )
+    })
+  // The first attempt usually succeeds: the clock is read only once there is something to wait for.
+  return Effect.catchIf(attempt, isBusy, (busy) =>
+    Effect.flatMap(Clock.currentTimeMillis, (started) =>
+      options.timeoutMs <= 0 ? giveUp(started, busy) : again(started, 1, busy)))
 }

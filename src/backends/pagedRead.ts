@@ -22,19 +22,47 @@ export interface EventRow {
   readonly event: string
 }
 
-export interface PagedEventRow extends EventRow {
-  readonly head: number | string
-  readonly generation: number | string
-}
-
-/** A row as the core decodes it, or the damage found in its event text. */
-export const recordOf = (sessionId: string, row: EventRow): StoredRecord | CheckpointIntegrityError => {
-  const seq = Number(row.seq)
+/** A stored event's text as the core decodes it, or the damage found in it. */
+export const parseRecord = (
+  sessionId: string,
+  seq: number,
+  ts: number,
+  text: string
+): StoredRecord | CheckpointIntegrityError => {
   try {
-    return { seq, ts: Number(row.ts), event: JSON.parse(row.event) as unknown }
+    return { seq, ts, event: JSON.parse(text) as unknown }
   } catch (cause) {
     return new CheckpointIntegrityError({ sessionId, seq, detail: `the stored event is not JSON: ${String(cause)}` })
   }
+}
+
+/** A row as the core decodes it, or the damage found in its event text. */
+export const recordOf = (sessionId: string, row: EventRow): StoredRecord | CheckpointIntegrityError =>
+  parseRecord(sessionId, Number(row.seq), Number(row.ts), row.event)
+
+/** One page of a session's log, read in one snapshot of the database. */
+export interface EventPage {
+  /** The records after the page's start, in seq order, at most `pageRows`. */
+  readonly records: ReadonlyArray<StoredRecord>
+  /** The session's generation as of this page (undefined when it has no records). */
+  readonly generation: string | undefined
+  /** The session's head as of this page. */
+  readonly head: number
+}
+
+/** The page of rows that carry the session's head and generation (a join), as an `EventPage`. */
+export const pageOfJoinedRows = (
+  sessionId: string,
+  rows: ReadonlyArray<EventRow & { readonly head: number | string; readonly generation: number | string }>
+): EventPage | CheckpointIntegrityError => {
+  const records: Array<StoredRecord> = []
+  for (const row of rows) {
+    const record = recordOf(sessionId, row)
+    if (record instanceof CheckpointIntegrityError) return record
+    records.push(record)
+  }
+  const first = rows[0]
+  return { records, generation: first === undefined ? undefined : String(first.generation), head: first === undefined ? 0 : Number(first.head) }
 }
 
 export const pagedRead = (options: {
@@ -42,34 +70,28 @@ export const pagedRead = (options: {
   readonly sinceSeq: number
   /** Rows per page: a shorter page is the last. */
   readonly pageRows: number
-  /** The rows after `after`, in seq order, at most `pageRows`. */
-  readonly page: (after: number) => Effect.Effect<ReadonlyArray<PagedEventRow>, CheckpointerError>
+  /** The records after `after`, in seq order, at most `pageRows`, with the session's version. */
+  readonly page: (after: number) => Effect.Effect<EventPage, CheckpointerError>
   readonly head: Effect.Effect<number, CheckpointerError>
 }): Stream.Stream<StoredRecord, CheckpointerError> =>
   Stream.paginateChunkEffect(
     { after: options.sinceSeq, generation: undefined as string | undefined, startHead: undefined as number | undefined },
     (cursor) =>
       Effect.gen(function*() {
-        const rows = yield* options.page(cursor.after)
-        const first = rows[0]
-        if (first !== undefined && cursor.generation !== undefined && String(first.generation) !== cursor.generation) {
+        const page = yield* options.page(cursor.after)
+        const { generation, records } = page
+        if (records.length > 0 && cursor.generation !== undefined && generation !== cursor.generation) {
           const actual = yield* options.head
           return yield* new CheckpointConflictError({ sessionId: options.sessionId, expected: cursor.startHead ?? cursor.after, actual })
-        }
-        const records: Array<StoredRecord> = []
-        for (const row of rows) {
-          const record = recordOf(options.sessionId, row)
-          if (record instanceof CheckpointIntegrityError) return yield* record
-          records.push(record)
         }
         const last = records.at(-1)
         return [
           Chunk.unsafeFromArray(records),
-          rows.length === options.pageRows && last !== undefined
+          records.length === options.pageRows && last !== undefined
             ? Option.some({
               after: last.seq,
-              generation: cursor.generation ?? (first === undefined ? undefined : String(first.generation)),
-              startHead: cursor.startHead ?? (first === undefined ? undefined : Number(first.head))
+              generation: cursor.generation ?? generation,
+              startHead: cursor.startHead ?? page.head
             })
             : Option.none()
         ] as const

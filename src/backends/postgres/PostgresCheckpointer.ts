@@ -37,7 +37,7 @@ import {
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { decodeOptions, expecting, NonEmptyString, numberAtLeast, PositiveInteger } from "../../core/options.js"
 import { Busy, retryWhileBusy } from "../busy.js"
-import { type EventRow, type PagedEventRow, pagedRead, recordOf } from "../pagedRead.js"
+import { type EventRow, pagedRead, pageOfJoinedRows, recordOf } from "../pagedRead.js"
 
 const Identifier = expecting(
   Schema.String.pipe(Schema.pattern(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/)),
@@ -512,7 +512,14 @@ export const makeWithClient = (
           sessionId,
           sinceSeq,
           pageRows: READ_PAGE_ROWS,
-          page: (after) => query<PagedEventRow>("read", statements.readPage, [sessionId, after]),
+          page: (after) =>
+            Effect.flatMap(
+              query<EventRow & { readonly head: string; readonly generation: string }>("read", statements.readPage, [sessionId, after]),
+              (rows) => {
+                const page = pageOfJoinedRows(sessionId, rows)
+                return page instanceof CheckpointIntegrityError ? Effect.fail(page) : Effect.succeed(page)
+              }
+            ),
           head: driver.head(sessionId)
         }),
       head: (sessionId) => Effect.map(driver.version(sessionId), (version) => version.head),

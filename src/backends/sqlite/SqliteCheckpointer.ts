@@ -18,6 +18,7 @@
  *   statement inside a transaction still open (it would see writes that may yet roll back).
  * - Reads are forward scans in pages, outside any write transaction.
  */
+import { basename, dirname, resolve } from "node:path"
 import Database from "better-sqlite3"
 import { Clock, Context, Duration, Effect, Layer, PubSub, RcRef, Schema, Stream } from "effect"
 import { errnoOf, messageOf } from "../../core/causes.js"
@@ -32,7 +33,8 @@ import {
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { decodeOptions, expecting, Flag, numberAtLeast, oneOf } from "../../core/options.js"
 import { Busy, retryWhileBusy } from "../busy.js"
-import { type EventRow, type PagedEventRow, pagedRead, recordOf } from "../pagedRead.js"
+import { watchDirectory } from "../directoryChanges.js"
+import { type EventPage, type EventRow, pagedRead, parseRecord, recordOf, type StoredRecord } from "../pagedRead.js"
 import { makeGroupCommit } from "./groupCommit.js"
 
 export const SqliteCheckpointerOptions = Schema.Struct({
@@ -158,6 +160,13 @@ export const make = (options: SqliteCheckpointerOptions) =>
       try: () => new Database(config.file),
       catch: (error) => new ConfigurationError({ option: "file", detail: `cannot open ${config.file}: ${messageOf(error)}` })
     })
+    // Another process's commit writes the WAL beside the database: a waiter for the lock wakes then.
+    const wakeUp = config.file === ":memory:"
+      ? undefined
+      : yield* Effect.map(watchDirectory(dirname(resolve(config.file))), (changes) => {
+        const names = new Set([basename(config.file), `${basename(config.file)}-wal`])
+        return changes.next((name) => names.has(name))
+      })
     const prepared = (statement: string) => {
       const compiled = db.prepare(statement)
       return () => void compiled.run()
@@ -166,6 +175,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
     const transactions = yield* makeGroupCommit({
       busyTimeoutMs: config.busyTimeoutMs,
       maxPauseMs: MAX_BACKOFF_MS,
+      wakeUp,
       failure,
       begin: prepared("BEGIN IMMEDIATE"),
       savepoint: prepared("SAVEPOINT lite_agent_batch"),
@@ -192,7 +202,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
     yield* Effect.addFinalizer(() => Effect.zipRight(transactions.idle, Effect.sync(() => db.close())))
     /** A read: outside any open write transaction, waiting out another connection's lock. */
     const read = <A>(operation: string, run: () => A) =>
-      retryWhileBusy(transactions.statement(operation, run), { timeoutMs: config.busyTimeoutMs, maxPauseMs: MAX_BACKOFF_MS })
+      retryWhileBusy(transactions.statement(operation, run), { timeoutMs: config.busyTimeoutMs, maxPauseMs: MAX_BACKOFF_MS, wakeUp })
     const pragma = (statement: string) => () => db.pragma(statement, { simple: true })
 
     // Refuse before touching anything: an old library, a newer schema, a corrupt file.
@@ -263,11 +273,12 @@ export const make = (options: SqliteCheckpointerOptions) =>
       ),
       readBlob: db.prepare<[string, string], { data: Uint8Array }>("SELECT data FROM lite_agent_blobs WHERE session_id = ? AND sha256 = ?"),
       allEvents: db.prepare<[string], EventRow>("SELECT seq, ts, event FROM lite_agent_events WHERE session_id = ? ORDER BY seq"),
-      page: db.prepare<[string, number, number], PagedEventRow>(
-        `SELECT e.seq AS seq, e.ts AS ts, e.event AS event, s.head AS head, s.generation AS generation
-         FROM lite_agent_events e JOIN lite_agent_sessions s ON s.id = e.session_id
-         WHERE e.session_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?`
-      ),
+      // Rows as arrays: a page is the replay's hot path, and arrays cost less to make than objects.
+      page: db.prepare<[string, number, number], [number, number, string]>(
+        "SELECT seq, ts, event FROM lite_agent_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+      ).raw(true),
+      beginRead: db.prepare("BEGIN"),
+      endRead: db.prepare("COMMIT"),
       logBytes: db.prepare("SELECT SUM(length(CAST(event AS BLOB))) FROM lite_agent_events WHERE session_id = ?").pluck(),
       list: db.prepare<[], { id: string; mtime: number }>("SELECT id, mtime FROM lite_agent_sessions"),
       deleteEvents: db.prepare("DELETE FROM lite_agent_events WHERE session_id = ?"),
@@ -280,6 +291,26 @@ export const make = (options: SqliteCheckpointerOptions) =>
     // ------------------------------------------------------------------------------------
 
     const headOf = (sessionId: string) => sql.head.get(sessionId)?.head ?? 0
+
+    /** A page of the log and the session's version, in one snapshot (a read transaction). */
+    const readPage = (sessionId: string, after: number): EventPage | CheckpointIntegrityError => {
+      sql.beginRead.run()
+      let version: { head: number; generation: number } | undefined
+      let rows: Array<[number, number, string]>
+      try {
+        version = sql.head.get(sessionId)
+        rows = sql.page.all(sessionId, after, READ_PAGE_ROWS)
+      } finally {
+        sql.endRead.run()
+      }
+      const records: Array<StoredRecord> = []
+      for (const [seq, ts, text] of rows) {
+        const record = parseRecord(sessionId, seq, ts, text)
+        if (record instanceof CheckpointIntegrityError) return record
+        records.push(record)
+      }
+      return { records, generation: version === undefined ? undefined : String(version.generation), head: version?.head ?? 0 }
+    }
 
     const lockedSession = (sessionId: string, head: number, mtime: number): Checkpointer.LockedSession => ({
       head,
@@ -328,7 +359,9 @@ export const make = (options: SqliteCheckpointerOptions) =>
           sessionId,
           sinceSeq,
           pageRows: READ_PAGE_ROWS,
-          page: (after) => read("read", () => sql.page.all(sessionId, after, READ_PAGE_ROWS)),
+          page: (after) =>
+            Effect.flatMap(read("read", () => readPage(sessionId, after)), (page) =>
+              page instanceof CheckpointIntegrityError ? Effect.fail(page) : Effect.succeed(page)),
           head: read("read", () => headOf(sessionId))
         }),
       head: (sessionId) => read("head", () => headOf(sessionId)),

@@ -25,11 +25,21 @@ import { Busy, retryWhileBusy } from "../busy.js"
 
 /** Bodies run in one transaction at most: bounds how long one transaction keeps the event loop. */
 const MAX_BATCH = 256
+/** How long mutations keep gathering after the lock was last found held, and after two last overlapped. */
+const CONTENDED_MS = 100
+
+/** One turn of the event loop: what the program issued meanwhile (other appends) gets to run first. */
+const nextTurn = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
 
 export interface GroupCommitOptions {
   /** How long a mutation waits for another process's lock before `CheckpointBusyError`. */
   readonly busyTimeoutMs: number
   readonly maxPauseMs: number
+  /** Succeeds when another connection may have released the lock (see ../busy.ts). */
+  readonly wakeUp?: Effect.Effect<void> | undefined
   /** What a statement threw, as the library's error: `Busy` while another connection holds a lock. */
   readonly failure: (operation: string, error: unknown) => CheckpointerError | Busy
   /** Begin a write transaction (throws busy while another connection holds the write lock). */
@@ -155,19 +165,40 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
       for (const [, settle] of ran) settle()
     })
 
+    /**
+     * Until when the lock counts as contended: another process held it lately. Mutations then
+     * gather for one turn of the event loop before a transaction begins, so that those issued
+     * together share it — one cold start after another process's commit (SQLite re-reads what
+     * changed) for many appends, rather than one each.
+     */
+    let contendedUntil = 0
+    const sawBusy = () => {
+      contendedUntil = Date.now() + CONTENDED_MS
+    }
+    /** Until when mutations of this process count as concurrent: one arrived while another was under way. */
+    let concurrentUntil = 0
+    /** Gathering only pays when the lock is contended and there are mutations to gather. */
+    const gathering = () => {
+      const now = Date.now()
+      return now < contendedUntil && now < concurrentUntil
+    }
+
     /** BEGIN; while another connection holds the lock, wait (asynchronously) and try again. */
     const begin = (timeoutMs: number, sessionId: string | undefined) =>
       retryWhileBusy(
         statements("begin", () => {
           options.begin()
           transactionOpen = true
-        }),
-        { timeoutMs, maxPauseMs: options.maxPauseMs, sessionId }
+        }).pipe(Effect.tapError((error) => (error instanceof Busy ? Effect.sync(sawBusy) : Effect.void))),
+        { timeoutMs, maxPauseMs: options.maxPauseMs, sessionId, wakeUp: options.wakeUp }
       )
 
     /** One transaction for what waits now; or, when the lock stays busy, the busy error for whoever waited too long. */
     const round = Effect.gen(function*() {
-      const oldest = waiting[0]!
+      if (gathering()) yield* nextTurn
+      const oldest = waiting[0]
+      if (oldest === undefined) return
+
       const now = yield* Clock.currentTimeMillis
       const began = yield* Effect.either(begin(Math.max(0, oldest.arrived + options.busyTimeoutMs - now), oldest.sessionId))
       if (Either.isRight(began)) {
@@ -264,7 +295,11 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
 
     const run = <A>(sessionId: string | undefined, body: Effect.Effect<A, CheckpointerError>): Effect.Effect<A, CheckpointerError> =>
       Effect.flatMap(Clock.currentTimeMillis, (arrived) => {
-        if (leading || waiting.length > 0) return queued(sessionId, body, arrived)
+        if (leading || waiting.length > 0) {
+          concurrentUntil = arrived + CONTENDED_MS
+          return queued(sessionId, body, arrived)
+        }
+        if (gathering()) return queued(sessionId, body, arrived)
         let refused: CheckpointerError | Busy | undefined
         try {
           options.begin()
@@ -272,7 +307,10 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
         } catch (error) {
           refused = options.failure("begin", error)
         }
-        if (refused instanceof Busy) return queued(sessionId, body, arrived)
+        if (refused instanceof Busy) {
+          sawBusy()
+          return queued(sessionId, body, arrived)
+        }
         if (refused !== undefined) return Effect.fail(refused)
         leading = true
         return Effect.ensuring(Effect.uninterruptible(alone(body)), carryOn)
