@@ -13,9 +13,9 @@
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { monitorEventLoopDelay } from "node:perf_hooks"
-import { CheckpointBusyError, CheckpointConflictError, fileCheckpointer, UserMessage } from "../src/index.js"
+import { fileCheckpointer } from "../src/index.js"
 import { rawLine } from "./file.js"
-import { awaitStart, reportLoopDelay } from "./shared.js"
+import { appendUntil, awaitStart, reportLoopDelay } from "./shared.js"
 
 const [dir, mode, durationArg, monitorArg, sessionsArg, inFlightArg] = process.argv.slice(2)
 const inFlight = Number(inFlightArg ?? 1)
@@ -35,20 +35,7 @@ if (mode === "library") {
   const c = fileCheckpointer({ dir: dir! })
   await c.head(sessionId)
   await start()
-  // `inFlight` appenders at once, as a server serving that many requests would run them.
-  const appender = async () => {
-    while (Date.now() < deadline) {
-      try {
-        await c.append(sessionId, [new UserMessage({ content: `w${process.pid} ${appends}`, origin: "user" })])
-        appends++
-      } catch (error) {
-        if (!(error instanceof CheckpointConflictError || error instanceof CheckpointBusyError)) throw error
-      }
-      // Let timers run between appends, as a server would.
-      await new Promise((resolve) => setImmediate(resolve))
-    }
-  }
-  await Promise.all(Array.from({ length: inFlight }, appender))
+  appends = await appendUntil(c, sessionId, deadline, inFlight)
   await c.close()
 } else {
   const sleeper = new Int32Array(new SharedArrayBuffer(4))

@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { Effect, Stream } from "effect"
 import { recordLine } from "../src/backends/file/format.js"
 import { Session } from "../src/core.js"
-import { eventFor, foldRate, median, ms, ratio, rawEventJson, runWriters } from "./shared.js"
+import { eventFor, foldRate, median, ms, ratio, rawEventJson, contentionRows, runWriters } from "./shared.js"
 import { fileCheckpointer } from "../src/index.js"
 import type { ContentionSessions } from "./sqlite.js"
 
@@ -177,17 +177,6 @@ export const runFileBench = async () => {
 
   // 4 processes × 4 s appending as fast as they can: lite-agent's writers — one append at a time,
   // and 8 at a time as a server would run them — against naive blocking ones (one at a time: they cannot do more).
-  for (const sessions of ["shared", "own"] as const) {
-    const naive = await contention("naive", sessions, 4000)
-    for (const inFlight of [1, 8]) {
-      const library = await contention("library", sessions, 4000, inFlight)
-      rows.push([
-        `4 processes × 4 s, ${sessions === "shared" ? "one shared session" : "a session each"}, ${inFlight} in flight: appends in all (a writer's p99 / max event-loop delay)`,
-        `${library.total} (${library.monitored.p99.toFixed(1)} / ${library.monitored.max.toFixed(1)} ms)`,
-        `${naive.total} (${naive.monitored.p99.toFixed(1)} / ${naive.monitored.max.toFixed(1)} ms), blocking lock file`,
-        ratio(library.total, naive.total)
-      ])
-    }
-  }
+  rows.push(...(await contentionRows((mode, sessions, inFlight) => contention(mode, sessions, 4000, inFlight), "blocking lock file")))
   return rows
 }

@@ -3,6 +3,7 @@ import type { IntervalHistogram } from "node:perf_hooks"
 import type Database from "better-sqlite3"
 import { Effect, type Layer, Stream } from "effect"
 import { AssistantMessage, Checkpointer, Session, UserMessage } from "../src/core.js"
+import { CheckpointBusyError, CheckpointConflictError, type PromiseCheckpointer } from "../src/index.js"
 
 export const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6
 export const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
@@ -118,4 +119,54 @@ export const runWriters = async (
 export const awaitStart = async (): Promise<void> => {
   process.stdout.write("ready\n")
   for await (const _ of process.stdin) break
+}
+
+/**
+ * A contention writer's library run: `inFlight` appenders at once (as a server serving that many
+ * requests would run them), each appending single events to `sessionId` until `deadline`,
+ * retrying conflicts and busy errors. Resolves to the appends that succeeded.
+ */
+export const appendUntil = async (c: PromiseCheckpointer, sessionId: string, deadline: number, inFlight: number) => {
+  let appends = 0
+  const appender = async () => {
+    while (Date.now() < deadline) {
+      try {
+        await c.append(sessionId, [new UserMessage({ content: `w${process.pid} ${appends}`, origin: "user" })])
+        appends++
+      } catch (error) {
+        if (!(error instanceof CheckpointConflictError || error instanceof CheckpointBusyError)) throw error
+      }
+      // Let timers run between appends, as a server would.
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  }
+  await Promise.all(Array.from({ length: inFlight }, appender))
+  return appends
+}
+
+/**
+ * The contention rows of a backend's table: for one shared session and a session each, naive
+ * writers once, and lite-agent's with 1 and 8 appends in flight, as ratios of the naive total.
+ */
+export const contentionRows = async (
+  run: (mode: "library" | "naive", sessions: "shared" | "own", inFlight: number) => Promise<{
+    readonly total: number
+    readonly monitored: WriterReport
+  }>,
+  naiveLabel: string
+) => {
+  const rows: Array<Array<string>> = []
+  for (const sessions of ["shared", "own"] as const) {
+    const naive = await run("naive", sessions, 1)
+    for (const inFlight of [1, 8]) {
+      const library = await run("library", sessions, inFlight)
+      rows.push([
+        `4 processes × 4 s, ${sessions === "shared" ? "one shared session" : "a session each"}, ${inFlight} in flight: appends in all (a writer's p99 / max event-loop delay)`,
+        `${library.total} (${library.monitored.p99.toFixed(1)} / ${library.monitored.max.toFixed(1)} ms)`,
+        `${naive.total} (${naive.monitored.p99.toFixed(1)} / ${naive.monitored.max.toFixed(1)} ms), ${naiveLabel}`,
+        ratio(library.total, naive.total)
+      ])
+    }
+  }
+  return rows
 }

@@ -8,8 +8,7 @@
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import Database from "better-sqlite3"
 import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
-import { CheckpointBusyError, CheckpointConflictError, UserMessage } from "../src/index.js"
-import { awaitStart, rawSqliteAppender, reportLoopDelay } from "./shared.js"
+import { appendUntil, awaitStart, rawSqliteAppender, reportLoopDelay } from "./shared.js"
 
 const [file, mode, durationArg, monitorArg, sessionsArg, inFlightArg] = process.argv.slice(2)
 const inFlight = Number(inFlightArg ?? 1)
@@ -29,20 +28,7 @@ if (mode === "library") {
   const c = sqliteCheckpointer({ file: file!, busyTimeoutMs: 5000 })
   await c.head(sessionId)
   await start()
-  // `inFlight` appenders at once, as a server serving that many requests would run them.
-  const appender = async () => {
-    while (Date.now() < deadline) {
-      try {
-        await c.append(sessionId, [new UserMessage({ content: `w${process.pid} ${appends}`, origin: "user" })])
-        appends++
-      } catch (error) {
-        if (!(error instanceof CheckpointConflictError || error instanceof CheckpointBusyError)) throw error
-      }
-      // Let timers run between appends, as a server would.
-      await new Promise((resolve) => setImmediate(resolve))
-    }
-  }
-  await Promise.all(Array.from({ length: inFlight }, appender))
+  appends = await appendUntil(c, sessionId, deadline, inFlight)
   await c.close()
 } else {
   // The naive way: better-sqlite3's own busy timeout, which blocks the thread while it waits.

@@ -8,7 +8,7 @@ import { join } from "node:path"
 import Database from "better-sqlite3"
 import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import { Session } from "../src/core.js"
-import { eventFor, foldRate, median, ms, ratio, rawEventJson, rawSqliteAppender, runWriters } from "./shared.js"
+import { eventFor, foldRate, median, ms, ratio, rawEventJson, rawSqliteAppender, contentionRows, runWriters } from "./shared.js"
 
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "bench-sqlite-")), "sessions.db")
 
@@ -128,17 +128,6 @@ export const runSqliteBench = async () => {
 
   // 4 processes × 4 s appending as fast as they can: lite-agent's writers — one append at a time,
   // and 8 at a time as a server would run them — against naive blocking ones (one at a time: they cannot do more).
-  for (const sessions of ["shared", "own"] as const) {
-    const naive = await contention("naive", sessions, 4000)
-    for (const inFlight of [1, 8]) {
-      const library = await contention("library", sessions, 4000, inFlight)
-      rows.push([
-        `4 processes × 4 s, ${sessions === "shared" ? "one shared session" : "a session each"}, ${inFlight} in flight: appends in all (a writer's p99 / max event-loop delay)`,
-        `${library.total} (${library.monitored.p99.toFixed(1)} / ${library.monitored.max.toFixed(1)} ms)`,
-        `${naive.total} (${naive.monitored.p99.toFixed(1)} / ${naive.monitored.max.toFixed(1)} ms), native busy_timeout`,
-        ratio(library.total, naive.total)
-      ])
-    }
-  }
+  rows.push(...(await contentionRows((mode, sessions, inFlight) => contention(mode, sessions, 4000, inFlight), "native busy_timeout")))
   return rows
 }

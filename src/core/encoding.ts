@@ -5,20 +5,12 @@
 import { Either, ParseResult, Schema } from "effect"
 import { EventDecodeError, InvalidEventError } from "./errors.js"
 import {
-  AssistantMessage,
-  BackgroundCompleted,
-  Compaction,
-  FileChange,
-  FileSnapshot,
-  RuntimeMessage,
+  SESSION_EVENT_CLASSES,
   SESSION_EVENT_TAGS,
   SessionEvent,
   type SessionEventEncoded,
-  SessionMetadata,
   StoredEvent,
-  type StoredEventEncoded,
-  ToolResult,
-  UserMessage
+  type StoredEventEncoded
 } from "./events.js"
 import { readStoredEvent } from "./storedEventReader.js"
 
@@ -28,17 +20,7 @@ const encodeEvent = Schema.encodeEither(SessionEvent)
 const decodeEvent = Schema.decodeUnknownEither(SessionEvent)
 const isSessionEvent = Schema.is(SessionEvent)
 /** The event classes, whose constructors validate what they build. */
-const EVENT_CLASSES: ReadonlySet<unknown> = new Set([
-  UserMessage,
-  RuntimeMessage,
-  AssistantMessage,
-  ToolResult,
-  FileSnapshot,
-  FileChange,
-  Compaction,
-  BackgroundCompleted,
-  SessionMetadata
-])
+const EVENT_CLASSES: ReadonlySet<unknown> = new Set(SESSION_EVENT_CLASSES)
 
 /**
  * An instance of one of the event classes (not a subclass, not a look-alike): its constructor

@@ -17,12 +17,20 @@ import {
 } from "./eventShapes.js"
 
 /**
- * Whether a constructor call asked for validation. Event constructors validate with the
+ * What an event constructor hands its schema class. Event constructors validate with the
  * hand-written checkers of eventShapes.ts when they vouch for the fields (the common case, tens
- * of times cheaper), and with the schema otherwise, which also words the error.
+ * of times cheaper): the fields they built, validation off. Otherwise the schema validates
+ * (which also words the error), as it does when the caller asked for no validation at all.
  */
-const validating = (options: Schema.MakeOptions | undefined): boolean =>
-  options === undefined || options === false || (typeof options === "object" && options.disableValidation !== true)
+const constructorArguments = <P, F extends P>(
+  check: (props: unknown) => F | undefined,
+  props: P,
+  options: Schema.MakeOptions | undefined
+): readonly [P, Schema.MakeOptions | undefined] => {
+  const validating = options === undefined || options === false || (typeof options === "object" && options.disableValidation !== true)
+  const fields = validating ? check(props) : undefined
+  return fields === undefined ? [props, options] : [fields, true]
+}
 
 /**
  * The version of this event vocabulary, written in `SessionMetadata.formatVersion`. A record
@@ -128,8 +136,7 @@ const userMessageFieldSchemas = {
 export type UserMessageFields = Schema.Struct.Type<typeof userMessageFieldSchemas>
 export class UserMessage extends Schema.TaggedClass<UserMessage>()("UserMessage", userMessageFieldSchemas) {
   constructor(props: Schema.Struct.Constructor<typeof userMessageFieldSchemas>, options?: Schema.MakeOptions) {
-    const fields = validating(options) ? userMessageFields(props) : undefined
-    super(fields ?? props, fields === undefined ? options : true)
+    super(...constructorArguments(userMessageFields, props, options))
   }
 }
 
@@ -145,8 +152,7 @@ const runtimeMessageFieldSchemas = {
 export type RuntimeMessageFields = Schema.Struct.Type<typeof runtimeMessageFieldSchemas>
 export class RuntimeMessage extends Schema.TaggedClass<RuntimeMessage>()("RuntimeMessage", runtimeMessageFieldSchemas) {
   constructor(props: Schema.Struct.Constructor<typeof runtimeMessageFieldSchemas>, options?: Schema.MakeOptions) {
-    const fields = validating(options) ? runtimeMessageFields(props) : undefined
-    super(fields ?? props, fields === undefined ? options : true)
+    super(...constructorArguments(runtimeMessageFields, props, options))
   }
 }
 
@@ -166,8 +172,7 @@ const assistantMessageFieldSchemas = {
 export type AssistantMessageFields = Schema.Struct.Type<typeof assistantMessageFieldSchemas>
 export class AssistantMessage extends Schema.TaggedClass<AssistantMessage>()("AssistantMessage", assistantMessageFieldSchemas) {
   constructor(props: Schema.Struct.Constructor<typeof assistantMessageFieldSchemas>, options?: Schema.MakeOptions) {
-    const fields = validating(options) ? assistantMessageFields(props) : undefined
-    super(fields ?? props, fields === undefined ? options : true)
+    super(...constructorArguments(assistantMessageFields, props, options))
   }
 }
 
@@ -181,8 +186,7 @@ const toolResultFieldSchemas = {
 export type ToolResultFields = Schema.Struct.Type<typeof toolResultFieldSchemas>
 export class ToolResult extends Schema.TaggedClass<ToolResult>()("ToolResult", toolResultFieldSchemas) {
   constructor(props: Schema.Struct.Constructor<typeof toolResultFieldSchemas>, options?: Schema.MakeOptions) {
-    const fields = validating(options) ? toolResultFields(props) : undefined
-    super(fields ?? props, fields === undefined ? options : true)
+    super(...constructorArguments(toolResultFields, props, options))
   }
 }
 
@@ -229,8 +233,7 @@ const fileSnapshotFieldSchemas = {
 export type FileSnapshotFields = Schema.Struct.Type<typeof fileSnapshotFieldSchemas>
 export class FileSnapshot extends Schema.TaggedClass<FileSnapshot>()("FileSnapshot", fileSnapshotFieldSchemas) {
   constructor(props: Schema.Struct.Constructor<typeof fileSnapshotFieldSchemas>, options?: Schema.MakeOptions) {
-    const fields = validating(options) ? fileSnapshotFields(props) : undefined
-    super(fields ?? props, fields === undefined ? options : true)
+    super(...constructorArguments(fileSnapshotFields, props, options))
   }
 }
 
@@ -254,8 +257,7 @@ const fileChangeFieldSchemas = {
 export type FileChangeFields = Schema.Struct.Type<typeof fileChangeFieldSchemas>
 export class FileChange extends Schema.TaggedClass<FileChange>()("FileChange", fileChangeFieldSchemas) {
   constructor(props: Schema.Struct.Constructor<typeof fileChangeFieldSchemas>, options?: Schema.MakeOptions) {
-    const fields = validating(options) ? fileChangeFields(props) : undefined
-    super(fields ?? props, fields === undefined ? options : true)
+    super(...constructorArguments(fileChangeFields, props, options))
   }
 }
 
@@ -278,8 +280,7 @@ const compactionFieldSchemas = {
 export type CompactionFields = Schema.Struct.Type<typeof compactionFieldSchemas>
 export class Compaction extends Schema.TaggedClass<Compaction>()("Compaction", compactionFieldSchemas) {
   constructor(props: Schema.Struct.Constructor<typeof compactionFieldSchemas>, options?: Schema.MakeOptions) {
-    const fields = validating(options) ? compactionFields(props) : undefined
-    super(fields ?? props, fields === undefined ? options : true)
+    super(...constructorArguments(compactionFields, props, options))
   }
 }
 
@@ -296,8 +297,7 @@ const backgroundCompletedFieldSchemas = {
 export type BackgroundCompletedFields = Schema.Struct.Type<typeof backgroundCompletedFieldSchemas>
 export class BackgroundCompleted extends Schema.TaggedClass<BackgroundCompleted>()("BackgroundCompleted", backgroundCompletedFieldSchemas) {
   constructor(props: Schema.Struct.Constructor<typeof backgroundCompletedFieldSchemas>, options?: Schema.MakeOptions) {
-    const fields = validating(options) ? backgroundCompletedFields(props) : undefined
-    super(fields ?? props, fields === undefined ? options : true)
+    super(...constructorArguments(backgroundCompletedFields, props, options))
   }
 }
 
@@ -313,12 +313,12 @@ const sessionMetadataFieldSchemas = {
 export type SessionMetadataFields = Schema.Struct.Type<typeof sessionMetadataFieldSchemas>
 export class SessionMetadata extends Schema.TaggedClass<SessionMetadata>()("SessionMetadata", sessionMetadataFieldSchemas) {
   constructor(props: Schema.Struct.Constructor<typeof sessionMetadataFieldSchemas>, options?: Schema.MakeOptions) {
-    const fields = validating(options) ? sessionMetadataFields(props) : undefined
-    super(fields ?? props, fields === undefined ? options : true)
+    super(...constructorArguments(sessionMetadataFields, props, options))
   }
 }
 
-export const SessionEvent = Schema.Union(
+/** The event classes. */
+export const SESSION_EVENT_CLASSES = [
   UserMessage,
   RuntimeMessage,
   AssistantMessage,
@@ -328,7 +328,9 @@ export const SessionEvent = Schema.Union(
   Compaction,
   BackgroundCompleted,
   SessionMetadata
-).annotations({ identifier: "SessionEvent" })
+] as const
+
+export const SessionEvent = Schema.Union(...SESSION_EVENT_CLASSES).annotations({ identifier: "SessionEvent" })
 export type SessionEvent = typeof SessionEvent.Type
 export type SessionEventEncoded = typeof SessionEvent.Encoded
 
