@@ -228,7 +228,8 @@ export const findCommittedEnd = <E>(
   Effect.gen(function*() {
   let windowStart = size
   let window = Buffer.alloc(0)
-  let blockSize = 16 * 1024
+  // Lines are short: most tails hold the last committed line in the first 4 KB read.
+  let blockSize = 4 * 1024
   // Lines are examined from the end; `cursor` is the index in `window` of the newline that
   // ends the next line to examine (or -1 when none is left in the window).
   while (windowStart > headerEnd) {
