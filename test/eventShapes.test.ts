@@ -26,7 +26,15 @@ import {
 import * as Shapes from "../src/core/eventShapes.js"
 import { readStoredEvent } from "../src/core/storedEventReader.js"
 
-const decodeWithSchema = Schema.decodeUnknownEither(SessionEvent)
+const decodeEither = Schema.decodeUnknownEither(SessionEvent)
+/** The schema's decoding; a value too odd for it even to describe (it throws a TypeError) counts as refused. */
+const decodeWithSchema = (json: unknown): Either.Either<SessionEvent, unknown> => {
+  try {
+    return decodeEither(json)
+  } catch (error) {
+    return Either.left(error)
+  }
+}
 const encodeWithSchema = Schema.encodeSync(SessionEvent)
 const events = Arbitrary.make(SessionEvent)
 /** An event's JSON as a store gives it back: encoded, written as text, parsed. */

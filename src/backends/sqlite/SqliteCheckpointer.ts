@@ -20,7 +20,7 @@
  */
 import { basename, dirname, resolve } from "node:path"
 import Database from "better-sqlite3"
-import { Clock, Context, Duration, Effect, Layer, PubSub, RcRef, Schema, Stream } from "effect"
+import { Context, Duration, Effect, Layer, PubSub, RcRef, Schema, Stream } from "effect"
 import { errnoOf, messageOf } from "../../core/causes.js"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
@@ -351,8 +351,16 @@ export const make = (options: SqliteCheckpointerOptions) =>
       withSession: (sessionId, use) =>
         transactions.run(
           sessionId,
-          Effect.flatMap(Clock.currentTimeMillis, (mtime) =>
-            Effect.flatMap(inTransaction("read head", () => headOf(sessionId)), (head) => use(lockedSession(sessionId, head, mtime))))
+          // One step: the head read and the holder made together (the body runs inside the lock).
+          Effect.suspend(() => {
+            let head: number
+            try {
+              head = headOf(sessionId)
+            } catch (error) {
+              return Effect.fail(toCheckpointerError("read head")(error))
+            }
+            return use(lockedSession(sessionId, head, Date.now()))
+          })
         ),
       read: (sessionId, sinceSeq) =>
         pagedRead({

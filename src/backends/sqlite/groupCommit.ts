@@ -19,7 +19,7 @@
  * no transaction is open — checked in the same synchronous step that runs them — so they never
  * see writes that may yet roll back.
  */
-import { Cause, Clock, Effect, Either, Exit, type Scope } from "effect"
+import { Cause, Effect, Either, Exit, type Scope } from "effect"
 import { CheckpointBusyError, type CheckpointerError, StorageError } from "../../core/errors.js"
 import { Busy, retryWhileBusy } from "../busy.js"
 
@@ -199,7 +199,7 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
       const oldest = waiting[0]
       if (oldest === undefined) return
 
-      const now = yield* Clock.currentTimeMillis
+      const now = Date.now()
       const began = yield* Effect.either(begin(Math.max(0, oldest.arrived + options.busyTimeoutMs - now), oldest.sessionId))
       if (Either.isRight(began)) {
         return yield* Effect.ensuring(
@@ -213,7 +213,7 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
       }
       const error = began.left
       if (!(error instanceof CheckpointBusyError)) return failAll(waiting.splice(0), asStorage(error))
-      const later = yield* Clock.currentTimeMillis
+      const later = Date.now()
       // The oldest always goes (its time is up); others too once theirs is.
       const expired = waiting.filter((request, index) => index === 0 || request.arrived + options.busyTimeoutMs <= later)
       for (const request of expired) {
@@ -294,7 +294,8 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
     })
 
     const run = <A>(sessionId: string | undefined, body: Effect.Effect<A, CheckpointerError>): Effect.Effect<A, CheckpointerError> =>
-      Effect.flatMap(Clock.currentTimeMillis, (arrived) => {
+      Effect.suspend(() => {
+        const arrived = Date.now()
         if (leading || waiting.length > 0) {
           concurrentUntil = arrived + CONTENDED_MS
           return queued(sessionId, body, arrived)
