@@ -12,29 +12,22 @@
  */
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { monitorEventLoopDelay } from "node:perf_hooks"
 import { fileCheckpointer } from "../src/index.js"
 import { rawLine } from "./file.js"
-import { appendUntil, awaitStart, reportLoopDelay } from "./shared.js"
+import { appendUntil, timedWriterRun } from "./shared.js"
 
 const [dir, mode, durationArg, monitorArg, sessionsArg, inFlightArg] = process.argv.slice(2)
 const inFlight = Number(inFlightArg ?? 1)
 const durationMs = Number(durationArg)
 const sessionId = sessionsArg === "own" ? `writer-${process.pid}` : "contended"
-const histogram = monitorEventLoopDelay({ resolution: 1 })
+// Every writer starts its timed run at the same instant, its store open.
+const run = timedWriterRun(durationMs, monitorArg === "1")
 let appends = 0
-let deadline = 0
-/** Every writer starts its timed run at the same instant, its store open. */
-const start = async () => {
-  await awaitStart()
-  if (monitorArg === "1") histogram.enable()
-  deadline = Date.now() + durationMs
-}
 
 if (mode === "library") {
   const c = fileCheckpointer({ dir: dir! })
   await c.head(sessionId)
-  await start()
+  const deadline = await run.start()
   appends = await appendUntil(c, sessionId, deadline, inFlight)
   await c.close()
 } else {
@@ -42,7 +35,7 @@ if (mode === "library") {
   const lockPath = join(dir!, `${sessionId}.lock`)
   const logPath = join(dir!, `${sessionId}.log`)
   const tail = Buffer.alloc(4096)
-  await start()
+  const deadline = await run.start()
   while (Date.now() < deadline) {
     let lock: number | undefined
     while (lock === undefined) {
@@ -64,4 +57,4 @@ if (mode === "library") {
     await new Promise((resolve) => setImmediate(resolve))
   }
 }
-reportLoopDelay(appends, histogram)
+run.report(appends)

@@ -1,5 +1,5 @@
 /** Pieces every benchmark shares: timing, medians, ratios, the events written, raw SQL appends. */
-import type { IntervalHistogram } from "node:perf_hooks"
+import { type IntervalHistogram, monitorEventLoopDelay } from "node:perf_hooks"
 import type Database from "better-sqlite3"
 import { Effect, type Layer, Stream } from "effect"
 import { AssistantMessage, Checkpointer, Session, UserMessage } from "../src/core.js"
@@ -115,10 +115,22 @@ export const runWriters = async (
   return Promise.all(writers.map((writer) => writer.exited))
 }
 
-/** In a writer process: say it is ready, and wait for `runWriters` to start every writer at once. */
-export const awaitStart = async (): Promise<void> => {
-  process.stdout.write("ready\n")
-  for await (const _ of process.stdin) break
+/**
+ * A contention writer's timed run: `start` says it is ready, waits for `runWriters` to start every
+ * writer at once, and resolves to the run's deadline; `report` prints its appends and its event-loop
+ * delay (measured from the start, when `monitor`).
+ */
+export const timedWriterRun = (durationMs: number, monitor: boolean) => {
+  const histogram = monitorEventLoopDelay({ resolution: 1 })
+  return {
+    start: async (): Promise<number> => {
+      process.stdout.write("ready\n")
+      for await (const _ of process.stdin) break
+      if (monitor) histogram.enable()
+      return Date.now() + durationMs
+    },
+    report: (appends: number) => reportLoopDelay(appends, histogram)
+  }
 }
 
 /**

@@ -5,29 +5,22 @@
  *
  * argv: <file> <mode: library | naive> <durationMs> <monitor: 0|1> <sessions: shared | own> [<inFlight>, library only; default 1]
  */
-import { monitorEventLoopDelay } from "node:perf_hooks"
 import Database from "better-sqlite3"
 import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
-import { appendUntil, awaitStart, rawSqliteAppender, reportLoopDelay } from "./shared.js"
+import { appendUntil, timedWriterRun, rawSqliteAppender } from "./shared.js"
 
 const [file, mode, durationArg, monitorArg, sessionsArg, inFlightArg] = process.argv.slice(2)
 const inFlight = Number(inFlightArg ?? 1)
 const sessionId = sessionsArg === "own" ? `writer-${process.pid}` : "contended"
 const durationMs = Number(durationArg)
-const histogram = monitorEventLoopDelay({ resolution: 1 })
+// Every writer starts its timed run at the same instant, its store open.
+const run = timedWriterRun(durationMs, monitorArg === "1")
 let appends = 0
-let deadline = 0
-/** Every writer starts its timed run at the same instant, its store open. */
-const start = async () => {
-  await awaitStart()
-  if (monitorArg === "1") histogram.enable()
-  deadline = Date.now() + durationMs
-}
 
 if (mode === "library") {
   const c = sqliteCheckpointer({ file: file!, busyTimeoutMs: 5000 })
   await c.head(sessionId)
-  await start()
+  const deadline = await run.start()
   appends = await appendUntil(c, sessionId, deadline, inFlight)
   await c.close()
 } else {
@@ -36,7 +29,7 @@ if (mode === "library") {
   db.pragma("journal_mode = WAL")
   db.pragma("busy_timeout = 5000")
   const append = rawSqliteAppender(db, sessionId)
-  await start()
+  const deadline = await run.start()
   while (Date.now() < deadline) {
     append(JSON.stringify({ _tag: "UserMessage", content: `w${process.pid} ${appends}`, origin: "user" }))
     appends++
@@ -44,4 +37,4 @@ if (mode === "library") {
   }
   db.close()
 }
-reportLoopDelay(appends, histogram)
+run.report(appends)
