@@ -3,7 +3,7 @@
  * codecs, encoder failures, injected I/O failures and bad options — on real files.
  */
 import { randomBytes } from "node:crypto"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Chunk, Effect, Layer, Stream } from "effect"
@@ -106,9 +106,12 @@ describe("torn tails", () => {
     const [start, end] = lineRanges(bytes).at(-1)!
     bytes[start + Math.floor((end - start) / 2)] = bytes[start + Math.floor((end - start) / 2)]! ^ 0x01
     writeFileSync(logOf(dir, "s"), bytes)
-    expect(await c.head("s")).toBe(1)
-    expect(await c.append("s", [message("next")], 1)).toBe(2)
-    expect(await contents(c, "s")).toEqual([[1, "kept"], [2, "next"]])
+    // Found by the next process to open the log (damage is not looked for at every append of
+    // a log this process keeps open and locked).
+    const later = checkpointer({ dir })
+    expect(await later.head("s")).toBe(1)
+    expect(await later.append("s", [message("next")], 1)).toBe(2)
+    expect(await contents(later, "s")).toEqual([[1, "kept"], [2, "next"]])
   })
 
   it("an append cut short between its records is invisible as a whole, then cut away", async () => {
@@ -120,10 +123,51 @@ describe("torn tails", () => {
     const ranges = lineRanges(bytes)
     // Keep two complete lines of the three-record batch: the batch never committed.
     writeFileSync(logOf(dir, "s"), bytes.subarray(0, ranges[2]![1]))
-    expect(await c.head("s")).toBe(1)
-    expect(await contents(c, "s")).toEqual([[1, "a"]])
-    expect(await c.append("s", [message("c")], 1)).toBe(2)
-    expect(await contents(c, "s")).toEqual([[1, "a"], [2, "c"]])
+    // As a crash leaves it for the next process.
+    const later = checkpointer({ dir })
+    expect(await later.head("s")).toBe(1)
+    expect(await contents(later, "s")).toEqual([[1, "a"]])
+    expect(await later.append("s", [message("c")], 1)).toBe(2)
+    expect(await contents(later, "s")).toEqual([[1, "a"], [2, "c"]])
+  })
+})
+
+describe("logs kept open between mutations", () => {
+  it("see what another writer did meanwhile: its appends, a truncate (a new file) and a delete", async () => {
+    const dir = freshDir()
+    const mine = checkpointer({ dir })
+    const other = checkpointer({ dir })
+    await mine.append("s", [message("1")])
+    await other.append("s", [message("2"), message("3")], 1)
+    expect(await mine.append("s", [message("4")], 3)).toBe(4)
+    await other.truncate("s", 2, 4)
+    expect(await mine.append("s", [message("3b")], 2)).toBe(3)
+    expect(await contents(other, "s")).toEqual([[1, "1"], [2, "2"], [3, "3b"]])
+    await other.delete("s")
+    expect(await mine.append("s", [message("fresh")], 0)).toBe(1)
+    expect(await contents(other, "s")).toEqual([[1, "fresh"]])
+  })
+
+  it("stay open for the 16 sessions used last, and close with the checkpointer", async () => {
+    const dir = freshDir()
+    const c = fileCheckpointer({ dir })
+    // Descriptors of this process open on a log in `dir`.
+    const openLogs = () =>
+      readdirSync("/proc/self/fd").filter((fd) => {
+        try {
+          const target = readlinkSync(join("/proc/self/fd", fd))
+          return target.startsWith(dir) && target.endsWith("/log")
+        } catch {
+          return false
+        }
+      }).length
+    for (let round = 0; round < 2; round++) {
+      for (let n = 0; n < 40; n++) expect(await c.append(`s${n}`, [message(`${round}`)], round)).toBe(round + 1)
+    }
+    expect(openLogs()).toBe(16)
+    for (let n = 0; n < 40; n++) expect(await contents(c, `s${n}`)).toEqual([[1, "0"], [2, "1"]])
+    await c.close()
+    expect(openLogs()).toBe(0)
   })
 })
 

@@ -350,6 +350,47 @@ describe("taking a lock someone else holds", () => {
   })
 })
 
+describe("holders of one process in a row", () => {
+  it("share one lock file, with what the last one left, until the next turn of the event loop or MAX_HANDOVERS holders", async () => {
+    const dir = freshDir()
+    await withService(Effect.gen(function*() {
+      const inherited: Array<unknown> = []
+      const hold = (baton: number) =>
+        lock(dir, "s", 1_000, (held) =>
+          Effect.sync(() => {
+            inherited.push(held.inherited)
+            held.leave?.(baton)
+          }))
+      const nextTurn = Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      yield* hold(0)
+      // Kept for the next holder of this process, for the rest of this turn.
+      expect(fs.existsSync(lockPath(dir, "s"))).toBe(true)
+      yield* nextTurn
+      expect(fs.existsSync(lockPath(dir, "s"))).toBe(false)
+      inherited.length = 0
+      for (let n = 0; n <= SessionLock.MAX_HANDOVERS; n++) yield* hold(n)
+      // The first takes the lock anew; each next one inherits from the last, until the bound.
+      expect(inherited[0]).toBeUndefined()
+      expect(inherited.slice(1, SessionLock.MAX_HANDOVERS)).toEqual(Array.from({ length: SessionLock.MAX_HANDOVERS - 1 }, (_, n) => n))
+      expect(inherited[SessionLock.MAX_HANDOVERS]).toBeUndefined()
+      yield* nextTurn
+      // A lock file handed on is still checked before every write: one taken over meanwhile
+      // (against the protocol: its lease was fresh) stops the write, and is then let go.
+      yield* hold(1)
+      fs.renameSync(lockPath(dir, "s"), `${lockPath(dir, "s")}.taken`)
+      plantLock(dir, "s", { owner: "usurper" })
+      const lost = yield* Effect.flip(lock(dir, "s", 0, (held) => held.ensureHeld))
+      expect(lost).toBeInstanceOf(CheckpointLockLostError)
+      const next = yield* Effect.flip(lock(dir, "s", 0, (held) => Effect.succeed(held.inherited)))
+      expect(next).toBeInstanceOf(CheckpointBusyError)
+      expect(recordOf(dir, "s").owner).toBe("usurper")
+      fs.rmSync(lockPath(dir, "s"))
+      fs.rmSync(`${lockPath(dir, "s")}.taken`)
+    }))
+    expect(entries(dir)).toEqual([])
+  })
+})
+
 describe("interruption", () => {
   it("a waiter interrupted leaves no lock behind; a holder interrupted releases its lock", async () => {
     const dir = freshDir()

@@ -19,7 +19,7 @@
 import { randomBytes } from "node:crypto"
 import { homedir } from "node:os"
 import { join } from "node:path"
-import { Chunk, Context, Duration, Effect, Layer, Option, Random, Schedule, Schema, Stream } from "effect"
+import { Chunk, Context, Duration, Effect, Exit, Layer, Option, Random, Schedule, Schema, Scope, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
   CheckpointIntegrityError,
@@ -84,10 +84,27 @@ const newGeneration = () => randomBytes(8).toString("hex")
 
 /** The header is one short JSON line at the start of the log. */
 const HEADER_READ_BYTES = 4096
+/** Logs kept open between mutations; beyond this many, the least recently used are closed. */
+const OPEN_LOGS = 16
 /** How often a follower looks without a file-system event (events can be lost, or never come on network file systems). */
 const FOLLOW_POLL_MS = 500
 /** A session directory's watch is renewed this often: a deleted and re-created directory is a new one to watch. */
 const WATCH_RENEW_MS = 30_000
+
+/** A log kept open by this process, and what it knows of it. */
+interface OpenLog {
+  readonly scope: Scope.CloseableScope
+  readonly file: LogHandle
+  /** The file's identity when opened (see `LogFiles.identify`). */
+  readonly identity: string
+  readonly headerEnd: number
+  /** The file's size as last seen or written here; a torn tail makes it larger than `committedEnd`. */
+  size: number
+  head: number
+  committedEnd: number
+  /** False while (or once) the file may not be as described: a write under way or failed, or the file replaced. */
+  reusable: boolean
+}
 
 interface ResolvedOptions {
   readonly dir: string
@@ -399,72 +416,168 @@ export const make = (options: FileCheckpointerOptions = {}) =>
         return found
       })
 
-    const withSession: Checkpointer.CheckpointerDriver["withSession"] = (sessionId, use) =>
-      withSessionLock(sessionId, (held) =>
-        Effect.scoped(Effect.gen(function*() {
-          const file = yield* files.open(logPath(sessionId), "update")
+    // -------------------------------------------------------------------------------------
+    // Logs kept open between mutations
+    // -------------------------------------------------------------------------------------
+
+    /**
+     * Open logs of recent mutations, least recently used first. Only touched under the session's
+     * lock; a log in use is out of the map. A kept log is reused only while its path still names
+     * it and its size is still its committed end: a log only grows in place (other processes'
+     * appends), and every rewrite is a new file renamed over it, so the bytes up to that end,
+     * and what was read from them, are as they were.
+     */
+    const openLogs = new Map<string, OpenLog>()
+    let closing = false
+    const closeLog = (log: OpenLog) => Scope.close(log.scope, Exit.void)
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        closing = true
+        const kept = [...openLogs.values()]
+        openLogs.clear()
+        return Effect.forEach(kept, closeLog, { discard: true })
+      })
+    )
+
+    const openFresh = (sessionId: string): Effect.Effect<OpenLog | undefined, CheckpointerError> =>
+      Effect.flatMap(Scope.make(), (scope) =>
+        Effect.gen(function*() {
+          const file = yield* Scope.extend(files.open(logPath(sessionId), "update"), scope)
           if (file === undefined) {
-            const directory = sessionDir(sessionId)
-            return yield* use({
-              head: 0,
-              append: (records) =>
-                Effect.gen(function*() {
-                  // Encode first: a failing codec leaves no trace.
-                  const lines = yield* encodeLines(sessionId, records)
-                  yield* held.ensureHeld
-                  yield* files.makeDirectory(directory)
-                  if (durable) yield* files.flushDirectory(realDir)
-                  const header = Buffer.from(headerLine(codec.name, codec.keyId, newGeneration()), "utf8")
-                  yield* replaceAtomically(held, directory, logPath(sessionId), [header, lines])
-                }),
-              truncate: () => Effect.void,
-              putBlobs: (added) => putBlobs(held, sessionId, added),
-              missingBlobs: (hashes) => missingBlobs(sessionId, hashes),
-              deleteBlobs: (hashes) => deleteBlobs(held, sessionId, hashes),
-              records: () => read(sessionId, 0),
-              storedBlobs: listBlobs(sessionId)
-            })
+            yield* Scope.close(scope, Exit.void)
+            return undefined
           }
+          const identity = yield* file.identity
           const tail = yield* inspect(sessionId, file)
-          /** Cut a torn tail back to the last committed batch, keeping the cut bytes. */
-          const repair = tail.committedEnd < tail.size
-            ? held.ensureHeld.pipe(
-              Effect.zipRight(keepTornBytes(sessionId, file, tail.committedEnd, tail.size)),
+          const log: OpenLog = { scope, file, identity, ...tail, reusable: true }
+          return log
+        }).pipe(Effect.onError(() => Scope.close(scope, Exit.void))))
+
+    /** The session's log, open, with its committed head and end; `undefined` when the session has none. */
+    const openLog = (held: HeldSessionLock, sessionId: string): Effect.Effect<OpenLog | undefined, CheckpointerError> =>
+      Effect.suspend(() => {
+        const kept = openLogs.get(sessionId)
+        if (kept === undefined) return openFresh(sessionId)
+        openLogs.delete(sessionId)
+        // Handed over with the lock by its last holder: no one else can have written since.
+        if (held.inherited === kept) return Effect.succeed(kept)
+        return Effect.zip(files.identify(logPath(sessionId)), kept.file.size).pipe(
+          Effect.onError(() => closeLog(kept)),
+          Effect.flatMap(([identity, size]) =>
+            identity === kept.identity && size === kept.committedEnd
+              ? Effect.succeed(kept)
+              : Effect.zipRight(closeLog(kept), openFresh(sessionId))
+          )
+        )
+      })
+
+    /** Keep a log open for the session's next mutation (closing the least recently used beyond `OPEN_LOGS`), or close it. */
+    const keepOpen = (held: HeldSessionLock, sessionId: string, log: OpenLog) =>
+      Effect.suspend(() => {
+        if (!log.reusable || closing) return closeLog(log)
+        held.leave?.(log)
+        openLogs.set(sessionId, log)
+        if (openLogs.size <= OPEN_LOGS) return Effect.void
+        const [oldest, evicted] = openLogs.entries().next().value!
+        openLogs.delete(oldest)
+        return closeLog(evicted)
+      })
+
+    const forgetLog = (sessionId: string) =>
+      Effect.suspend(() => {
+        const kept = openLogs.get(sessionId)
+        if (kept === undefined) return Effect.void
+        openLogs.delete(sessionId)
+        return closeLog(kept)
+      })
+
+    /** The first append of a session: its log is written whole beside its path and renamed into place. */
+    const newSession = (held: HeldSessionLock, sessionId: string): Checkpointer.LockedSession => {
+      const directory = sessionDir(sessionId)
+      return {
+        head: 0,
+        append: (records) =>
+          Effect.gen(function*() {
+            // Encode first: a failing codec leaves no trace.
+            const lines = yield* encodeLines(sessionId, records)
+            yield* held.ensureHeld
+            yield* files.makeDirectory(directory)
+            if (durable) yield* files.flushDirectory(realDir)
+            const header = Buffer.from(headerLine(codec.name, codec.keyId, newGeneration()), "utf8")
+            yield* replaceAtomically(held, directory, logPath(sessionId), [header, lines])
+          }),
+        truncate: () => Effect.void,
+        putBlobs: (added) => putBlobs(held, sessionId, added),
+        missingBlobs: (hashes) => missingBlobs(sessionId, hashes),
+        deleteBlobs: (hashes) => deleteBlobs(held, sessionId, hashes),
+        records: () => read(sessionId, 0),
+        storedBlobs: listBlobs(sessionId)
+      }
+    }
+
+    /** A session whose log exists, open as `log`; `log` follows what is written. */
+    const existingSession = (held: HeldSessionLock, sessionId: string, log: OpenLog): Checkpointer.LockedSession => {
+      const { file } = log
+      /** Cut a torn tail back to the last committed batch, keeping the cut bytes. */
+      const repair = Effect.suspend(() =>
+        log.committedEnd < log.size
+          ? held.ensureHeld.pipe(
+            Effect.zipRight(keepTornBytes(sessionId, file, log.committedEnd, log.size)),
+            Effect.zipRight(held.ensureHeld),
+            Effect.zipRight(file.truncate(log.committedEnd)),
+            Effect.zipRight(Effect.sync(() => {
+              log.size = log.committedEnd
+            }))
+          )
+          : Effect.void
+      )
+      return {
+        head: log.head,
+        append: (records) =>
+          // Encode first: a failing codec leaves the file exactly as it was.
+          Effect.flatMap(encodeLines(sessionId, records), (lines) =>
+            repair.pipe(
+              // Right before the write: is the lock still ours?
               Effect.zipRight(held.ensureHeld),
-              Effect.zipRight(file.truncate(tail.committedEnd))
-            )
-            : Effect.void
-          return yield* use({
-            head: tail.head,
-            append: (records) =>
-              Effect.gen(function*() {
-                // Encode first: a failing codec leaves the file exactly as it was.
-                const lines = yield* encodeLines(sessionId, records)
-                yield* repair
-                // Right before the write: is the lock still ours?
-                yield* held.ensureHeld
-                const written = file.writeAt(tail.committedEnd, lines).pipe(
-                  Effect.zipRight(durable ? file.flush : Effect.void)
-                )
+              Effect.zipRight(Effect.suspend(() => {
+                const at = log.committedEnd
+                // Until the write is known to be whole, the log is not reused as described.
+                log.reusable = false
+                const written = file.writeAt(at, lines).pipe(Effect.zipRight(durable ? file.flush : Effect.void))
                 // A failed write (disk full, I/O error) must not leave part of a batch behind. Cut it
                 // back only while the lock is ours; after a takeover the new holder cuts it as a torn tail.
-                yield* written.pipe(
-                  Effect.tapError(() => held.ensureHeld.pipe(Effect.zipRight(file.truncate(tail.committedEnd)), Effect.ignore))
+                return written.pipe(
+                  Effect.tapError(() => held.ensureHeld.pipe(Effect.zipRight(file.truncate(at)), Effect.ignore)),
+                  Effect.zipRight(Effect.sync(() => {
+                    log.head = records.at(-1)!.seq
+                    log.committedEnd = log.size = at + lines.length
+                    log.reusable = true
+                  }))
                 )
-              }),
-            truncate: (toSeq) =>
-              Effect.gen(function*() {
-                const contents = yield* truncatedContents(sessionId, file, tail.headerEnd, tail.committedEnd, toSeq)
-                yield* repair
-                yield* replaceAtomically(held, sessionDir(sessionId), logPath(sessionId), contents)
-              }),
-            putBlobs: (added) => putBlobs(held, sessionId, added),
-            missingBlobs: (hashes) => missingBlobs(sessionId, hashes),
-            deleteBlobs: (hashes) => deleteBlobs(held, sessionId, hashes),
-            records: () => read(sessionId, 0),
-            storedBlobs: listBlobs(sessionId)
-          })
-        })))
+              }))
+            )),
+        truncate: (toSeq) =>
+          Effect.gen(function*() {
+            const contents = yield* truncatedContents(sessionId, file, log.headerEnd, log.committedEnd, toSeq)
+            yield* repair
+            // The log is replaced by a new file: this one is done with.
+            log.reusable = false
+            yield* replaceAtomically(held, sessionDir(sessionId), logPath(sessionId), contents)
+          }),
+        putBlobs: (added) => putBlobs(held, sessionId, added),
+        missingBlobs: (hashes) => missingBlobs(sessionId, hashes),
+        deleteBlobs: (hashes) => deleteBlobs(held, sessionId, hashes),
+        records: () => read(sessionId, 0),
+        storedBlobs: listBlobs(sessionId)
+      }
+    }
+
+    const withSession: Checkpointer.CheckpointerDriver["withSession"] = (sessionId, use) =>
+      withSessionLock(sessionId, (held) =>
+        Effect.flatMap(openLog(held, sessionId), (log) =>
+          log === undefined
+            ? use(newSession(held, sessionId))
+            : Effect.ensuring(use(existingSession(held, sessionId, log)), keepOpen(held, sessionId, log))))
 
     const list = Effect.gen(function*() {
       const entries = yield* files.list(realDir)
@@ -483,6 +596,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
           if ((yield* files.modifiedAt(sessionDir(sessionId))) === undefined) return
           const doomed = join(trashDir, `${sessionId}.${yield* randomSuffix}`)
           yield* files.makeDirectory(trashDir)
+          yield* forgetLog(sessionId)
           yield* held.ensureHeld
           // One rename takes the whole session out of sight; removing the files can then fail harmlessly.
           yield* files.rename(sessionDir(sessionId), doomed)

@@ -15,6 +15,8 @@ import { StorageError } from "../../core/errors.js"
 
 export interface LogHandle {
   readonly size: Effect.Effect<number, StorageError>
+  /** Which file this is (device and inode): compared with `identify` to tell whether a path still names it. */
+  readonly identity: Effect.Effect<string, StorageError>
   /** Up to `length` bytes at `position` (fewer at end of file). */
   readonly readAt: (position: number, length: number) => Effect.Effect<Uint8Array, StorageError>
   /** All of `bytes` at `position`. */
@@ -42,6 +44,8 @@ export interface LogFilesService {
   readonly list: (path: string) => Effect.Effect<ReadonlyArray<string>, StorageError>
   /** Modification time of a file, or `undefined` when it does not exist. */
   readonly modifiedAt: (path: string) => Effect.Effect<Date | undefined, StorageError>
+  /** Which file `path` names now (as `LogHandle.identity` says it), or `undefined` when none. */
+  readonly identify: (path: string) => Effect.Effect<string | undefined, StorageError>
   /** Create `path` if needed and check it is a readable, writable directory; its real path. */
   readonly prepareDirectory: (path: string) => Effect.Effect<string, StorageError>
   /**
@@ -61,8 +65,11 @@ const attempt = <A>(operation: string, run: () => A) =>
 /** Reads larger than this go through the thread pool. */
 const ASYNC_READ_BYTES = 256 * 1024
 
+const identityOf = (stat: fs.BigIntStats) => `${stat.dev}:${stat.ino}`
+
 const handleFor = (fd: number): LogHandle => ({
   size: attempt("stat", () => fs.fstatSync(fd).size),
+  identity: attempt("stat", () => identityOf(fs.fstatSync(fd, { bigint: true }))),
   readAt: (position, length) => {
     const read = (buffer: Buffer, filled: number): number => {
       while (filled < length) {
@@ -141,6 +148,15 @@ export const node: LogFilesService = {
     attempt("stat", () => {
       try {
         return fs.statSync(path).mtime
+      } catch (error) {
+        if (codeOf(error) === "ENOENT" || codeOf(error) === "ENOTDIR") return undefined
+        throw error
+      }
+    }),
+  identify: (path) =>
+    attempt("stat", () => {
+      try {
+        return identityOf(fs.statSync(path, { bigint: true }))
       } catch (error) {
         if (codeOf(error) === "ENOENT" || codeOf(error) === "ENOTDIR") return undefined
         throw error

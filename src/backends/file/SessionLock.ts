@@ -11,7 +11,7 @@
  * when the lock is no longer its own, so a writer that was paused past its lease writes nothing.
  */
 import { join } from "node:path"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Exit, Layer, Schema } from "effect"
 import { messageOf } from "../../core/causes.js"
 import { makeKeyedMutex } from "../../core/keyedMutex.js"
 import { decodeOptions, numberAtLeast } from "../../core/options.js"
@@ -30,6 +30,14 @@ export interface SessionLockTarget {
 export interface HeldSessionLock {
   /** Succeeds while the lock is still this holder's; run it right before every write. */
   readonly ensureHeld: Effect.Effect<void, CheckpointLockLostError | StorageError>
+  /**
+   * What the previous holder left with `leave`, when this process has kept the lock since
+   * without a break (so no one else can have written meanwhile); otherwise `undefined`.
+   * Optional: a lock service without it never vouches for continuity.
+   */
+  readonly inherited?: unknown
+  /** Leave `baton` to the next holder, should this process keep the lock for it. */
+  readonly leave?: (baton: unknown) => void
 }
 
 export interface SessionLockService {
@@ -66,6 +74,8 @@ export const layerInProcess: Layer.Layer<SessionLock> = Layer.sync(SessionLock, 
 export const DEFAULT_LEASE_MS = 5_000
 /** Longest pause between two attempts to take a held lock. */
 export const MAX_POLL_MS = 25
+/** How many holders of this process in a row may share one lock file before it is released for others. */
+export const MAX_HANDOVERS = 64
 
 const storageError = (operation: string) => (cause: unknown) =>
   new StorageError({ operation, detail: `session lock: ${messageOf(cause)}`, cause })
@@ -93,14 +103,43 @@ const lostLock = (sessionId: string, leaseMs: number) =>
       "(the process was paused, or its event loop stalled)"
   })
 
+/** A lock file handed on to the next holder of this process (see `releaseSoon`). */
+interface HandedOn {
+  readonly owner: LockFile.Owner
+  readonly file: LockFile.HeldFile
+  /** How many holders in a row have had it. */
+  readonly turns: number
+  /** What its last holder left for the next one. */
+  readonly baton: unknown
+}
+
 /** The lock-file service; its liveness sockets are closed when the scope closes. */
 export const makeNode = (options: NodeSessionLockOptions = {}) =>
   Effect.gen(function*() {
     const leaseMs = yield* resolveLease(options)
     const kernel = LockFile.kernelIdentity()
-    const mutex = makeKeyedMutex()
     const owners = new Map<string, LockFile.Owner>()
     const held = new Set<LockFile.HeldFile>()
+    const releaseFile = (owner: LockFile.Owner, file: LockFile.HeldFile) => {
+      held.delete(file)
+      LockFile.release(owner, file)
+    }
+    /**
+     * Lock files kept a moment, by key, for the next fiber of this process that needs the same
+     * session: a holder that ends hands its lock file on rather than removing it, and it is
+     * released at the next turn of the event loop unless someone here took it up meanwhile
+     * (appends issued together then share one lock file instead of each creating it anew).
+     */
+    const handedOn = new Map<string, HandedOn>()
+    const releaseSoon = (key: string, kept: HandedOn) => {
+      handedOn.set(key, kept)
+      setImmediate(() => {
+        if (handedOn.get(key) !== kept) return
+        handedOn.delete(key)
+        releaseFile(kept.owner, kept.file)
+      })
+    }
+    const mutex = makeKeyedMutex()
 
     // One timer renews every lock this service holds. Unref'd: it never keeps a process alive.
     const heartbeat = setInterval(() => {
@@ -116,6 +155,8 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         clearInterval(heartbeat)
+        for (const kept of handedOn.values()) releaseFile(kept.owner, kept.file)
+        handedOn.clear()
         for (const owner of owners.values()) LockFile.closeOwner(owner)
         owners.clear()
       })
@@ -140,16 +181,38 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
         return owner === undefined ? opening.withPermits(1)(open(directory)) : Effect.succeed(owner)
       })
 
+    /** The lock file handed on for `key`, if it is still this process's; `undefined` otherwise (then released). */
+    const takeHandedOn = (key: string) => {
+      const kept = handedOn.get(key)
+      if (kept === undefined) return undefined
+      handedOn.delete(key)
+      let still = false
+      try {
+        // A lease renewed less than half a lease ago cannot have been judged expired (nor can a
+        // live holder be judged dead): then it is still ours without a look at the file.
+        still = LockFile.renewedWithin(kept.file, leaseMs / 2) || LockFile.confirm(kept.owner, kept.file)
+      } catch {
+        // Judged below as lost: the lock is taken the usual way.
+      }
+      if (still) return kept
+      releaseFile(kept.owner, kept.file)
+      return undefined
+    }
+
     const locked = <A, E, R>(
       owner: LockFile.Owner,
       target: SessionLockTarget,
       use: (lock: HeldSessionLock) => Effect.Effect<A, E, R>
     ) =>
       Effect.suspend(() => {
+        const key = keyOf(target)
         const path = join(owner.locksDir, target.sessionId)
-        // Set in the same synchronous step that creates the file, and released on every exit
-        // (interruption included), so a taken lock can never be left behind.
-        let acquired: LockFile.HeldFile | undefined
+        const kept = takeHandedOn(key)
+        // How many holders in a row have had this lock file: bounded, so other processes get their turn.
+        const turns = kept === undefined ? 1 : kept.turns + 1
+        // Set in the same synchronous step that creates the file, and released (or handed on) on
+        // every exit, interruption included, so a taken lock can never be left behind.
+        let acquired: LockFile.HeldFile | undefined = kept?.file
         const create = Effect.try({
           try: () => (acquired = LockFile.create(owner, path)),
           catch: storageError("lock")
@@ -166,25 +229,42 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
                   : Effect.succeed(again)
               )
             ))
-        return retryWhileBusy(attempt, { timeoutMs: target.timeoutMs, maxPauseMs: MAX_POLL_MS, sessionId: target.sessionId })
-          .pipe(
-            Effect.flatMap((file) => {
-              held.add(file)
-              const ensureHeld = Effect.suspend((): Effect.Effect<void, CheckpointLockLostError | StorageError> => {
-                try {
-                  return LockFile.confirm(owner, file) ? Effect.void : Effect.fail(lostLock(target.sessionId, leaseMs))
-                } catch (cause) {
-                  return Effect.fail(storageError("lock")(cause))
-                }
-              })
-              return use({ ensureHeld })
-            }),
-            Effect.ensuring(Effect.sync(() => {
-              if (acquired === undefined) return
-              held.delete(acquired)
-              LockFile.release(owner, acquired)
-            }))
-          )
+        const taken = kept !== undefined
+          ? Effect.succeed(kept.file)
+          : retryWhileBusy(attempt, { timeoutMs: target.timeoutMs, maxPauseMs: MAX_POLL_MS, sessionId: target.sessionId })
+        let baton: unknown
+        // Set once `ensureHeld` found the lock file taken over: nothing of it is handed on.
+        let lost = false
+        return taken.pipe(
+          Effect.flatMap((file) => {
+            held.add(file)
+            const ensureHeld = Effect.suspend((): Effect.Effect<void, CheckpointLockLostError | StorageError> => {
+              try {
+                if (LockFile.confirm(owner, file)) return Effect.void
+                lost = true
+                return Effect.fail(lostLock(target.sessionId, leaseMs))
+              } catch (cause) {
+                return Effect.fail(storageError("lock")(cause))
+              }
+            })
+            return use({
+              ensureHeld,
+              inherited: kept?.baton,
+              leave: (left) => {
+                baton = left
+              }
+            })
+          }),
+          Effect.onExit((exit) => Effect.sync(() => {
+            if (acquired === undefined) return
+            // An interrupted holder lets go at once: whoever interrupted it may be waiting for the lock.
+            if (turns < MAX_HANDOVERS && !lost && !owner.closed && !Exit.isInterrupted(exit)) {
+              releaseSoon(key, { owner, file: acquired, turns, baton })
+            } else {
+              releaseFile(owner, acquired)
+            }
+          }))
+        )
       })
 
     const withLock: SessionLockService["withLock"] = (target, use) =>

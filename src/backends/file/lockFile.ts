@@ -440,6 +440,9 @@ export const create = (owner: Owner, path: string, retried = false): HeldFile | 
   }
 }
 
+/** Whether the held lock's lease was renewed less than `ms` ago. */
+export const renewedWithin = (held: HeldFile, ms: number): boolean => performance.now() - held.lease.renewedAt < ms
+
 /** Renew the lease of a held lock (for the heartbeat). */
 export const renew = (held: HeldFile) => renewLease(held.lease)
 
