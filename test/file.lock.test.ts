@@ -391,6 +391,35 @@ describe("holders of one process in a row", () => {
   })
 })
 
+describe("taking turns with other processes", () => {
+  it("a process that keeps taking a lock gives way, after TURN_MS, to one that waits for it", async () => {
+    const dir = freshDir()
+    const outcome = await withService(Effect.gen(function*() {
+      let others = 0
+      let mine = 0
+      const nextTurn = Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      // This service takes the lock again and again, each hold right after the last.
+      const keepTaking = Effect.gen(function*() {
+        while (others === 0 && mine < 100_000) {
+          yield* lock(dir, "s", 5_000, () => Effect.sync(() => mine++))
+          yield* nextTurn
+        }
+      })
+      const taker = yield* Effect.fork(keepTaking)
+      yield* Effect.sleep("20 millis")
+      // Another lock service (as another process would be) waits for the same lock.
+      const started = Date.now()
+      yield* lock(dir, "s", 3_000, () => Effect.sync(() => others++)).pipe(Effect.provide(SessionLock.layerNode()))
+      const waitedMs = Date.now() - started
+      yield* Fiber.join(taker)
+      return { waitedMs, mine }
+    }))
+    expect(outcome.mine).toBeGreaterThan(10)
+    expect(outcome.waitedMs).toBeLessThan(SessionLock.TURN_MS + 1_000)
+    expect(entries(dir)).toEqual([])
+  })
+})
+
 describe("interruption", () => {
   it("a waiter interrupted leaves no lock behind; a holder interrupted releases its lock", async () => {
     const dir = freshDir()

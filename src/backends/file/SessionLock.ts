@@ -11,7 +11,7 @@
  * when the lock is no longer its own, so a writer that was paused past its lease writes nothing.
  */
 import { join } from "node:path"
-import { Context, Effect, Exit, Layer, Schema } from "effect"
+import { Context, Duration, Effect, Exit, Layer, Schema } from "effect"
 import { messageOf } from "../../core/causes.js"
 import { makeKeyedMutex } from "../../core/keyedMutex.js"
 import { decodeOptions, numberAtLeast } from "../../core/options.js"
@@ -72,8 +72,12 @@ export const layerInProcess: Layer.Layer<SessionLock> = Layer.sync(SessionLock, 
 
 
 export const DEFAULT_LEASE_MS = 5_000
-/** Longest pause between two attempts to take a held lock. */
-export const MAX_POLL_MS = 25
+/** Longest pause between two attempts to take a held lock (an attempt is a few system calls). */
+export const MAX_POLL_MS = 5
+/** How long a process keeps a lock others wait for before it gives way. */
+export const TURN_MS = 50
+/** How long it then stays away: long enough for every waiter to try at least once. */
+const AWAY_MS = 2 * MAX_POLL_MS
 /** How many holders of this process in a row may share one lock file before it is released for others. */
 export const MAX_HANDOVERS = 64
 
@@ -113,6 +117,17 @@ interface HandedOn {
   readonly baton: unknown
 }
 
+/** One process's run of holds of one session's lock (see `tenureOf`); times are `performance.now()`. */
+interface Tenure {
+  /** When the run began, or when the waiters were last looked for. */
+  since: number
+  releasedAt: number
+  /** Until when this process stays away, having given way. */
+  awayUntil: number
+  /** Holders of this process holding it now (0 or 1). */
+  holding: number
+}
+
 /** The lock-file service; its liveness sockets are closed when the scope closes. */
 export const makeNode = (options: NodeSessionLockOptions = {}) =>
   Effect.gen(function*() {
@@ -137,7 +152,47 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
         if (handedOn.get(key) !== kept) return
         handedOn.delete(key)
         releaseFile(kept.owner, kept.file)
+        tenureOf(key).releasedAt = performance.now()
       })
+    }
+
+    /**
+     * Taking turns with other processes. A process that keeps taking a session's lock (handed on,
+     * or taken again right after letting it go) has a tenure; after `TURN_MS` of it, if someone
+     * has said they wait (`markWanted`), it lets the lock go and stays away for `AWAY_MS`.
+     */
+    const tenures = new Map<string, Tenure>()
+    const tenureOf = (key: string): Tenure => {
+      let tenure = tenures.get(key)
+      if (tenure === undefined) {
+        // Forget the sessions this process let go of long ago.
+        if (tenures.size >= 256) {
+          const old = performance.now() - 1_000
+          for (const [other, entry] of tenures) if (entry.releasedAt < old && entry.holding === 0) tenures.delete(other)
+        }
+        tenure = { since: 0, releasedAt: Number.NEGATIVE_INFINITY, awayUntil: 0, holding: 0 }
+        tenures.set(key, tenure)
+      }
+      return tenure
+    }
+    /** The holder of `key` ends its hold: whether it should give way to a waiting process now. */
+    const shouldGiveWay = (owner: LockFile.Owner, sessionId: string, tenure: Tenure) => {
+      const now = performance.now()
+      if (now - tenure.since < TURN_MS) return false
+      let wanted = false
+      try {
+        const since = LockFile.wantedSince(owner, sessionId)
+        wanted = since !== undefined && Date.now() - since < AWAY_MS
+      } catch {
+        // Unknown: keep going, and look again after the next turn.
+      }
+      if (wanted) {
+        tenure.awayUntil = now + AWAY_MS
+        tenure.since = Number.POSITIVE_INFINITY
+      } else {
+        tenure.since = now
+      }
+      return wanted
     }
     const mutex = makeKeyedMutex()
 
@@ -210,6 +265,7 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
         const kept = takeHandedOn(key)
         // How many holders in a row have had this lock file: bounded, so other processes get their turn.
         const turns = kept === undefined ? 1 : kept.turns + 1
+        const tenure = tenureOf(key)
         // Set in the same synchronous step that creates the file, and released (or handed on) on
         // every exit, interruption included, so a taken lock can never be left behind.
         let acquired: LockFile.HeldFile | undefined = kept?.file
@@ -217,7 +273,9 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
           try: () => (acquired = LockFile.create(owner, path)),
           catch: storageError("lock")
         })
+        let waited = false
         // Create the lock; if someone has it, judge their lock, and if it was stale, create again.
+        // Still held: say so, for a holder that has had it a while to give way.
         const attempt = Effect.flatMap(create, (file) =>
           file !== undefined
             ? Effect.succeed(file)
@@ -225,19 +283,41 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
               Effect.flatMap((cleared) => (cleared ? create : Effect.succeed(undefined))),
               Effect.flatMap((again) =>
                 again === undefined
-                  ? Effect.fail(new Busy({ detail: "another process holds the session lock" }))
+                  ? Effect.try({
+                    try: () => {
+                      waited = true
+                      LockFile.markWanted(owner, target.sessionId)
+                    },
+                    catch: storageError("lock")
+                  }).pipe(
+                    Effect.zipRight(Effect.fail(new Busy({ detail: "another process holds the session lock" })))
+                  )
                   : Effect.succeed(again)
               )
             ))
+        const away = tenure.awayUntil - performance.now()
         const taken = kept !== undefined
           ? Effect.succeed(kept.file)
-          : retryWhileBusy(attempt, { timeoutMs: target.timeoutMs, maxPauseMs: MAX_POLL_MS, sessionId: target.sessionId })
+          : Effect.zipRight(
+            // Having just given way, leave the waiters their chance first.
+            away > 0 ? Effect.sleep(Duration.millis(away)) : Effect.void,
+            retryWhileBusy(attempt, { timeoutMs: target.timeoutMs, maxPauseMs: MAX_POLL_MS, sessionId: target.sessionId })
+          ).pipe(
+            // Got it, gave up or was interrupted: a waiter no more (others waiting put the sign back).
+            Effect.ensuring(Effect.sync(() => {
+              if (waited) LockFile.unmarkWanted(owner, target.sessionId)
+            }))
+          )
         let baton: unknown
         // Set once `ensureHeld` found the lock file taken over: nothing of it is handed on.
         let lost = false
         return taken.pipe(
           Effect.flatMap((file) => {
             held.add(file)
+            tenure.holding++
+            // A tenure starts when the lock is taken after a while without it.
+            const now = performance.now()
+            if (kept === undefined && (now - tenure.releasedAt > AWAY_MS || tenure.since === Number.POSITIVE_INFINITY)) tenure.since = now
             const ensureHeld = Effect.suspend((): Effect.Effect<void, CheckpointLockLostError | StorageError> => {
               try {
                 if (LockFile.confirm(owner, file)) return Effect.void
@@ -257,11 +337,15 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
           }),
           Effect.onExit((exit) => Effect.sync(() => {
             if (acquired === undefined) return
+            tenure.holding--
             // An interrupted holder lets go at once: whoever interrupted it may be waiting for the lock.
-            if (turns < MAX_HANDOVERS && !lost && !owner.closed && !Exit.isInterrupted(exit)) {
+            const handOn = turns < MAX_HANDOVERS && !lost && !owner.closed && !Exit.isInterrupted(exit) &&
+              !shouldGiveWay(owner, target.sessionId, tenure)
+            if (handOn) {
               releaseSoon(key, { owner, file: acquired, turns, baton })
             } else {
               releaseFile(owner, acquired)
+              tenure.releasedAt = performance.now()
             }
           }))
         )

@@ -8,6 +8,7 @@
  * <dir>/.locks/.r-<token>          a holder's record (who, which kernel, which lease, which socket)
  * <dir>/.locks/.o-<token>          a holder's liveness socket, listening while it lives
  * <dir>/.locks/.stale-<token>-<n>  a stale lock being removed (a moment; leftovers are swept)
+ * <dir>/.locks/.wanted-<sessionId>  touched by whoever waits for that lock (see `markWanted`)
  * ```
  *
  * - Taking the lock is creating its file exclusively: `link(record, lock)`, which fails if the
@@ -52,6 +53,7 @@ export const LOCKS_DIR = ".locks"
 const OWNER_PREFIX = ".o-"
 const RECORD_PREFIX = ".r-"
 const STALE_PREFIX = ".stale-"
+const WANTED_PREFIX = ".wanted-"
 /** Leftovers of crashes are swept once this many leases old. */
 const LEFTOVER_LEASES = 10
 /** Unix socket paths are limited (104 bytes on macOS, 108 on Linux, terminator included). */
@@ -112,6 +114,12 @@ export interface Owner {
   holding: number
   closed: boolean
   staleCounter: number
+  /**
+   * Locks whose holder was judged alive lately, by inode (a holder's locks are links to its
+   * record, so one inode per holder): not judged again until `until` (`performance.now()`),
+   * unless their lease runs out first.
+   */
+  readonly judgedLive: Map<bigint, { readonly until: number; readonly leaseMs: number }>
 }
 
 const readKernelIdentity = (): string => {
@@ -190,7 +198,8 @@ export const openOwner = async (directory: string, leaseMs: number, kernel: stri
     hardLinks: true,
     holding: 0,
     closed: false,
-    staleCounter: 0
+    staleCounter: 0,
+    judgedLive: new Map()
   }
   await sweep(owner)
   return owner
@@ -299,7 +308,7 @@ const inspect = (path: string): { readonly stat: fs.BigIntStats; readonly record
 
 export type Verdict =
   | { readonly _tag: "gone" }
-  | { readonly _tag: "live" }
+  | { readonly _tag: "live"; readonly stat: fs.BigIntStats; readonly leaseMs: number }
   | { readonly _tag: "stale"; readonly stat: fs.BigIntStats; readonly why: "dead" | "expired" | "orphan" }
 
 /**
@@ -316,7 +325,7 @@ export const judge = async (owner: Owner, path: string): Promise<Verdict> => {
   const leaseMs = Math.max(owner.leaseMs, record?.leaseMs ?? 0)
   if (Date.now() - Number(stat.mtimeNs / 1_000_000n) > leaseMs) return { _tag: "stale", stat, why: "expired" }
   if (record !== undefined && (await holderIsDead(owner, record))) return { _tag: "stale", stat, why: "dead" }
-  return { _tag: "live" }
+  return { _tag: "live", stat, leaseMs }
 }
 
 const sameFile = (a: fs.BigIntStats, b: fs.BigIntStats) => a.ino === b.ino && a.dev === b.dev && a.mtimeNs === b.mtimeNs
@@ -359,13 +368,40 @@ export const removeStale = (owner: Owner, path: string, judged: fs.BigIntStats) 
   fs.rmSync(aside, { force: true })
 }
 
+/** How long a holder judged alive is not asked again (its lease is still checked): bounds how late a dead one is noticed. */
+const LIVE_RECHECK_MS = 100
+
+/** Whether the lock at `path` is one whose holder was judged alive lately, and its lease has not run out since. */
+const judgedLiveLately = (owner: Owner, path: string): boolean => {
+  if (owner.judgedLive.size === 0) return false
+  let stat: fs.BigIntStats
+  try {
+    stat = fs.lstatSync(path, { bigint: true })
+  } catch {
+    return false
+  }
+  const judged = owner.judgedLive.get(stat.ino)
+  if (judged === undefined) return false
+  if (performance.now() >= judged.until) {
+    owner.judgedLive.delete(stat.ino)
+    return false
+  }
+  return Date.now() - Number(stat.mtimeNs / 1_000_000n) <= judged.leaseMs
+}
+
 /**
  * A lock file met while taking the lock: remove it if it is stale. True when it is gone (so
  * creating the lock again makes sense), false while its holder keeps it.
  */
 export const clearIfStale = async (owner: Owner, path: string): Promise<boolean> => {
+  if (judgedLiveLately(owner, path)) return false
   const verdict = await judge(owner, path)
-  if (verdict._tag === "live") return false
+  if (verdict._tag === "live") {
+    // One entry per holder met; many holders at once (rare) start the memory afresh.
+    if (owner.judgedLive.size >= 64) owner.judgedLive.clear()
+    owner.judgedLive.set(verdict.stat.ino, { until: performance.now() + LIVE_RECHECK_MS, leaseMs: verdict.leaseMs })
+    return false
+  }
   if (verdict._tag === "stale") removeStale(owner, path, verdict.stat)
   return true
 }
@@ -439,6 +475,34 @@ export const create = (owner: Owner, path: string, retried = false): HeldFile | 
     return create(owner, path, true)
   }
 }
+
+/**
+ * Say that someone waits for the lock of `sessionId`: its `.wanted-` file's modification time.
+ * A holder that has kept the lock a while looks at it (`wantedSince`) and gives way.
+ */
+export const markWanted = (owner: Owner, sessionId: string) => {
+  const path = join(owner.locksDir, `${WANTED_PREFIX}${sessionId}`)
+  const now = new Date()
+  try {
+    fs.utimesSync(path, now, now)
+  } catch (error) {
+    if (codeOf(error) !== "ENOENT") throw error
+    fs.writeFileSync(path, "", { mode: 0o600 })
+  }
+}
+
+/** A waiter that got the lock takes its sign down (others still waiting put it back at their next try). Never fails. */
+export const unmarkWanted = (owner: Owner, sessionId: string) => {
+  try {
+    fs.rmSync(join(owner.locksDir, `${WANTED_PREFIX}${sessionId}`), { force: true })
+  } catch {
+    // Left behind, it is swept once old.
+  }
+}
+
+/** When someone last said it waits for the lock of `sessionId` (epoch ms), or undefined. */
+export const wantedSince = (owner: Owner, sessionId: string): number | undefined =>
+  fs.statSync(join(owner.locksDir, `${WANTED_PREFIX}${sessionId}`), { throwIfNoEntry: false })?.mtimeMs
 
 /** Whether the held lock's lease was renewed less than `ms` ago. */
 export const renewedWithin = (held: HeldFile, ms: number): boolean => performance.now() - held.lease.renewedAt < ms
@@ -538,7 +602,7 @@ export const sweep = async (owner: Owner, now = Date.now()) => {
   for (const name of names) {
     try {
       // A rename sets the change time: a file moved aside just now is not old.
-      if (name.startsWith(STALE_PREFIX) && ageOf(join(owner.locksDir, name)) > old) remove(name)
+      if ((name.startsWith(STALE_PREFIX) || name.startsWith(WANTED_PREFIX)) && ageOf(join(owner.locksDir, name)) > old) remove(name)
     } catch {
       // Gone already.
     }
