@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import net from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Deferred, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Stream } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import { Busy, retryWhileBusy } from "../src/backends/busy.js"
 import * as LockFile from "../src/backends/file/lockFile.js"
@@ -622,6 +622,60 @@ describe("the in-process mutex", () => {
     await Effect.runPromise(Fiber.interrupt(waiting))
     await Effect.runPromise(Fiber.interrupt(fiber))
     expect(mutex.activeKeys()).toBe(0)
+  })
+
+  it("keeps one holder at a time while holders and waiters are interrupted at random moments, then forgets the key", async () => {
+    const mutex = makeKeyedMutex()
+    let inside = 0
+    let most = 0
+    let completed = 0
+    const hold = (ms: number) =>
+      mutex.withKey("k", Effect.sync(() => (most = Math.max(most, ++inside))).pipe(
+        Effect.zipRight(ms === 0 ? Effect.yieldNow() : Effect.sleep(Duration.millis(ms))),
+        Effect.ensuring(Effect.sync(() => inside--)),
+        Effect.zipRight(Effect.sync(() => completed++))
+      ))
+    await Effect.runPromise(Effect.gen(function*() {
+      const fibers = []
+      for (let n = 0; n < 300; n++) fibers.push(yield* Effect.fork(hold(n % 3)))
+      // Interrupt a third of them, some while they wait, some while they hold, some as they are handed the key.
+      for (let n = 0; n < fibers.length; n += 3) {
+        yield* n % 2 === 0 ? Effect.yieldNow() : Effect.sleep(Duration.millis(1))
+        yield* Fiber.interrupt(fibers[n]!)
+      }
+      yield* Fiber.joinAll(fibers.filter((_, n) => n % 3 !== 0))
+      // What was handed to an interrupted waiter went on to the next: everyone else got in.
+      expect(mutex.activeKeys()).toBe(0)
+    }))
+    expect(most).toBe(1)
+    expect(completed).toBeGreaterThanOrEqual(200)
+  })
+
+  it("a waiter interrupted just as it is handed the key hands it on", async () => {
+    const mutex = makeKeyedMutex()
+    const outcome = await Effect.runPromise(Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const handed = yield* Deferred.make<Fiber.RuntimeFiber<string>>()
+      // The holder lets go, then at once (before the first waiter has run) interrupts it.
+      const holder = yield* Effect.fork(
+        mutex.withKey("k", Deferred.await(gate)).pipe(
+          Effect.zipRight(Effect.flatMap(Deferred.await(handed), (first) => Fiber.interrupt(first)))
+        )
+      )
+      yield* Effect.yieldNow()
+      const first = yield* Effect.fork(mutex.withKey("k", Effect.succeed("first")))
+      const second = yield* Effect.fork(mutex.withKey("k", Effect.succeed("second")))
+      yield* Effect.yieldNow()
+      yield* Deferred.succeed(handed, first)
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(holder)
+      const firstExit = yield* Fiber.await(first)
+      const secondResult = yield* Fiber.join(second).pipe(Effect.timeout("1 second"), Effect.either)
+      return { firstExit, secondResult, active: mutex.activeKeys() }
+    }))
+    expect(Exit.isInterrupted(outcome.firstExit)).toBe(true)
+    expect(outcome.secondResult).toMatchObject({ _tag: "Right", right: "second" })
+    expect(outcome.active).toBe(0)
   })
 
   it("layerInProcess excludes the fibers of one process and always holds", async () => {

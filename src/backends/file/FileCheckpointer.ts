@@ -454,13 +454,11 @@ export const make = (options: FileCheckpointerOptions = {}) =>
         }).pipe(Effect.onError(() => Scope.close(scope, Exit.void))))
 
     /** The session's log, open, with its committed head and end; `undefined` when the session has none. */
-    const openLog = (held: HeldSessionLock, sessionId: string): Effect.Effect<OpenLog | undefined, CheckpointerError> =>
+    const openLog = (sessionId: string): Effect.Effect<OpenLog | undefined, CheckpointerError> =>
       Effect.suspend(() => {
         const kept = openLogs.get(sessionId)
         if (kept === undefined) return openFresh(sessionId)
         openLogs.delete(sessionId)
-        // Handed over with the lock by its last holder: no one else can have written since.
-        if (held.inherited === kept) return Effect.succeed(kept)
         return Effect.zip(files.identify(logPath(sessionId)), kept.file.size).pipe(
           Effect.onError(() => closeLog(kept)),
           Effect.flatMap(([identity, size]) =>
@@ -533,29 +531,33 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       )
       return {
         head: log.head,
-        append: (records) =>
-          // Encode first: a failing codec leaves the file exactly as it was.
-          Effect.flatMap(encodeLines(sessionId, records), (lines) =>
-            repair.pipe(
-              // Right before the write: is the lock still ours?
-              Effect.zipRight(held.ensureHeld),
-              Effect.zipRight(Effect.suspend(() => {
-                const at = log.committedEnd
-                // Until the write is known to be whole, the log is not reused as described.
-                log.reusable = false
-                const written = file.writeAt(at, lines).pipe(Effect.zipRight(durable ? file.flush : Effect.void))
-                // A failed write (disk full, I/O error) must not leave part of a batch behind. Cut it
-                // back only while the lock is ours; after a takeover the new holder cuts it as a torn tail.
-                return written.pipe(
-                  Effect.tapError(() => held.ensureHeld.pipe(Effect.zipRight(file.truncate(at)), Effect.ignore)),
-                  Effect.zipRight(Effect.sync(() => {
-                    log.head = records.at(-1)!.seq
-                    log.committedEnd = log.size = at + lines.length
-                    log.reusable = true
-                  }))
-                )
-              }))
-            )),
+        append: (records) => {
+          const write = (lines: Buffer) =>
+            Effect.suspend(() => {
+              const at = log.committedEnd
+              // Until the write is known to be whole, the log is not reused as described.
+              log.reusable = false
+              const written = durable ? Effect.zipRight(file.writeAt(at, lines), file.flush) : file.writeAt(at, lines)
+              // A failed write (disk full, I/O error) must not leave part of a batch behind. Cut it
+              // back only while the lock is ours; after a takeover the new holder cuts it as a torn tail.
+              return Effect.matchEffect(written, {
+                onFailure: (error) =>
+                  held.ensureHeld.pipe(Effect.zipRight(file.truncate(at)), Effect.ignore, Effect.zipRight(Effect.fail(error))),
+                onSuccess: () => {
+                  log.head = records.at(-1)!.seq
+                  log.committedEnd = log.size = at + lines.length
+                  log.reusable = true
+                  return Effect.void
+                }
+              })
+            })
+          // Encode first: a failing codec leaves the file exactly as it was. Right before the
+          // write: is the lock still ours?
+          return Effect.flatMap(encodeLines(sessionId, records), (lines) =>
+            log.committedEnd < log.size
+              ? repair.pipe(Effect.zipRight(held.ensureHeld), Effect.zipRight(write(lines)))
+              : Effect.zipRight(held.ensureHeld, write(lines)))
+        },
         truncate: (toSeq) =>
           Effect.gen(function*() {
             const contents = yield* truncatedContents(sessionId, file, log.headerEnd, log.committedEnd, toSeq)
@@ -573,11 +575,19 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     }
 
     const withSession: Checkpointer.CheckpointerDriver["withSession"] = (sessionId, use) =>
-      withSessionLock(sessionId, (held) =>
-        Effect.flatMap(openLog(held, sessionId), (log) =>
+      withSessionLock(sessionId, (held) => {
+        const using = (log: OpenLog | undefined) =>
           log === undefined
             ? use(newSession(held, sessionId))
-            : Effect.ensuring(use(existingSession(held, sessionId, log)), keepOpen(held, sessionId, log))))
+            : Effect.ensuring(use(existingSession(held, sessionId, log)), keepOpen(held, sessionId, log))
+        // Handed over with the lock by its last holder: no one else can have written since.
+        const kept = openLogs.get(sessionId)
+        if (kept !== undefined && held.inherited === kept) {
+          openLogs.delete(sessionId)
+          return using(kept)
+        }
+        return Effect.flatMap(openLog(sessionId), using)
+      })
 
     const list = Effect.gen(function*() {
       const entries = yield* files.list(realDir)

@@ -254,105 +254,124 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
       return undefined
     }
 
+    /**
+     * Take the lock file of `target` (waiting while another process holds it); `onCreated` is
+     * called in the same synchronous step that creates it, so it can always be released.
+     */
+    const take = (owner: LockFile.Owner, target: SessionLockTarget, tenure: Tenure, onCreated: (file: LockFile.HeldFile) => void) => {
+      const path = join(owner.locksDir, target.sessionId)
+      const create = Effect.try({
+        try: () => {
+          const file = LockFile.create(owner, path)
+          if (file !== undefined) onCreated(file)
+          return file
+        },
+        catch: storageError("lock")
+      })
+      let waited = false
+      // Create the lock; if someone has it, judge their lock, and if it was stale, create again.
+      // Still held: say so, for a holder that has had it a while to give way.
+      const attempt = Effect.flatMap(create, (file) =>
+        file !== undefined
+          ? Effect.succeed(file)
+          : Effect.tryPromise({ try: () => LockFile.clearIfStale(owner, path), catch: storageError("lock") }).pipe(
+            Effect.flatMap((cleared) => (cleared ? create : Effect.succeed(undefined))),
+            Effect.flatMap((again) =>
+              again === undefined
+                ? Effect.try({
+                  try: () => {
+                    waited = true
+                    LockFile.markWanted(owner, target.sessionId)
+                  },
+                  catch: storageError("lock")
+                }).pipe(
+                  Effect.zipRight(Effect.fail(new Busy({ detail: "another process holds the session lock" })))
+                )
+                : Effect.succeed(again)
+            )
+          ))
+      const away = tenure.awayUntil - performance.now()
+      return Effect.zipRight(
+        // Having just given way, leave the waiters their chance first.
+        away > 0 ? Effect.sleep(Duration.millis(away)) : Effect.void,
+        retryWhileBusy(attempt, { timeoutMs: target.timeoutMs, maxPauseMs: MAX_POLL_MS, sessionId: target.sessionId })
+      ).pipe(
+        // Got it, gave up or was interrupted: a waiter no more (others waiting put the sign back).
+        Effect.ensuring(Effect.sync(() => {
+          if (waited) LockFile.unmarkWanted(owner, target.sessionId)
+        }))
+      )
+    }
+
+    /** Run `use` holding the lock of `target` (the caller holds the in-process mutex of its key). */
     const locked = <A, E, R>(
       owner: LockFile.Owner,
       target: SessionLockTarget,
       use: (lock: HeldSessionLock) => Effect.Effect<A, E, R>
-    ) =>
-      Effect.suspend(() => {
-        const key = keyOf(target)
-        const path = join(owner.locksDir, target.sessionId)
-        const kept = takeHandedOn(key)
-        // How many holders in a row have had this lock file: bounded, so other processes get their turn.
-        const turns = kept === undefined ? 1 : kept.turns + 1
-        const tenure = tenureOf(key)
-        // Set in the same synchronous step that creates the file, and released (or handed on) on
-        // every exit, interruption included, so a taken lock can never be left behind.
-        let acquired: LockFile.HeldFile | undefined = kept?.file
-        const create = Effect.try({
-          try: () => (acquired = LockFile.create(owner, path)),
-          catch: storageError("lock")
+    ): Effect.Effect<A, E | CheckpointBusyError | StorageError, R> => {
+      const key = keyOf(target)
+      const kept = takeHandedOn(key)
+      // How many holders in a row have had this lock file: bounded, so other processes get their turn.
+      const turns = kept === undefined ? 1 : kept.turns + 1
+      const tenure = tenureOf(key)
+      // Released (or handed on) on every exit, interruption included, so a taken lock can never be left behind.
+      let acquired: LockFile.HeldFile | undefined = kept?.file
+      let baton: unknown
+      // Set once `ensureHeld` found the lock file taken over: nothing of it is handed on.
+      let lost = false
+      let counted = false
+      const holding = (file: LockFile.HeldFile) => {
+        held.add(file)
+        tenure.holding++
+        counted = true
+        // A tenure starts when the lock is taken after a while without it.
+        const now = performance.now()
+        if (kept === undefined && (now - tenure.releasedAt > AWAY_MS || tenure.since === Number.POSITIVE_INFINITY)) tenure.since = now
+        const ensureHeld = Effect.suspend((): Effect.Effect<void, CheckpointLockLostError | StorageError> => {
+          try {
+            if (LockFile.confirm(owner, file)) return Effect.void
+            lost = true
+            return Effect.fail(lostLock(target.sessionId, leaseMs))
+          } catch (cause) {
+            return Effect.fail(storageError("lock")(cause))
+          }
         })
-        let waited = false
-        // Create the lock; if someone has it, judge their lock, and if it was stale, create again.
-        // Still held: say so, for a holder that has had it a while to give way.
-        const attempt = Effect.flatMap(create, (file) =>
-          file !== undefined
-            ? Effect.succeed(file)
-            : Effect.tryPromise({ try: () => LockFile.clearIfStale(owner, path), catch: storageError("lock") }).pipe(
-              Effect.flatMap((cleared) => (cleared ? create : Effect.succeed(undefined))),
-              Effect.flatMap((again) =>
-                again === undefined
-                  ? Effect.try({
-                    try: () => {
-                      waited = true
-                      LockFile.markWanted(owner, target.sessionId)
-                    },
-                    catch: storageError("lock")
-                  }).pipe(
-                    Effect.zipRight(Effect.fail(new Busy({ detail: "another process holds the session lock" })))
-                  )
-                  : Effect.succeed(again)
-              )
-            ))
-        const away = tenure.awayUntil - performance.now()
-        const taken = kept !== undefined
-          ? Effect.succeed(kept.file)
-          : Effect.zipRight(
-            // Having just given way, leave the waiters their chance first.
-            away > 0 ? Effect.sleep(Duration.millis(away)) : Effect.void,
-            retryWhileBusy(attempt, { timeoutMs: target.timeoutMs, maxPauseMs: MAX_POLL_MS, sessionId: target.sessionId })
-          ).pipe(
-            // Got it, gave up or was interrupted: a waiter no more (others waiting put the sign back).
-            Effect.ensuring(Effect.sync(() => {
-              if (waited) LockFile.unmarkWanted(owner, target.sessionId)
-            }))
-          )
-        let baton: unknown
-        // Set once `ensureHeld` found the lock file taken over: nothing of it is handed on.
-        let lost = false
-        return taken.pipe(
-          Effect.flatMap((file) => {
-            held.add(file)
-            tenure.holding++
-            // A tenure starts when the lock is taken after a while without it.
-            const now = performance.now()
-            if (kept === undefined && (now - tenure.releasedAt > AWAY_MS || tenure.since === Number.POSITIVE_INFINITY)) tenure.since = now
-            const ensureHeld = Effect.suspend((): Effect.Effect<void, CheckpointLockLostError | StorageError> => {
-              try {
-                if (LockFile.confirm(owner, file)) return Effect.void
-                lost = true
-                return Effect.fail(lostLock(target.sessionId, leaseMs))
-              } catch (cause) {
-                return Effect.fail(storageError("lock")(cause))
-              }
-            })
-            return use({
-              ensureHeld,
-              inherited: kept?.baton,
-              leave: (left) => {
-                baton = left
-              }
-            })
-          }),
-          Effect.onExit((exit) => Effect.sync(() => {
-            if (acquired === undefined) return
-            tenure.holding--
-            // An interrupted holder lets go at once: whoever interrupted it may be waiting for the lock.
-            const handOn = turns < MAX_HANDOVERS && !lost && !owner.closed && !Exit.isInterrupted(exit) &&
-              !shouldGiveWay(owner, target.sessionId, tenure)
-            if (handOn) {
-              releaseSoon(key, { owner, file: acquired, turns, baton })
-            } else {
-              releaseFile(owner, acquired)
-              tenure.releasedAt = performance.now()
-            }
-          }))
-        )
-      })
+        return use({
+          ensureHeld,
+          inherited: kept?.baton,
+          leave: (left) => {
+            baton = left
+          }
+        })
+      }
+      const letGo = (exit: Exit.Exit<unknown, unknown>) =>
+        Effect.sync(() => {
+          if (counted) tenure.holding--
+          if (acquired === undefined) return
+          // An interrupted holder lets go at once: whoever interrupted it may be waiting for the lock.
+          const handOn = turns < MAX_HANDOVERS && !lost && !owner.closed && !Exit.isInterrupted(exit) &&
+            !shouldGiveWay(owner, target.sessionId, tenure)
+          if (handOn) {
+            releaseSoon(key, { owner, file: acquired, turns, baton })
+          } else {
+            releaseFile(owner, acquired)
+            tenure.releasedAt = performance.now()
+          }
+        })
+      const run = kept !== undefined
+        ? holding(kept.file)
+        : Effect.flatMap(take(owner, target, tenure, (file) => (acquired = file)), holding)
+      return Effect.onExit(run, letGo)
+    }
 
     const withLock: SessionLockService["withLock"] = (target, use) =>
-      mutex.withKey(keyOf(target), Effect.flatMap(ownerOf(target.directory), (owner) => locked(owner, target, use)))
+      mutex.withKey(
+        keyOf(target),
+        Effect.suspend(() => {
+          const owner = owners.get(target.directory)
+          return owner !== undefined ? locked(owner, target, use) : Effect.flatMap(ownerOf(target.directory), (opened) => locked(opened, target, use))
+        })
+      )
 
     return { withLock } satisfies SessionLockService
   })
