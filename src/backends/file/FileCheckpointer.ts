@@ -12,9 +12,10 @@
  * ```
  *
  * Mutations hold the session lock (the `SessionLock` service: lock files in `<dir>/.locks`
- * by default, see lockFile.ts) for their whole duration, codec included; each one re-reads
- * the real tail of the file after taking it, and confirms it still holds the lock right
- * before it writes.
+ * by default, see lockFile.ts) for their whole duration, codec included, and confirm they still
+ * hold it right before they write. Logs of recent sessions stay open between mutations, with
+ * their committed head and end; after taking the lock a mutation reuses them only once it has
+ * checked no one else can have changed them (see `openLog`), and reads the tail again otherwise.
  */
 import { randomBytes } from "node:crypto"
 import { homedir } from "node:os"

@@ -9,14 +9,21 @@
  *
  * A holder calls `ensureHeld` right before each write; it fails with `CheckpointLockLostError`
  * when the lock is no longer its own, so a writer that was paused past its lease writes nothing.
+ *
+ * `layerNode` hands a lock file on to the next holder of its process until the next turn of the
+ * event loop (with what the last holder `leave`s, as `inherited`), wakes waiters when a lock
+ * file is removed, and makes processes take turns: one that has kept a lock `TURN_MS` while
+ * another waits lets it go.
  */
 import { join } from "node:path"
-import { Context, Duration, Effect, Exit, Layer, Schema } from "effect"
+import * as fs from "node:fs"
+import { Context, Duration, Effect, Exit, Layer, Schema, Scope } from "effect"
 import { messageOf } from "../../core/causes.js"
 import { makeKeyedMutex } from "../../core/keyedMutex.js"
 import { decodeOptions, numberAtLeast } from "../../core/options.js"
 import { CheckpointBusyError, CheckpointLockLostError, ConfigurationError, StorageError } from "../../core/errors.js"
 import { Busy, retryWhileBusy } from "../busy.js"
+import { type DirectoryChanges, watchDirectory } from "../directoryChanges.js"
 import * as LockFile from "./lockFile.js"
 
 export interface SessionLockTarget {
@@ -72,14 +79,18 @@ export const layerInProcess: Layer.Layer<SessionLock> = Layer.sync(SessionLock, 
 
 
 export const DEFAULT_LEASE_MS = 5_000
-/** Longest pause between two attempts to take a held lock (an attempt is a few system calls). */
-export const MAX_POLL_MS = 5
+/**
+ * Longest pause between two attempts to take a held lock. Waiters are woken when the lock file
+ * is removed, so this only bounds the wait where the file system sends no events; every timer
+ * wake-up costs CPU the holder could use.
+ */
+export const MAX_POLL_MS = 25
 /** How long a process keeps a lock others wait for before it gives way. */
-export const TURN_MS = 50
-/** How long it then stays away: long enough for every waiter to try at least once. */
-const AWAY_MS = 2 * MAX_POLL_MS
-/** How many holders of this process in a row may share one lock file before it is released for others. */
-export const MAX_HANDOVERS = 64
+export const TURN_MS = 100
+/** How long it then stays away, for a waiter (woken by the lock's removal) to take it. */
+const AWAY_MS = 5
+/** A `.wanted-` mark younger than this says someone waits (waiters renew it at every attempt). */
+const WANTED_FRESH_MS = 2 * MAX_POLL_MS
 
 const storageError = (operation: string) => (cause: unknown) =>
   new StorageError({ operation, detail: `session lock: ${messageOf(cause)}`, cause })
@@ -111,8 +122,6 @@ const lostLock = (sessionId: string, leaseMs: number) =>
 interface HandedOn {
   readonly owner: LockFile.Owner
   readonly file: LockFile.HeldFile
-  /** How many holders in a row have had it. */
-  readonly turns: number
   /** What its last holder left for the next one. */
   readonly baton: unknown
 }
@@ -134,6 +143,9 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
     const leaseMs = yield* resolveLease(options)
     const kernel = LockFile.kernelIdentity()
     const owners = new Map<string, LockFile.Owner>()
+    const scope = yield* Effect.scope
+    /** Each locks directory's changes: a waiter wakes when the lock it waits for is removed. */
+    const lockChanges = new Map<LockFile.Owner, DirectoryChanges>()
     const held = new Set<LockFile.HeldFile>()
     const releaseFile = (owner: LockFile.Owner, file: LockFile.HeldFile) => {
       held.delete(file)
@@ -182,7 +194,7 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
       let wanted = false
       try {
         const since = LockFile.wantedSince(owner, sessionId)
-        wanted = since !== undefined && Date.now() - since < AWAY_MS
+        wanted = since !== undefined && Date.now() - since < WANTED_FRESH_MS
       } catch {
         // Unknown: keep going, and look again after the next turn.
       }
@@ -228,7 +240,14 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
         return Effect.uninterruptible(Effect.tryPromise({
           try: () => LockFile.openOwner(directory, leaseMs, kernel),
           catch: storageError("open locks directory")
-        })).pipe(Effect.tap((owner) => Effect.sync(() => owners.set(directory, owner))))
+        })).pipe(
+          Effect.tap((owner) =>
+            Effect.map(Scope.extend(watchDirectory(owner.locksDir), scope), (changes) => {
+              owners.set(directory, owner)
+              lockChanges.set(owner, changes)
+            })
+          )
+        )
       })
     const ownerOf = (directory: string) =>
       Effect.suspend(() => {
@@ -278,23 +297,22 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
             Effect.flatMap((cleared) => (cleared ? create : Effect.succeed(undefined))),
             Effect.flatMap((again) =>
               again === undefined
-                ? Effect.try({
-                  try: () => {
-                    waited = true
-                    LockFile.markWanted(owner, target.sessionId)
-                  },
-                  catch: storageError("lock")
-                }).pipe(
-                  Effect.zipRight(Effect.fail(new Busy({ detail: "another process holds the session lock" })))
-                )
+                ? Effect.suspend(() => {
+                  waited = true
+                  LockFile.markWanted(owner, target.sessionId)
+                  return Effect.fail(new Busy({ detail: "another process holds the session lock" }))
+                })
                 : Effect.succeed(again)
             )
           ))
       const away = tenure.awayUntil - performance.now()
+      const changes = lockChanges.get(owner)
+      // Woken when the lock file is removed (not when it is made, or renewed).
+      const released = changes?.next((name) => name === target.sessionId && !fs.existsSync(path))
       return Effect.zipRight(
         // Having just given way, leave the waiters their chance first.
         away > 0 ? Effect.sleep(Duration.millis(away)) : Effect.void,
-        retryWhileBusy(attempt, { timeoutMs: target.timeoutMs, maxPauseMs: MAX_POLL_MS, sessionId: target.sessionId })
+        retryWhileBusy(attempt, { timeoutMs: target.timeoutMs, maxPauseMs: MAX_POLL_MS, sessionId: target.sessionId, wakeUp: released })
       ).pipe(
         // Got it, gave up or was interrupted: a waiter no more (others waiting put the sign back).
         Effect.ensuring(Effect.sync(() => {
@@ -311,8 +329,6 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
     ): Effect.Effect<A, E | CheckpointBusyError | StorageError, R> => {
       const key = keyOf(target)
       const kept = takeHandedOn(key)
-      // How many holders in a row have had this lock file: bounded, so other processes get their turn.
-      const turns = kept === undefined ? 1 : kept.turns + 1
       const tenure = tenureOf(key)
       // Released (or handed on) on every exit, interruption included, so a taken lock can never be left behind.
       let acquired: LockFile.HeldFile | undefined = kept?.file
@@ -349,10 +365,10 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
           if (counted) tenure.holding--
           if (acquired === undefined) return
           // An interrupted holder lets go at once: whoever interrupted it may be waiting for the lock.
-          const handOn = turns < MAX_HANDOVERS && !lost && !owner.closed && !Exit.isInterrupted(exit) &&
+          const handOn = !lost && !owner.closed && !Exit.isInterrupted(exit) &&
             !shouldGiveWay(owner, target.sessionId, tenure)
           if (handOn) {
-            releaseSoon(key, { owner, file: acquired, turns, baton })
+            releaseSoon(key, { owner, file: acquired, baton })
           } else {
             releaseFile(owner, acquired)
             tenure.releasedAt = performance.now()

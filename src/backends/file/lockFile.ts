@@ -8,7 +8,7 @@
  * <dir>/.locks/.r-<token>          a holder's record (who, which kernel, which lease, which socket)
  * <dir>/.locks/.o-<token>          a holder's liveness socket, listening while it lives
  * <dir>/.locks/.stale-<token>-<n>  a stale lock being removed (a moment; leftovers are swept)
- * <dir>/.locks/.wanted-<sessionId>  touched by whoever waits for that lock (see `markWanted`)
+ * <dir>/.locks/.wanted/<sessionId>  touched by whoever waits for that lock (see `markWanted`)
  * ```
  *
  * - Taking the lock is creating its file exclusively: `link(record, lock)`, which fails if the
@@ -53,7 +53,8 @@ export const LOCKS_DIR = ".locks"
 const OWNER_PREFIX = ".o-"
 const RECORD_PREFIX = ".r-"
 const STALE_PREFIX = ".stale-"
-const WANTED_PREFIX = ".wanted-"
+/** Outside the locks directory proper, so that touching a mark wakes no one watching for locks. */
+const WANTED_DIR = ".wanted"
 /** Leftovers of crashes are swept once this many leases old. */
 const LEFTOVER_LEASES = 10
 /** Unix socket paths are limited (104 bytes on macOS, 108 on Linux, terminator included). */
@@ -477,32 +478,47 @@ export const create = (owner: Owner, path: string, retried = false): HeldFile | 
 }
 
 /**
- * Say that someone waits for the lock of `sessionId`: its `.wanted-` file's modification time.
- * A holder that has kept the lock a while looks at it (`wantedSince`) and gives way.
+ * Say that someone waits for the lock of `sessionId`: its `.wanted/` mark's modification time.
+ * A holder that has kept the lock a while looks at it (`wantedSince`) and gives way. Never fails.
  */
 export const markWanted = (owner: Owner, sessionId: string) => {
-  const path = join(owner.locksDir, `${WANTED_PREFIX}${sessionId}`)
-  const now = new Date()
-  try {
-    fs.utimesSync(path, now, now)
-  } catch (error) {
-    if (codeOf(error) !== "ENOENT") throw error
-    fs.writeFileSync(path, "", { mode: 0o600 })
+  const directory = join(owner.locksDir, WANTED_DIR)
+  const path = join(directory, sessionId)
+  // Another waiter taking its mark down may remove the directory between our two steps: a few
+  // tries. A mark that cannot be made only costs this waiter its turn sooner; it never fails.
+  for (let tries = 0; tries < 3; tries++) {
+    try {
+      const now = new Date()
+      fs.utimesSync(path, now, now)
+      return
+    } catch (error) {
+      if (codeOf(error) !== "ENOENT") return
+    }
+    try {
+      fs.mkdirSync(directory, { recursive: true, mode: 0o700 })
+      fs.writeFileSync(path, "", { mode: 0o600, flag: "a" })
+      return
+    } catch {
+      // Removed again meanwhile: try again.
+    }
   }
 }
 
-/** A waiter that got the lock takes its sign down (others still waiting put it back at their next try). Never fails. */
+/** A waiter that got the lock, or gave up, takes its mark down (others still waiting put it back at their next try). Never fails. */
 export const unmarkWanted = (owner: Owner, sessionId: string) => {
+  const directory = join(owner.locksDir, WANTED_DIR)
   try {
-    fs.rmSync(join(owner.locksDir, `${WANTED_PREFIX}${sessionId}`), { force: true })
+    fs.rmSync(join(directory, sessionId), { force: true })
+    // The last mark takes the directory with it (a waiter that finds it gone makes it again).
+    fs.rmdirSync(directory)
   } catch {
-    // Left behind, it is swept once old.
+    // Not empty: others wait. Left behind otherwise, it is swept once old.
   }
 }
 
 /** When someone last said it waits for the lock of `sessionId` (epoch ms), or undefined. */
 export const wantedSince = (owner: Owner, sessionId: string): number | undefined =>
-  fs.statSync(join(owner.locksDir, `${WANTED_PREFIX}${sessionId}`), { throwIfNoEntry: false })?.mtimeMs
+  fs.statSync(join(owner.locksDir, WANTED_DIR, sessionId), { throwIfNoEntry: false })?.mtimeMs
 
 /** Whether the held lock's lease was renewed less than `ms` ago. */
 export const renewedWithin = (held: HeldFile, ms: number): boolean => performance.now() - held.lease.renewedAt < ms
@@ -599,10 +615,20 @@ export const sweep = async (owner: Owner, now = Date.now()) => {
       // Gone already, or not ours to judge.
     }
   }
+  // Marks of waiters that died waiting.
+  if (present.has(WANTED_DIR)) {
+    try {
+      for (const name of fs.readdirSync(join(owner.locksDir, WANTED_DIR))) {
+        if (ageOf(join(owner.locksDir, WANTED_DIR, name)) > old) remove(join(WANTED_DIR, name))
+      }
+    } catch {
+      // Gone already.
+    }
+  }
   for (const name of names) {
     try {
       // A rename sets the change time: a file moved aside just now is not old.
-      if ((name.startsWith(STALE_PREFIX) || name.startsWith(WANTED_PREFIX)) && ageOf(join(owner.locksDir, name)) > old) remove(name)
+      if (name.startsWith(STALE_PREFIX) && ageOf(join(owner.locksDir, name)) > old) remove(name)
     } catch {
       // Gone already.
     }
