@@ -89,7 +89,7 @@ export const MAX_POLL_MS = 25
 export const TURN_MS = 100
 /** How long it then stays away, for a waiter (woken by the lock's removal) to take it. */
 const AWAY_MS = 5
-/** A `.wanted-` mark younger than this says someone waits (waiters renew it at every attempt). */
+/** A `.wanted/` mark younger than this says someone waits (waiters renew it at every attempt). */
 const WANTED_FRESH_MS = 2 * MAX_POLL_MS
 
 const storageError = (operation: string) => (cause: unknown) =>
