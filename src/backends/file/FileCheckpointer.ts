@@ -476,13 +476,12 @@ export const make = (options: FileCheckpointerOptions = {}) =>
         if (!log.reusable || closing) return closeLog(log)
         held.leave?.(log)
         openLogs.set(sessionId, log)
-        if (openLogs.size <= OPEN_LOGS) return Effect.void
-        const [oldest, evicted] = openLogs.entries().next().value!
-        openLogs.delete(oldest)
-        return closeLog(evicted)
+        // The map keeps insertion order: its first key is the least recently used.
+        return openLogs.size <= OPEN_LOGS ? Effect.void : forgetLog(openLogs.keys().next().value!)
       })
 
-    const forgetLog = (sessionId: string) =>
+    /** Close the log kept open for `sessionId`, if one is. */
+    const forgetLog = (sessionId: string): Effect.Effect<void> =>
       Effect.suspend(() => {
         const kept = openLogs.get(sessionId)
         if (kept === undefined) return Effect.void

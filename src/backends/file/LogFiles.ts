@@ -67,6 +67,16 @@ const ASYNC_READ_BYTES = 256 * 1024
 
 const identityOf = (stat: fs.BigIntStats) => `${stat.dev}:${stat.ino}`
 
+/** `path`'s status, or `undefined` when nothing is there (nor can be: a file on the way). */
+const statIfPresent = (path: string): fs.BigIntStats | undefined => {
+  try {
+    return fs.statSync(path, { bigint: true })
+  } catch (error) {
+    if (codeOf(error) === "ENOENT" || codeOf(error) === "ENOTDIR") return undefined
+    throw error
+  }
+}
+
 const handleFor = (fd: number): LogHandle => ({
   size: attempt("stat", () => fs.fstatSync(fd).size),
   identity: attempt("stat", () => identityOf(fs.fstatSync(fd, { bigint: true }))),
@@ -144,24 +154,11 @@ export const node: LogFilesService = {
       })
     }),
   list: (path) => attempt("list", () => fs.readdirSync(path)),
-  modifiedAt: (path) =>
-    attempt("stat", () => {
-      try {
-        return fs.statSync(path).mtime
-      } catch (error) {
-        if (codeOf(error) === "ENOENT" || codeOf(error) === "ENOTDIR") return undefined
-        throw error
-      }
-    }),
-  identify: (path) =>
-    attempt("stat", () => {
-      try {
-        return identityOf(fs.statSync(path, { bigint: true }))
-      } catch (error) {
-        if (codeOf(error) === "ENOENT" || codeOf(error) === "ENOTDIR") return undefined
-        throw error
-      }
-    }),
+  modifiedAt: (path) => attempt("stat", () => statIfPresent(path)?.mtime),
+  identify: (path) => attempt("stat", () => {
+    const stat = statIfPresent(path)
+    return stat === undefined ? undefined : identityOf(stat)
+  }),
   watch: (path) =>
     Stream.asyncPush<string | undefined>((emit) =>
       Effect.acquireRelease(
