@@ -38,8 +38,6 @@ export interface GroupCommitOptions {
   /** How long a mutation waits for another process's lock before `CheckpointBusyError`. */
   readonly busyTimeoutMs: number
   readonly maxPauseMs: number
-  /** Succeeds when another connection may have released the lock (see ../busy.ts). */
-  readonly wakeUp?: Effect.Effect<void> | undefined
   /** What a statement threw, as the library's error: `Busy` while another connection holds a lock. */
   readonly failure: (operation: string, error: unknown) => CheckpointerError | Busy
   /** Begin a write transaction (throws busy while another connection holds the write lock). */
@@ -190,7 +188,7 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
           options.begin()
           transactionOpen = true
         }).pipe(Effect.tapError((error) => (error instanceof Busy ? Effect.sync(sawBusy) : Effect.void))),
-        { timeoutMs, maxPauseMs: options.maxPauseMs, sessionId, wakeUp: options.wakeUp }
+        { timeoutMs, maxPauseMs: options.maxPauseMs, sessionId }
       )
 
     /** One transaction for what waits now; or, when the lock stays busy, the busy error for whoever waited too long. */
