@@ -87,7 +87,7 @@ const contention = async (mode: "library" | "naive", sessions: ContentionSession
   const dir = mkdtempSync(join(tmpdir(), "bench-contention-"))
   const results = await runWriters(join(import.meta.dirname, "file-writer.ts"), (index) =>
     [dir, mode, String(durationMs), index === 0 ? "1" : "0", sessions, String(inFlight)])
-  return { monitored: results[0]!, total: results.reduce((sum, r) => sum + r.appends, 0) }
+  return { monitored: results[0]!, total: results.reduce((sum, r) => sum + r.appends, 0), cpuMs: results.reduce((sum, r) => sum + r.cpuMs, 0) }
 }
 
 const memoryMb = () => process.memoryUsage().heapUsed / 1024 / 1024

@@ -59,10 +59,11 @@ export const foldRate = async (layer: Layer.Layer<Checkpointer, unknown>, sessio
 }
 
 /** A contention writer's report: its appends and its event-loop delay percentiles, as one JSON line. */
-export const reportLoopDelay = (appends: number, histogram: IntervalHistogram) => {
+export const reportLoopDelay = (appends: number, histogram: IntervalHistogram, cpuMs = 0) => {
   histogram.disable()
   process.stdout.write(JSON.stringify({
     appends,
+    cpuMs,
     p50: histogram.percentile(50) / 1e6,
     p99: histogram.percentile(99) / 1e6,
     max: histogram.max / 1e6
@@ -72,6 +73,8 @@ export const reportLoopDelay = (appends: number, histogram: IntervalHistogram) =
 /** What a contention writer reports (see `reportLoopDelay`). */
 export interface WriterReport {
   readonly appends: number
+  /** CPU time (user + system) the writer used during its run. */
+  readonly cpuMs: number
   readonly p50: number
   readonly p99: number
   readonly max: number
@@ -116,21 +119,35 @@ export const runWriters = async (
 }
 
 /**
- * A contention writer's timed run: `start` says it is ready, waits for `runWriters` to start every
- * writer at once, and resolves to the run's deadline; `report` prints its appends and its event-loop
- * delay (measured from the start, when `monitor`).
+ * How long each contention writer appends, unmeasured, to a session of its own before its timed
+ * run: the JIT compiles the hot path first. Started cold, a 4-s run of the library's writer spent
+ * about 30% of its CPU in V8's optimising compiler (`perf`), which measures V8 more than the
+ * library; the naive writers warm up the same way.
  */
-export const timedWriterRun = (durationMs: number, monitor: boolean) => {
+export const WARM_UP_MS = 3000
+
+/**
+ * A contention writer's run. `appendFor(sessionId, deadline)` is the writer's loop, resolving to
+ * its appends: it runs first for `WARM_UP_MS` on a session of the writer's own; then the writer
+ * says it is ready, waits for `runWriters` to start every writer at once, runs for `durationMs`
+ * on `sessionId`, and prints its appends, its CPU time and its event-loop delay (measured during
+ * the run, when `monitor`).
+ */
+export const timedWriterRun = async (
+  durationMs: number,
+  monitor: boolean,
+  appendFor: (sessionId: string, deadline: number) => Promise<number>,
+  sessionId: string
+): Promise<void> => {
+  await appendFor(`warm-up-${process.pid}`, Date.now() + WARM_UP_MS)
   const histogram = monitorEventLoopDelay({ resolution: 1 })
-  return {
-    start: async (): Promise<number> => {
-      process.stdout.write("ready\n")
-      for await (const _ of process.stdin) break
-      if (monitor) histogram.enable()
-      return Date.now() + durationMs
-    },
-    report: (appends: number) => reportLoopDelay(appends, histogram)
-  }
+  process.stdout.write("ready\n")
+  for await (const _ of process.stdin) break
+  if (monitor) histogram.enable()
+  const cpuAtStart = process.cpuUsage()
+  const appends = await appendFor(sessionId, Date.now() + durationMs)
+  const cpu = process.cpuUsage(cpuAtStart)
+  reportLoopDelay(appends, histogram, (cpu.user + cpu.system) / 1000)
 }
 
 /**
@@ -156,6 +173,8 @@ export const appendUntil = async (c: PromiseCheckpointer, sessionId: string, dea
   return appends
 }
 
+const cpuPerAppend = (run: { readonly total: number; readonly cpuMs: number }) => `${((run.cpuMs * 1000) / run.total).toFixed(0)} µs`
+
 /**
  * The contention rows of a backend's table: for one shared session and a session each, naive
  * writers once, and lite-agent's with 1 and 8 appends in flight, as ratios of the naive total.
@@ -163,6 +182,8 @@ export const appendUntil = async (c: PromiseCheckpointer, sessionId: string, dea
 export const contentionRows = async (
   run: (mode: "library" | "naive", sessions: "shared" | "own", inFlight: number) => Promise<{
     readonly total: number
+    /** CPU time of all the writers during their runs. */
+    readonly cpuMs: number
     readonly monitored: WriterReport
   }>,
   naiveLabel: string
@@ -173,9 +194,9 @@ export const contentionRows = async (
     for (const inFlight of [1, 8]) {
       const library = await run("library", sessions, inFlight)
       rows.push([
-        `4 processes × 4 s, ${sessions === "shared" ? "one shared session" : "a session each"}, ${inFlight} in flight: appends in all (a writer's p99 / max event-loop delay)`,
-        `${library.total} (${library.monitored.p99.toFixed(1)} / ${library.monitored.max.toFixed(1)} ms)`,
-        `${naive.total} (${naive.monitored.p99.toFixed(1)} / ${naive.monitored.max.toFixed(1)} ms), ${naiveLabel}`,
+        `4 processes × 4 s, ${sessions === "shared" ? "one shared session" : "a session each"}, ${inFlight} in flight: appends in all (a writer's p99 / max event-loop delay; CPU per append)`,
+        `${library.total} (${library.monitored.p99.toFixed(1)} / ${library.monitored.max.toFixed(1)} ms; ${cpuPerAppend(library)})`,
+        `${naive.total} (${naive.monitored.p99.toFixed(1)} / ${naive.monitored.max.toFixed(1)} ms; ${cpuPerAppend(naive)}), ${naiveLabel}`,
         ratio(library.total, naive.total)
       ])
     }

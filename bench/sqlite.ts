@@ -77,7 +77,7 @@ const contention = async (mode: "library" | "naive", sessions: ContentionSession
   const file = await prepared("normal")
   const results = await runWriters(join(import.meta.dirname, "sqlite-writer.ts"), (index) =>
     [file, mode, String(durationMs), index === 0 ? "1" : "0", sessions, String(inFlight)])
-  return { monitored: results[0]!, total: results.reduce((sum, r) => sum + r.appends, 0) }
+  return { monitored: results[0]!, total: results.reduce((sum, r) => sum + r.appends, 0), cpuMs: results.reduce((sum, r) => sum + r.cpuMs, 0) }
 }
 
 export const runSqliteBench = async () => {
