@@ -73,7 +73,7 @@ export interface CompactionBoundary {
   readonly event: Compaction
 }
 
-export class SessionState extends Data.Class<{
+interface SessionStateFields {
   /** Seq of the last event folded in; 0 for an empty session. */
   readonly head: number
   /** `ts` of the last event, or `undefined` for an empty session. */
@@ -88,7 +88,9 @@ export class SessionState extends Data.Class<{
   readonly files: HashMap.HashMap<string, AppendOnly<FileHistoryEntry>>
   readonly metadata: SessionMetadataState
   readonly usage: TokenUsage
-}> {}
+}
+
+export class SessionState extends Data.Class<SessionStateFields> {}
 
 export const emptySessionState: SessionState = new SessionState({
   head: 0,
@@ -117,19 +119,32 @@ const withFileEntry = (state: SessionState, path: string, entry: FileHistoryEntr
 }
 
 /** Fold one stored event into the state. Pure; never throws. */
+/** The state after `stored`: `changes` over `state`, built field by field (no spreads: this runs once per event of a replay). */
+const next = (state: SessionState, stored: StoredEvent, changes: Partial<SessionStateFields>): SessionState =>
+  new SessionState({
+    head: stored.seq,
+    lastTs: stored.ts,
+    messages: changes.messages ?? state.messages,
+    compaction: changes.compaction ?? state.compaction,
+    anchors: changes.anchors ?? state.anchors,
+    pendingToolCalls: changes.pendingToolCalls ?? state.pendingToolCalls,
+    files: changes.files ?? state.files,
+    metadata: changes.metadata ?? state.metadata,
+    usage: changes.usage ?? state.usage
+  })
+
 export const step = (state: SessionState, stored: StoredEvent): SessionState => {
-  const base = { head: stored.seq, lastTs: stored.ts }
   const event = stored.event
   switch (event._tag) {
     case "UserMessage": {
       const anchors = isUserCheckpoint(event, HashMap.size(state.pendingToolCalls))
         ? state.anchors.append(Data.struct({ seq: stored.seq, ts: stored.ts, prompt: contentText(event.content) }))
         : state.anchors
-      return new SessionState({ ...state, ...base, messages: withMessage(state, stored, event), anchors })
+      return next(state, stored, { messages: withMessage(state, stored, event), anchors })
     }
     case "RuntimeMessage":
     case "BackgroundCompleted":
-      return new SessionState({ ...state, ...base, messages: withMessage(state, stored, event) })
+      return next(state, stored, { messages: withMessage(state, stored, event) })
     case "AssistantMessage": {
       let pendingToolCalls = state.pendingToolCalls
       event.content.forEach((block, blockIndex) => {
@@ -145,19 +160,15 @@ export const step = (state: SessionState, stored: StoredEvent): SessionState => 
         inputTokens: state.usage.inputTokens + event.usage.inputTokens,
         outputTokens: state.usage.outputTokens + event.usage.outputTokens
       })
-      return new SessionState({ ...state, ...base, messages: withMessage(state, stored, event), pendingToolCalls, usage })
+      return next(state, stored, { messages: withMessage(state, stored, event), pendingToolCalls, usage })
     }
     case "ToolResult":
-      return new SessionState({
-        ...state,
-        ...base,
+      return next(state, stored, {
         messages: withMessage(state, stored, event),
         pendingToolCalls: HashMap.remove(state.pendingToolCalls, event.toolUseId)
       })
     case "FileSnapshot":
-      return new SessionState({
-        ...state,
-        ...base,
+      return next(state, stored, {
         files: withFileEntry(state, event.path, {
           kind: "snapshot",
           seq: stored.seq,
@@ -166,9 +177,7 @@ export const step = (state: SessionState, stored: StoredEvent): SessionState => 
         })
       })
     case "FileChange":
-      return new SessionState({
-        ...state,
-        ...base,
+      return next(state, stored, {
         files: withFileEntry(state, event.path, {
           kind: "change",
           seq: stored.seq,
@@ -178,7 +187,7 @@ export const step = (state: SessionState, stored: StoredEvent): SessionState => 
         })
       })
     case "Compaction":
-      return new SessionState({ ...state, ...base, compaction: Data.struct({ seq: stored.seq, event }) })
+      return next(state, stored, { compaction: Data.struct({ seq: stored.seq, event }) })
     case "SessionMetadata": {
       const previous = state.metadata
       let labels = previous.labels
@@ -190,7 +199,7 @@ export const step = (state: SessionState, stored: StoredEvent): SessionState => 
         model: event.model ?? previous.model,
         labels
       })
-      return new SessionState({ ...state, ...base, metadata })
+      return next(state, stored, { metadata })
     }
   }
 }

@@ -193,7 +193,10 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       scanned: ReadonlyArray<{ readonly seq: number; readonly payload: string }>
     ): Effect.Effect<Chunk.Chunk<unknown>, CheckpointerError> =>
       Effect.flatMap(
-        codec.decode(scanned.map((record) => ({ sessionId, seq: record.seq, payload: record.payload }))),
+        // The default codec stores the JSON text itself: nothing to decode (this is the replay's hot path).
+        codec === jsonCodec
+          ? Effect.succeed(scanned.map((record) => record.payload))
+          : codec.decode(scanned.map((record) => ({ sessionId, seq: record.seq, payload: record.payload }))),
         (texts) =>
           Effect.try({
             try: () =>
