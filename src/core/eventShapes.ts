@@ -198,12 +198,12 @@ export const assistantMessageFields = (json: unknown): AssistantMessageFields | 
   }
   const tokens = usage === undefined ? undefined : tokenUsage(usage)
   if (usage !== undefined && tokens === undefined) return undefined
-  return {
-    content: blocks,
-    ...(model === undefined ? {} : { model }),
-    ...(stopReason === undefined ? {} : { stopReason }),
-    ...(tokens === undefined ? {} : { usage: tokens })
-  }
+  // Built in place, not with spreads of optional parts: the replay reads every assistant message through here.
+  const fields: { -readonly [Key in keyof AssistantMessageFields]: AssistantMessageFields[Key] } = { content: blocks }
+  if (model !== undefined) fields.model = model
+  if (stopReason !== undefined) fields.stopReason = stopReason
+  if (tokens !== undefined) fields.usage = tokens
+  return fields
 }
 
 export const toolResultFields = (json: unknown): ToolResultFields | undefined => {

@@ -37,32 +37,45 @@ import {
 const built = <F extends object, A extends SessionEvent>(
   fields: F | undefined,
   eventClass: { readonly prototype: A },
-  tag: A["_tag"]
-): A | undefined => (fields === undefined ? undefined : Object.assign(Object.create(eventClass.prototype), fields, { _tag: tag }))
+  tag: { readonly _tag: A["_tag"] }
+): A | undefined => (fields === undefined ? undefined : Object.assign(Object.create(eventClass.prototype), fields, tag))
+
+/** Each kind's tag as an object to copy from, made once rather than once per event read. */
+const TAGS: { readonly [Tag in SessionEvent["_tag"]]: { readonly _tag: Tag } } = {
+  UserMessage: { _tag: "UserMessage" },
+  AssistantMessage: { _tag: "AssistantMessage" },
+  ToolResult: { _tag: "ToolResult" },
+  RuntimeMessage: { _tag: "RuntimeMessage" },
+  FileSnapshot: { _tag: "FileSnapshot" },
+  FileChange: { _tag: "FileChange" },
+  Compaction: { _tag: "Compaction" },
+  BackgroundCompleted: { _tag: "BackgroundCompleted" },
+  SessionMetadata: { _tag: "SessionMetadata" }
+}
 
 export const readStoredEvent = (json: unknown): SessionEvent | undefined => {
   if (typeof json !== "object" || json === null) return undefined
   switch ("_tag" in json ? json._tag : undefined) {
     case "UserMessage":
-      return built(userMessageFields(json), UserMessage, "UserMessage")
+      return built(userMessageFields(json), UserMessage, TAGS.UserMessage)
     case "AssistantMessage":
-      return built(assistantMessageFields(json), AssistantMessage, "AssistantMessage")
+      return built(assistantMessageFields(json), AssistantMessage, TAGS.AssistantMessage)
     case "ToolResult":
-      return built(toolResultFields(json), ToolResult, "ToolResult")
+      return built(toolResultFields(json), ToolResult, TAGS.ToolResult)
     case "RuntimeMessage":
-      return built(runtimeMessageFields(json), RuntimeMessage, "RuntimeMessage")
+      return built(runtimeMessageFields(json), RuntimeMessage, TAGS.RuntimeMessage)
     case "FileSnapshot": {
       const fields = fileSnapshotFields(json)
-      return fields === undefined || fields.state._tag === "content" ? undefined : built(fields, FileSnapshot, "FileSnapshot")
+      return fields === undefined || fields.state._tag === "content" ? undefined : built(fields, FileSnapshot, TAGS.FileSnapshot)
     }
     case "FileChange":
-      return built(fileChangeFields(json), FileChange, "FileChange")
+      return built(fileChangeFields(json), FileChange, TAGS.FileChange)
     case "Compaction":
-      return built(compactionFields(json), Compaction, "Compaction")
+      return built(compactionFields(json), Compaction, TAGS.Compaction)
     case "BackgroundCompleted":
-      return built(backgroundCompletedFields(json), BackgroundCompleted, "BackgroundCompleted")
+      return built(backgroundCompletedFields(json), BackgroundCompleted, TAGS.BackgroundCompleted)
     case "SessionMetadata":
-      return built(sessionMetadataFields(json), SessionMetadata, "SessionMetadata")
+      return built(sessionMetadataFields(json), SessionMetadata, TAGS.SessionMetadata)
     default:
       return undefined
   }

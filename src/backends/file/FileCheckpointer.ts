@@ -195,14 +195,14 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       Effect.flatMap(
         // The default codec stores the JSON text itself: nothing to decode (this is the replay's hot path).
         codec === jsonCodec
-          ? Effect.succeed(scanned.map((record) => record.payload))
+          ? Effect.succeed(undefined)
           : codec.decode(scanned.map((record) => ({ sessionId, seq: record.seq, payload: record.payload }))),
         (texts) =>
           Effect.try({
             try: () =>
-              Chunk.unsafeFromArray(texts.map((text, index) => {
-                const body = JSON.parse(text) as { readonly ts: unknown; readonly event: unknown }
-                return { seq: scanned[index]!.seq, ts: body.ts, event: body.event }
+              Chunk.unsafeFromArray(scanned.map((record, index) => {
+                const body = JSON.parse(texts === undefined ? record.payload : texts[index]!) as { readonly ts: unknown; readonly event: unknown }
+                return { seq: record.seq, ts: body.ts, event: body.event }
               })),
             catch: (cause) =>
               new CheckpointIntegrityError({

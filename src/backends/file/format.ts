@@ -89,15 +89,22 @@ export interface LineInfo {
   readonly payloadEnd: number
 }
 
-const readNumber = (bytes: Buffer, from: number, to: number): { value: number; next: number } | undefined => {
-  let value = 0
+/**
+ * Where the decimal number starting at `from` ends (the index of the tab after it), or -1 when
+ * there is none: 1 to 16 digits, then a tab, before `to`. Positions, not objects: every line of
+ * a replay goes through here.
+ */
+const numberEnd = (bytes: Buffer, from: number, to: number): number => {
   let index = from
-  while (index < to && bytes[index]! >= 0x30 && bytes[index]! <= 0x39 && index - from < 16) {
-    value = value * 10 + (bytes[index]! - 0x30)
-    index++
-  }
-  if (index === from || index >= to || bytes[index] !== TAB) return undefined
-  return { value, next: index + 1 }
+  while (index < to && bytes[index]! >= 0x30 && bytes[index]! <= 0x39 && index - from < 16) index++
+  return index === from || index >= to || bytes[index] !== TAB ? -1 : index
+}
+
+/** The value of the digits `bytes[from, end)` (checked by `numberEnd`). */
+const numberValue = (bytes: Buffer, from: number, end: number): number => {
+  let value = 0
+  for (let index = from; index < end; index++) value = value * 10 + (bytes[index]! - 0x30)
+  return value
 }
 
 const parseHex8 = (bytes: Buffer, from: number): number | undefined => {
@@ -117,11 +124,14 @@ export const parseLine = (input: Uint8Array, start: number, newline: number): Li
   if (newline - start < 9 + 6 || bytes[start + 8] !== TAB) return undefined
   const checksum = parseHex8(bytes, start)
   if (checksum === undefined || crc32(bytes.subarray(start + 9, newline)) !== checksum) return undefined
-  const seq = readNumber(bytes, start + 9, newline)
-  if (seq === undefined) return undefined
-  const batchEnd = readNumber(bytes, seq.next, newline)
-  if (batchEnd === undefined || seq.value < 1 || batchEnd.value < seq.value) return undefined
-  return { seq: seq.value, batchEnd: batchEnd.value, payloadStart: batchEnd.next, payloadEnd: newline }
+  const seqEnd = numberEnd(bytes, start + 9, newline)
+  if (seqEnd < 0) return undefined
+  const batchEndEnd = numberEnd(bytes, seqEnd + 1, newline)
+  if (batchEndEnd < 0) return undefined
+  const seq = numberValue(bytes, start + 9, seqEnd)
+  const batchEnd = numberValue(bytes, seqEnd + 1, batchEndEnd)
+  if (seq < 1 || batchEnd < seq) return undefined
+  return { seq, batchEnd, payloadStart: batchEndEnd + 1, payloadEnd: newline }
 }
 
 /** A committed record found by a forward scan. */
