@@ -158,6 +158,23 @@ describe("a session's events over SSE", () => {
     expect(messages).toEqual(["reset", "1:a", "2:x", "3:y", "4:z"])
   })
 
+  it("a client at the head is connected at once, not at the first event or heartbeat", async () => {
+    // A server whose heartbeat would come only after the test's time limit.
+    const quiet = await serveSessions({ checkpointer, token: TOKEN, heartbeatMs: 600_000 })
+    try {
+      await checkpointer.append("connected-at-head", [prompt("only")])
+      const connection = await connectSse(`${quiet.url}/sessions/connected-at-head/events`, { token: TOKEN, lastEventId: "1" })
+      expect(connection.status).toBe(200)
+      const next = connection.messages[Symbol.asyncIterator]().next()
+      await checkpointer.append("connected-at-head", [prompt("after connecting")])
+      const message = (await next).value as SseMessage
+      expect([message.id, contentOf(message)]).toEqual(["2", "after connecting"])
+      connection.abort()
+    } finally {
+      await quiet.close()
+    }
+  }, 10_000)
+
   it("200 clients at once each get every event, in order", async () => {
     const session = "crowd"
     await checkpointer.append(session, [prompt("1")])

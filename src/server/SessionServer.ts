@@ -121,6 +121,11 @@ const encoder = new TextEncoder()
 const frame = (fields: { readonly id?: string; readonly event: string; readonly data: unknown }) =>
   encoder.encode(`${fields.id === undefined ? "" : `id: ${fields.id}\n`}event: ${fields.event}\ndata: ${jsonText(fields.data)}\n\n`)
 const heartbeatFrame = encoder.encode(": heartbeat\n\n")
+/**
+ * The first bytes of every SSE stream: the response's headers go out with them at once, so a
+ * client at the head knows it is connected without waiting for an event or a heartbeat.
+ */
+const openedFrame = encoder.encode(": connected\n\n")
 
 /** A follower's item as an SSE frame: `id` is the seq (0 after a reset, so a reconnect starts the new log from the top). */
 const followFrame = (item: FollowItem) =>
@@ -185,7 +190,7 @@ const bounded = <A, E>(
         Stream.filterMap((bytes) => bytes)
       )
       const heartbeats = Stream.map(Stream.fromSchedule(Schedule.spaced(Duration.millis(settings.heartbeatMs))), () => heartbeatFrame)
-      return Stream.merge(frames, heartbeats, { haltStrategy: "left" })
+      return Stream.concat(Stream.make(openedFrame), Stream.merge(frames, heartbeats, { haltStrategy: "left" }))
     })
   )
 
