@@ -2,8 +2,8 @@
  * "Something changed in this directory": the wake-up signal for lock waiters. A process that
  * releases a lock changes a file beside it (the file backend removes the lock file), and the
  * kernel tells every watcher at once — across processes, containers and namespaces that share
- * the directory. A waiter woken this way tries the lock at
- * once instead of at the end of its back-off pause.
+ * the directory. A waiter woken this way tries the lock at once instead of at the end of its
+ * back-off pause.
  *
  * One `fs.watch` per directory and holder, started at the first wait and kept until the scope
  * closes. Where the file system sends no events (some network file systems) or watching fails,

@@ -118,7 +118,6 @@ const withFileEntry = (state: SessionState, path: string, entry: FileHistoryEntr
   return HashMap.set(state.files, path, history.append(Data.struct(entry)))
 }
 
-/** Fold one stored event into the state. Pure; never throws. */
 /** The state after `stored`: `changes` over `state`, built field by field (no spreads: this runs once per event of a replay). */
 const next = (state: SessionState, stored: StoredEvent, changes: Partial<SessionStateFields>): SessionState =>
   new SessionState({
@@ -133,6 +132,7 @@ const next = (state: SessionState, stored: StoredEvent, changes: Partial<Session
     usage: changes.usage ?? state.usage
   })
 
+/** Fold one stored event into the state. Pure; never throws. */
 export const step = (state: SessionState, stored: StoredEvent): SessionState => {
   const event = stored.event
   switch (event._tag) {

@@ -477,12 +477,15 @@ export const create = (owner: Owner, path: string, retried = false): HeldFile | 
   }
 }
 
+/** Where waiters' marks are (see `markWanted`). */
+const wantedDir = (owner: Owner) => join(owner.locksDir, WANTED_DIR)
+
 /**
  * Say that someone waits for the lock of `sessionId`: its `.wanted/` mark's modification time.
  * A holder that has kept the lock a while looks at it (`wantedSince`) and gives way. Never fails.
  */
 export const markWanted = (owner: Owner, sessionId: string) => {
-  const directory = join(owner.locksDir, WANTED_DIR)
+  const directory = wantedDir(owner)
   const path = join(directory, sessionId)
   // Another waiter taking its mark down may remove the directory between our two steps: a few
   // tries. A mark that cannot be made only costs this waiter its turn sooner; it never fails.
@@ -506,7 +509,7 @@ export const markWanted = (owner: Owner, sessionId: string) => {
 
 /** A waiter that got the lock, or gave up, takes its mark down (others still waiting put it back at their next try). Never fails. */
 export const unmarkWanted = (owner: Owner, sessionId: string) => {
-  const directory = join(owner.locksDir, WANTED_DIR)
+  const directory = wantedDir(owner)
   try {
     fs.rmSync(join(directory, sessionId), { force: true })
     // The last mark takes the directory with it (a waiter that finds it gone makes it again).
@@ -518,7 +521,7 @@ export const unmarkWanted = (owner: Owner, sessionId: string) => {
 
 /** When someone last said it waits for the lock of `sessionId` (epoch ms), or undefined. */
 export const wantedSince = (owner: Owner, sessionId: string): number | undefined =>
-  fs.statSync(join(owner.locksDir, WANTED_DIR, sessionId), { throwIfNoEntry: false })?.mtimeMs
+  fs.statSync(join(wantedDir(owner), sessionId), { throwIfNoEntry: false })?.mtimeMs
 
 /** Whether the held lock's lease was renewed less than `ms` ago. */
 export const renewedWithin = (held: HeldFile, ms: number): boolean => performance.now() - held.lease.renewedAt < ms
@@ -618,8 +621,8 @@ export const sweep = async (owner: Owner, now = Date.now()) => {
   // Marks of waiters that died waiting.
   if (present.has(WANTED_DIR)) {
     try {
-      for (const name of fs.readdirSync(join(owner.locksDir, WANTED_DIR))) {
-        if (ageOf(join(owner.locksDir, WANTED_DIR, name)) > old) remove(join(WANTED_DIR, name))
+      for (const name of fs.readdirSync(wantedDir(owner))) {
+        if (ageOf(join(wantedDir(owner), name)) > old) remove(join(WANTED_DIR, name))
       }
     } catch {
       // Gone already.

@@ -62,7 +62,7 @@ const NATIVE_BUSY_TIMEOUT_MS = 1
  * Other writers hold the lock for well under a millisecond, so the first retries come soon
  * (1, 2, 4 ms). Waiters are not woken by other processes' commits: under contention every
  * commit woke every waiter, and each wake-up costs a process tens to hundreds of microseconds
- * of CPU that the lock's holder needed (4 writers, 8 appends in flight: 24% fewer appends).
+ * of CPU that the lock's holder needed (4 writers, 8 appends in flight: about a fifth fewer appends).
  */
 const MAX_BACKOFF_MS = 8
 
