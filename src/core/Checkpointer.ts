@@ -434,9 +434,10 @@ export const make = (driver: CheckpointerDriver) =>
               driver.read(sessionId, sinceSeq),
               (chunk): Effect.Effect<Chunk.Chunk<StoredEvent>, CheckpointerError> => {
               // A plain loop: decoding sits on the replay hot path.
-              const decodedChunk: Array<StoredEvent> = []
-              for (const raw of chunk) {
-                const decoded = decodeStoredEvent(sessionId, expectedSeq, raw)
+              const raws = Chunk.toReadonlyArray(chunk)
+              const decodedChunk: Array<StoredEvent> = new Array(raws.length)
+              for (let index = 0; index < raws.length; index++) {
+                const decoded = decodeStoredEvent(sessionId, expectedSeq, raws[index])
                 if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
                 if (decoded.right.seq !== expectedSeq) {
                   return Effect.fail(
@@ -448,7 +449,7 @@ export const make = (driver: CheckpointerDriver) =>
                   )
                 }
                 expectedSeq++
-                decodedChunk.push(decoded.right)
+                decodedChunk[index] = decoded.right
               }
               return Effect.succeed(Chunk.unsafeFromArray(decodedChunk))
             }).pipe(Stream.rechunk(READ_CHUNK_EVENTS))

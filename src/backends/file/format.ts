@@ -14,6 +14,7 @@
 import { crc32 } from "node:zlib"
 import { Effect } from "effect"
 import { CheckpointIntegrityError, SchemaVersionError } from "../../core/errors.js"
+import { crc32Range } from "./crc32.js"
 
 export const LOG_FORMAT = "lite-agent/session-log"
 export const LOG_VERSION = 1
@@ -81,13 +82,16 @@ export const recordLine = (seq: number, batchEnd: number, payload: string): stri
   return `${hex8(crc32(body))}\t${body}\n`
 }
 
+/** What `parseLine` found in a line; filled in place, so a replay makes no object per line. */
 export interface LineInfo {
-  readonly seq: number
-  readonly batchEnd: number
-  readonly payloadStart: number
+  seq: number
+  batchEnd: number
+  payloadStart: number
   /** Index of the line's newline. */
-  readonly payloadEnd: number
+  payloadEnd: number
 }
+
+const newLineInfo = (): LineInfo => ({ seq: 0, batchEnd: 0, payloadStart: 0, payloadEnd: 0 })
 
 /**
  * Where the decimal number starting at `from` ends (the index of the tab after it), or -1 when
@@ -118,20 +122,27 @@ const parseHex8 = (bytes: Buffer, from: number): number | undefined => {
   return value
 }
 
-/** Parse the line `bytes[start, newline)`; `undefined` when it is damaged in any way. */
-export const parseLine = (input: Uint8Array, start: number, newline: number): LineInfo | undefined => {
+/**
+ * Parse the line `bytes[start, newline)` into `line`; false (and `line` left meaningless) when
+ * it is damaged in any way.
+ */
+export const parseLine = (input: Uint8Array, start: number, newline: number, line: LineInfo): boolean => {
   const bytes = asBuffer(input)
-  if (newline - start < 9 + 6 || bytes[start + 8] !== TAB) return undefined
+  if (newline - start < 9 + 6 || bytes[start + 8] !== TAB) return false
   const checksum = parseHex8(bytes, start)
-  if (checksum === undefined || crc32(bytes.subarray(start + 9, newline)) !== checksum) return undefined
+  if (checksum === undefined || crc32Range(bytes, start + 9, newline) !== checksum) return false
   const seqEnd = numberEnd(bytes, start + 9, newline)
-  if (seqEnd < 0) return undefined
+  if (seqEnd < 0) return false
   const batchEndEnd = numberEnd(bytes, seqEnd + 1, newline)
-  if (batchEndEnd < 0) return undefined
+  if (batchEndEnd < 0) return false
   const seq = numberValue(bytes, start + 9, seqEnd)
   const batchEnd = numberValue(bytes, seqEnd + 1, batchEndEnd)
-  if (seq < 1 || batchEnd < seq) return undefined
-  return { seq, batchEnd, payloadStart: batchEndEnd + 1, payloadEnd: newline }
+  if (seq < 1 || batchEnd < seq) return false
+  line.seq = seq
+  line.batchEnd = batchEnd
+  line.payloadStart = batchEndEnd + 1
+  line.payloadEnd = newline
+  return true
 }
 
 /** A committed record found by a forward scan. */
@@ -181,12 +192,12 @@ export class ForwardScanner {
       const newline = bytes.indexOf(NEWLINE, start)
       if (newline < 0) break
       const offset = this.carryOffset + start
-      const line = parseLine(bytes, start, newline)
-      if (line === undefined) {
+      const line = this.line
+      if (!parseLine(bytes, start, newline, line)) {
         this.damagedAt ??= offset
       } else {
         if (this.damagedAt !== undefined) return this.corruption(this.damagedAt)
-        const expected = (this.pending.at(-1)?.seq ?? this.lastCommittedSeq) + 1
+        const expected = this.expectedSeq()
         if (line.seq !== expected || (this.pending.length > 0 && line.batchEnd !== this.pendingBatchEnd)) {
           return this.corruption(offset, `found seq ${line.seq} (batch ending ${line.batchEnd})`)
         }
@@ -212,6 +223,11 @@ export class ForwardScanner {
   }
 
   private pendingBatchEnd = 0
+  private readonly line = newLineInfo()
+
+  private expectedSeq(): number {
+    return (this.pending.length > 0 ? this.pending[this.pending.length - 1]!.seq : this.lastCommittedSeq) + 1
+  }
 
   private corruption(offset: number, found?: string): CheckpointIntegrityError {
     return new CheckpointIntegrityError({
@@ -220,7 +236,7 @@ export class ForwardScanner {
       offset,
       detail: found === undefined
         ? `damaged record in the middle of the log (valid records follow it)`
-        : `records out of order: expected seq ${(this.pending.at(-1)?.seq ?? this.lastCommittedSeq) + 1}, ${found}`
+        : `records out of order: expected seq ${this.expectedSeq()}, ${found}`
     })
   }
 }
@@ -238,6 +254,7 @@ export const findCommittedEnd = <E>(
   Effect.gen(function*() {
   let windowStart = size
   let window = Buffer.alloc(0)
+  const line = newLineInfo()
   // Lines are short: most tails hold the last committed line in the first 4 KB read.
   let blockSize = 4 * 1024
   // Lines are examined from the end; `cursor` is the index in `window` of the newline that
@@ -251,8 +268,7 @@ export const findCommittedEnd = <E>(
     while (newline >= 0) {
       const previous = newline === 0 ? -1 : window.lastIndexOf(NEWLINE, newline - 1)
       if (previous < 0 && windowStart > headerEnd) break // the line starts before the window: read more
-      const line = parseLine(window, previous + 1, newline)
-      if (line !== undefined && line.seq === line.batchEnd) {
+      if (parseLine(window, previous + 1, newline, line) && line.seq === line.batchEnd) {
         return { head: line.seq, end: windowStart + newline + 1 }
       }
       newline = previous
@@ -305,8 +321,8 @@ const lineAfter = <E>(
       const previous = bytes.indexOf(NEWLINE)
       const next = previous < 0 ? -1 : bytes.indexOf(NEWLINE, previous + 1)
       if (next >= 0) {
-        const line = parseLine(bytes, previous + 1, next)
-        return line === undefined ? undefined : { offset: position + previous + 1, seq: line.seq }
+        const line = newLineInfo()
+        return parseLine(bytes, previous + 1, next, line) ? { offset: position + previous + 1, seq: line.seq } : undefined
       }
       if (position + bytes.length >= end || length >= MAX_PROBE_BYTES) return undefined
       length *= 4
