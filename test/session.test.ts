@@ -55,7 +55,12 @@ describe("fold laws", () => {
         for (const s of log) incremental = Session.step(incremental, s)
         const batch = Session.fold(log)
         expect(Equal.equals(incremental, batch)).toBe(true)
-        expect(Equal.equals(Session.fold(log.slice(k), Session.fold(log.slice(0, k))), batch)).toBe(true)
+        const prefix = Session.fold(log.slice(0, k))
+        const prefixPicture = picture(prefix)
+        expect(Equal.equals(Session.fold(log.slice(k), prefix), batch)).toBe(true)
+        // Folding onto a state leaves that state as it was.
+        expect(picture(prefix)).toEqual(prefixPicture)
+        expect(Equal.equals(prefix, Session.fold(log.slice(0, k)))).toBe(true)
       }),
       { numRuns: 200 }
     )

@@ -110,43 +110,53 @@ export const emptySessionState: SessionState = new SessionState({
   usage: Data.struct({ inputTokens: 0, outputTokens: 0 })
 })
 
-const withMessage = (state: SessionState, stored: StoredEvent, event: ConversationEvent) =>
-  state.messages.append(Data.struct({ seq: stored.seq, ts: stored.ts, event }))
+/**
+ * A state being built: the fields of a `SessionState`, changed in place. `fold` applies all of
+ * its events to one draft and makes one state at the end, rather than a state per event (this
+ * runs once per event of a replay). The persistent parts (`AppendOnly`, `HashMap`) are never
+ * changed in place, so a draft never alters the state it started from.
+ */
+type Draft = { -readonly [K in keyof SessionStateFields]: SessionStateFields[K] }
 
-const withFileEntry = (state: SessionState, path: string, entry: FileHistoryEntry) => {
-  const history = Option.getOrElse(HashMap.get(state.files, path), () => AppendOnly.empty<FileHistoryEntry>())
-  return HashMap.set(state.files, path, history.append(Data.struct(entry)))
+const draftOf = (state: SessionState): Draft => ({
+  head: state.head,
+  lastTs: state.lastTs,
+  messages: state.messages,
+  compaction: state.compaction,
+  anchors: state.anchors,
+  pendingToolCalls: state.pendingToolCalls,
+  files: state.files,
+  metadata: state.metadata,
+  usage: state.usage
+})
+
+const withMessage = (draft: Draft, stored: StoredEvent, event: ConversationEvent) =>
+  draft.messages.append(Data.struct({ seq: stored.seq, ts: stored.ts, event }))
+
+const withFileEntry = (draft: Draft, path: string, entry: FileHistoryEntry) => {
+  const history = Option.getOrElse(HashMap.get(draft.files, path), () => AppendOnly.empty<FileHistoryEntry>())
+  return HashMap.set(draft.files, path, history.append(Data.struct(entry)))
 }
 
-/** The state after `stored`: `changes` over `state`, built field by field (no spreads: this runs once per event of a replay). */
-const next = (state: SessionState, stored: StoredEvent, changes: Partial<SessionStateFields>): SessionState =>
-  new SessionState({
-    head: stored.seq,
-    lastTs: stored.ts,
-    messages: changes.messages ?? state.messages,
-    compaction: changes.compaction ?? state.compaction,
-    anchors: changes.anchors ?? state.anchors,
-    pendingToolCalls: changes.pendingToolCalls ?? state.pendingToolCalls,
-    files: changes.files ?? state.files,
-    metadata: changes.metadata ?? state.metadata,
-    usage: changes.usage ?? state.usage
-  })
-
-/** Fold one stored event into the state. Pure; never throws. */
-export const step = (state: SessionState, stored: StoredEvent): SessionState => {
+/** Fold one stored event into a draft. Never throws. */
+const apply = (draft: Draft, stored: StoredEvent): void => {
+  draft.head = stored.seq
+  draft.lastTs = stored.ts
   const event = stored.event
   switch (event._tag) {
     case "UserMessage": {
-      const anchors = isUserCheckpoint(event, HashMap.size(state.pendingToolCalls))
-        ? state.anchors.append(Data.struct({ seq: stored.seq, ts: stored.ts, prompt: contentText(event.content) }))
-        : state.anchors
-      return next(state, stored, { messages: withMessage(state, stored, event), anchors })
+      if (isUserCheckpoint(event, HashMap.size(draft.pendingToolCalls))) {
+        draft.anchors = draft.anchors.append(Data.struct({ seq: stored.seq, ts: stored.ts, prompt: contentText(event.content) }))
+      }
+      draft.messages = withMessage(draft, stored, event)
+      return
     }
     case "RuntimeMessage":
     case "BackgroundCompleted":
-      return next(state, stored, { messages: withMessage(state, stored, event) })
+      draft.messages = withMessage(draft, stored, event)
+      return
     case "AssistantMessage": {
-      let pendingToolCalls = state.pendingToolCalls
+      let pendingToolCalls = draft.pendingToolCalls
       event.content.forEach((block, blockIndex) => {
         if (block.type === "tool_use") {
           pendingToolCalls = HashMap.set(
@@ -156,59 +166,68 @@ export const step = (state: SessionState, stored: StoredEvent): SessionState => 
           )
         }
       })
-      const usage = event.usage === undefined ? state.usage : Data.struct({
-        inputTokens: state.usage.inputTokens + event.usage.inputTokens,
-        outputTokens: state.usage.outputTokens + event.usage.outputTokens
-      })
-      return next(state, stored, { messages: withMessage(state, stored, event), pendingToolCalls, usage })
+      if (event.usage !== undefined) {
+        draft.usage = Data.struct({
+          inputTokens: draft.usage.inputTokens + event.usage.inputTokens,
+          outputTokens: draft.usage.outputTokens + event.usage.outputTokens
+        })
+      }
+      draft.messages = withMessage(draft, stored, event)
+      draft.pendingToolCalls = pendingToolCalls
+      return
     }
     case "ToolResult":
-      return next(state, stored, {
-        messages: withMessage(state, stored, event),
-        pendingToolCalls: HashMap.remove(state.pendingToolCalls, event.toolUseId)
-      })
+      draft.messages = withMessage(draft, stored, event)
+      draft.pendingToolCalls = HashMap.remove(draft.pendingToolCalls, event.toolUseId)
+      return
     case "FileSnapshot":
-      return next(state, stored, {
-        files: withFileEntry(state, event.path, {
-          kind: "snapshot",
-          seq: stored.seq,
-          toolUseId: event.toolUseId,
-          state: event.state
-        })
+      draft.files = withFileEntry(draft, event.path, {
+        kind: "snapshot",
+        seq: stored.seq,
+        toolUseId: event.toolUseId,
+        state: event.state
       })
+      return
     case "FileChange":
-      return next(state, stored, {
-        files: withFileEntry(state, event.path, {
-          kind: "change",
-          seq: stored.seq,
-          toolUseId: event.toolUseId,
-          operation: event.operation,
-          after: event.after
-        })
+      draft.files = withFileEntry(draft, event.path, {
+        kind: "change",
+        seq: stored.seq,
+        toolUseId: event.toolUseId,
+        operation: event.operation,
+        after: event.after
       })
+      return
     case "Compaction":
-      return next(state, stored, { compaction: Data.struct({ seq: stored.seq, event }) })
+      draft.compaction = Data.struct({ seq: stored.seq, event })
+      return
     case "SessionMetadata": {
-      const previous = state.metadata
+      const previous = draft.metadata
       let labels = previous.labels
       for (const [key, value] of Object.entries(event.labels ?? {})) labels = HashMap.set(labels, key, value)
-      const metadata = Data.struct({
+      draft.metadata = Data.struct({
         formatVersion: event.formatVersion,
         title: event.title ?? previous.title,
         workdir: event.workdir ?? previous.workdir,
         model: event.model ?? previous.model,
         labels
       })
-      return next(state, stored, { metadata })
+      return
     }
   }
 }
 
+/** Fold one stored event into the state. Pure; never throws. */
+export const step = (state: SessionState, stored: StoredEvent): SessionState => {
+  const draft = draftOf(state)
+  apply(draft, stored)
+  return new SessionState(draft)
+}
+
 /** Fold stored events (in seq order) onto `from` (default: the empty session). */
 export const fold = (events: Iterable<StoredEvent>, from: SessionState = emptySessionState): SessionState => {
-  let state = from
-  for (const stored of events) state = step(state, stored)
-  return state
+  let draft: Draft | undefined
+  for (const stored of events) apply(draft ??= draftOf(from), stored)
+  return draft === undefined ? from : new SessionState(draft)
 }
 
 // ---------------------------------------------------------------------------
