@@ -118,17 +118,8 @@ export const emptySessionState: SessionState = new SessionState({
  */
 type Draft = { -readonly [K in keyof SessionStateFields]: SessionStateFields[K] }
 
-const draftOf = (state: SessionState): Draft => ({
-  head: state.head,
-  lastTs: state.lastTs,
-  messages: state.messages,
-  compaction: state.compaction,
-  anchors: state.anchors,
-  pendingToolCalls: state.pendingToolCalls,
-  files: state.files,
-  metadata: state.metadata,
-  usage: state.usage
-})
+/** A state's fields as a draft (its own properties are exactly its fields). */
+const draftOf = (state: SessionState): Draft => ({ ...state })
 
 const withMessage = (draft: Draft, stored: StoredEvent, event: ConversationEvent) =>
   draft.messages.append(Data.struct({ seq: stored.seq, ts: stored.ts, event }))

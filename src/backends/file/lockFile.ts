@@ -621,8 +621,9 @@ export const sweep = async (owner: Owner, now = Date.now()) => {
   // Marks of waiters that died waiting.
   if (present.has(WANTED_DIR)) {
     try {
-      for (const name of fs.readdirSync(wantedDir(owner))) {
-        if (ageOf(join(wantedDir(owner), name)) > old) remove(join(WANTED_DIR, name))
+      const marks = wantedDir(owner)
+      for (const name of fs.readdirSync(marks)) {
+        if (ageOf(join(marks, name)) > old) remove(join(WANTED_DIR, name))
       }
     } catch {
       // Gone already.
