@@ -176,18 +176,29 @@ describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes o
 
       const watcher = await connectSse(`${sessionsOnly.url}/sessions/${session}/events`, { token: TOKEN, lastEventId: String(head) })
       const seen: Array<string> = []
+      // What the watcher has seen, as `seq:tag` or `reset id`; `until` resolves once `enough` holds.
+      let until: { enough: () => boolean; resolve: () => void } | undefined
       const watching = (async () => {
         for await (const message of watcher.messages) {
           seen.push(message.event === "reset" ? `reset ${message.id}` : `${message.id}:${(JSON.parse(message.data) as { event: { _tag: string } }).event._tag}`)
-          if (seen.includes("reset 0") && seen.length >= 6) break
+          if (until?.enough() === true) until.resolve()
         }
       })()
+      const seenUntil = (enough: () => boolean) =>
+        enough() ? Promise.resolve() : new Promise<void>((resolve) => {
+          until = { enough, resolve }
+        })
       const second = await connectSse(`${withAgent.url}/sessions/${session}/messages`, { token: TOKEN, method: "POST", body: { text: "two" } })
       await allMessages(second.messages)
+      // The turn's events reach the watcher before the restore: a truncate that came first would be
+      // a reset that skips them, which is what following promises but not what this test checks.
+      await seenUntil(() => seen.length >= 2)
+      expect(seen).toEqual(["4:UserMessage", "5:AssistantMessage"])
       const restore = await request(`${withAgent.url}/sessions/${session}/restore`, { token: TOKEN, method: "POST", body: { seq: 4 } })
       expect(restore.status).toBe(200)
-      await watching
+      await seenUntil(() => seen.length >= 6)
       watcher.abort()
+      await watching.catch(() => undefined)
       expect(seen).toEqual(["4:UserMessage", "5:AssistantMessage", "reset 0", "1:SessionMetadata", "2:UserMessage", "3:AssistantMessage"])
     } finally {
       withAgent.worker.child.kill("SIGTERM")
