@@ -1,7 +1,7 @@
 /**
  * Group commit in the SQLite backend (src/backends/sqlite/groupCommit.ts): appends that wait for
  * the write lock together share a transaction, yet each keeps its own outcome — a conflict fails
- * only itself, an interrupted caller's append is never written, a lock held too long is a busy
+ * only itself, an append whose statement fails after it wrote leaves nothing and the others commit, an interrupted caller's append is never written, a lock held too long is a busy
  * error for exactly those that waited too long.
  */
 import { mkdtempSync } from "node:fs"
@@ -66,6 +66,36 @@ describe("sqlite group commit", () => {
         const batch = t[start]!.split(".")[0]
         expect(t.slice(start, start + 3)).toEqual([`${batch}.a`, `${batch}.b`, `${batch}.c`])
       }
+    }))
+  })
+
+  it("an append that fails after it wrote undoes only itself: the others of its transaction commit, none of its rows stay", async () => {
+    const file = freshFile()
+    await inStore(file, 10_000, Effect.gen(function*() {
+      const checkpointer = yield* Checkpointer
+      for (const session of ["a", "poisoned", "b"]) yield* checkpointer.append(session, [message(`${session} first`)])
+      // Another connection makes moving the head of "poisoned" fail: its append inserts its event
+      // rows, then fails on the UPDATE of its head — inside a transaction shared with others.
+      const other = new Database(file)
+      other.exec(`CREATE TRIGGER poison BEFORE UPDATE ON lite_agent_sessions WHEN NEW.id = 'poisoned'
+        BEGIN SELECT RAISE(ABORT, 'poisoned for the test'); END`)
+      const release = holdLock(file)
+      const appends = yield* Effect.forkAll(
+        ["a", "poisoned", "b", "poisoned", "a"].map((session, i) => Effect.either(checkpointer.append(session, [message(`${session} ${i}`)])))
+      )
+      yield* Effect.sleep("50 millis")
+      release()
+      const outcomes = yield* Fiber.join(appends)
+      expect(outcomes.map((outcome) => outcome._tag)).toEqual(["Right", "Left", "Right", "Left", "Right"])
+      expect(String(outcomes[1]!._tag === "Left" ? outcomes[1]!.left.message : "")).toContain("poisoned for the test")
+      expect(yield* texts(checkpointer, "a")).toEqual(["a first", "a 0", "a 4"])
+      expect(yield* texts(checkpointer, "b")).toEqual(["b first", "b 2"])
+      // Neither failed append left an event behind its head.
+      expect(yield* texts(checkpointer, "poisoned")).toEqual(["poisoned first"])
+      expect(other.prepare("SELECT count(*) FROM lite_agent_events WHERE session_id = 'poisoned'").pluck().get()).toBe(1)
+      other.exec("DROP TRIGGER poison")
+      other.close()
+      expect(yield* checkpointer.append("poisoned", [message("poisoned after")])).toBe(2)
     }))
   })
 

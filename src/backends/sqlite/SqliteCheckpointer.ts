@@ -8,7 +8,7 @@
  *   writes `head+1…n`, so SQLite serialises writers and seqs never interleave; an expected head
  *   is checked inside it. Mutations that arrive while a transaction waits for the lock or runs
  *   share the next one (group commit, ./groupCommit.ts): one lock round and one commit for many
- *   appends, each after the first in a savepoint of its own, so a failing one undoes only itself.
+ *   appends; a failing one undoes only itself.
  * - better-sqlite3 is synchronous, so its own busy timeout would freeze the event loop while
  *   another process holds the write lock. The native timeout is kept at 1 ms and the wait is
  *   an asynchronous retry with jittered back-off, up to `busyTimeoutMs`; still busy after that
@@ -168,21 +168,19 @@ export const make = (options: SqliteCheckpointerOptions) =>
       return () => void compiled.run()
     }
     const rollbackStatement = db.prepare("ROLLBACK")
+    /** Statements that change the database, begun so far (see `GroupCommitOptions.writes`). */
+    let writes = 0
+    const writing = <A>(operation: string, run: () => A) =>
+      inTransaction(operation, () => {
+        writes++
+        return run()
+      })
     const transactions = yield* makeGroupCommit({
       busyTimeoutMs: config.busyTimeoutMs,
       maxPauseMs: MAX_BACKOFF_MS,
       failure,
       begin: prepared("BEGIN IMMEDIATE"),
-      savepoint: prepared("SAVEPOINT lite_agent_batch"),
-      releaseSavepoint: prepared("RELEASE lite_agent_batch"),
-      rollbackToSavepoint: (() => {
-        const rollback = prepared("ROLLBACK TO lite_agent_batch")
-        const release = prepared("RELEASE lite_agent_batch")
-        return () => {
-          rollback()
-          release()
-        }
-      })(),
+      writes: () => writes,
       commit: prepared("COMMIT"),
       // A failed statement or COMMIT may have ended the transaction already; a failed rollback leaves it to SQLite.
       rollback: () => {
@@ -229,7 +227,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
 
     yield* transactions.run(
       undefined,
-      inTransaction("migrate", () => {
+      writing("migrate", () => {
         const current = Number(db.pragma("user_version", { simple: true }))
         if (current > SCHEMA_VERSION) return new SchemaVersionError({ found: current, supported: SCHEMA_VERSION, detail: config.file })
         db.exec(MIGRATIONS_TABLE)
@@ -310,19 +308,19 @@ export const make = (options: SqliteCheckpointerOptions) =>
     const lockedSession = (sessionId: string, head: number, mtime: number): Checkpointer.LockedSession => ({
       head,
       append: (records) =>
-        inTransaction("append", () => {
+        writing("append", () => {
           for (const record of records) sql.insertEvent.run(sessionId, record.seq, record.ts, JSON.stringify(record.event))
           const newHead = records.at(-1)!.seq
           if (head === 0) sql.createSession.run(sessionId, newHead, mtime)
           else sql.moveHead.run(newHead, mtime, sessionId)
         }),
       truncate: (toSeq) =>
-        inTransaction("truncate", () => {
+        writing("truncate", () => {
           sql.dropEventsAfter.run(sessionId, toSeq)
           sql.truncateHead.run(toSeq, mtime, sessionId)
         }),
       putBlobs: (blobs) =>
-        inTransaction("store snapshot", () => {
+        writing("store snapshot", () => {
           for (const blob of blobs) {
             sql.putBlob.run(sessionId, blob.sha256, Buffer.from(blob.data.buffer, blob.data.byteOffset, blob.data.byteLength))
           }
@@ -330,7 +328,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
       missingBlobs: (hashes) =>
         inTransaction("check snapshots", () => hashes.filter((sha256) => sql.hasBlob.get(sessionId, sha256) === undefined)),
       deleteBlobs: (hashes) =>
-        inTransaction("delete snapshots", () => {
+        writing("delete snapshots", () => {
           for (const sha256 of hashes) sql.deleteBlob.run(sessionId, sha256)
         }),
       storedBlobs: inTransaction("list snapshots", () => sql.listBlobs.all(sessionId)),
@@ -382,7 +380,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
       delete: (sessionId) =>
         transactions.run(
           sessionId,
-          inTransaction("delete", () => {
+          writing("delete", () => {
             sql.deleteEvents.run(sessionId)
             sql.deleteBlobs.run(sessionId)
             sql.deleteSession.run(sessionId)

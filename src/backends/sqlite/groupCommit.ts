@@ -4,11 +4,11 @@
  *
  * A mutation queues its body. The caller that finds no transaction under way leads: it begins
  * a transaction (waiting asynchronously while another process holds the lock) and runs every
- * queued body in it in turn — the first directly, each later one in a savepoint, so a body that
- * fails undoes only itself — then commits once and hands each mutation its own outcome, and
- * goes on until nothing waits. A mutation arriving alone runs alone, in its caller's fiber;
- * under contention, the ones that queued while the lock was held share one lock round and one
- * commit.
+ * queued body in it in turn, then commits once and hands each mutation its own outcome, and goes
+ * on until nothing waits. A body that fails undoes only itself: one that wrote nothing needs no
+ * undoing, and one that did rolls the transaction back and the bodies before it run again in
+ * the next. A mutation arriving alone runs alone, in its caller's fiber; under contention, the
+ * ones that queued while the lock was held share one lock round and one commit.
  *
  * Nothing is reported before the commit that makes it durable: a failed commit fails every body
  * that had succeeded in that transaction. A mutation still queued when its caller is interrupted
@@ -42,10 +42,8 @@ export interface GroupCommitOptions {
   readonly failure: (operation: string, error: unknown) => CheckpointerError | Busy
   /** Begin a write transaction (throws busy while another connection holds the write lock). */
   readonly begin: () => void
-  readonly savepoint: () => void
-  readonly releaseSavepoint: () => void
-  /** Undo everything since the savepoint, and release it. */
-  readonly rollbackToSavepoint: () => void
+  /** How many times a body has begun writing so far: a body that failed after it did must not commit. */
+  readonly writes: () => number
   readonly commit: () => void
   /** Roll the open transaction back, if one is open. */
   readonly rollback: () => void
@@ -121,40 +119,31 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
     }
     const inTransaction = (operation: string, run: () => void) => Effect.mapError(statements(operation, run), asStorage)
 
-    /** Run the waiting bodies in the open transaction and commit them. */
+    /**
+     * Run the waiting bodies in the open transaction and commit them. No savepoint per body (two
+     * statements each, inside the lock that every other writer waits for): a body that fails
+     * before writing anything leaves nothing to undo, and one that fails after writing rolls the
+     * whole transaction back — the bodies that had run before it go back to the head of the
+     * queue, to run again in the next transaction.
+     */
     const transaction = Effect.gen(function*() {
       const ran: Array<readonly [Request, () => void]> = []
       while (waiting.length > 0 && ran.length < MAX_BATCH) {
         const request = waiting.shift()!
-        if (ran.length === 0) {
-          const exit = yield* Effect.exit(request.body)
-          if (Exit.isFailure(exit)) {
-            // Alone in the transaction: undo it all; the next round begins a fresh one for the rest.
-            options.rollback()
-            return request.fail(exit.cause)
-          }
+        const writesBefore = options.writes()
+        const exit = yield* Effect.exit(request.body)
+        if (Exit.isSuccess(exit)) {
           ran.push([request, exit.value])
           continue
         }
-        const saved = yield* Effect.either(inTransaction("savepoint", options.savepoint))
-        if (Either.isLeft(saved)) {
-          // Cannot isolate it: leave it for the next transaction and commit what ran.
-          waiting.unshift(request)
-          break
-        }
-        const exit = yield* Effect.exit(request.body)
-        const closed = yield* Effect.either(
-          inTransaction("savepoint", Exit.isFailure(exit) ? options.rollbackToSavepoint : options.releaseSavepoint)
-        )
-        if (Either.isLeft(closed)) {
-          // The transaction is in an unknown state: nothing in it may commit.
+        request.fail(exit.cause)
+        if (options.writes() !== writesBefore) {
           options.rollback()
-          request.fail(Exit.isFailure(exit) ? exit.cause : Cause.fail(closed.left))
-          return failAll(ran.map(([earlier]) => earlier), closed.left)
+          waiting.unshift(...ran.map(([earlier]) => earlier))
+          return
         }
-        if (Exit.isFailure(exit)) request.fail(exit.cause)
-        else ran.push([request, exit.value])
       }
+      if (ran.length === 0) return options.rollback()
       const committed = yield* Effect.either(inTransaction("commit", options.commit))
       if (Either.isLeft(committed)) {
         options.rollback()
