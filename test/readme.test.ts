@@ -119,7 +119,7 @@ const expectedOutput: Record<string, (stdout: string) => void> = {
     expect(stdout).toContain("head 3")
   },
   "time-travel.ts": (stdout) => {
-    expect(stdout).toContain("[ { path: 'greeting.txt', action: 'write', unverified: false } ] []")
+    expect(stdout).toContain("path: 'greeting.txt',\n    action: 'write',\n    unverified: false,\n    alreadyRestored: false\n  }\n] []")
     expect(stdout).toContain("[ 'greeting.txt' ] true")
     expect(stdout).toContain("tool: 'shell', input: { command: 'date > built.txt' }")
     expect(stdout).toContain('greeting.txt: "hello\\n"')

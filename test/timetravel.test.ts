@@ -301,6 +301,38 @@ describe("restore refuses, with a reason per file, and changes nothing", () => {
   })
 })
 
+describe("a restore retried after it was cut short", () => {
+  for (const backend of BACKENDS) {
+    it(`${backend}: files already back at the target are not outside edits; the restore completes; other edits are still refused`, async () => {
+      const workdir = freshWorkdir()
+      await run(backend, workdir, Effect.gen(function*() {
+        const { second } = yield* twoPrompts
+        const timeTravel = yield* TimeTravel.TimeTravel
+        const clean = diskState(workdir)
+        // What a restore to `second` stopped after its first file leaves: a.txt back, c.txt still there.
+        writeFileSync(join(workdir, "a.txt"), "alpha\n")
+        const dry = yield* timeTravel.restore("s", second, { dryRun: true })
+        expect(dry.refusals).toEqual([])
+        expect(dry.plan.map((p) => [p.path, p.action, p.alreadyRestored])).toEqual([["a.txt", "write", true], ["c.txt", "delete", false]])
+
+        // c.txt edited outside meanwhile: that one is refused, a.txt is not.
+        writeFileSync(join(workdir, "c.txt"), "gamma, edited by hand")
+        const error = yield* failureOf(timeTravel.restore("s", second))
+        expect(error).toBeInstanceOf(RestoreRefusedError)
+        expect((error as RestoreRefusedError).refusals.map((r) => [r.path, r.reason])).toEqual([["c.txt", "modified_externally"]])
+
+        writeFileSync(join(workdir, "c.txt"), "gamma")
+        const log = yield* logOf("s")
+        const result = yield* timeTravel.restore("s", second)
+        expect(result).toMatchObject({ restoredFiles: ["a.txt", "c.txt"], conversationRestored: true, refusals: [] })
+        const { "c.txt": _removed, ...rest } = clean
+        expect(diskState(workdir)).toEqual({ ...rest, "a.txt": { ...clean["a.txt"], data: Buffer.from("alpha\n").toString("base64") } })
+        expect(yield* logOf("s")).toEqual(log.slice(0, second - 1))
+      }))
+    })
+  }
+})
+
 describe("restore part-way failures put everything back", () => {
   /** A workspace whose n-th write or delete (counting from when `armed` is set) fails, once. */
   const failingWorkspace = (workdir: string, control: { armed: boolean; writesLeft: number; hang?: boolean }) =>

@@ -3,7 +3,8 @@
  * the agent changed and/or the conversation — or refuse, with a reason per file.
  *
  * 1. plan (pure, `planRestore`) from the folded log;
- * 2. preflight every file on disk (path safety, outside edits) before changing any;
+ * 2. preflight every file on disk (path safety, outside edits) before changing any; a file
+ *    already at its target (a retried restore) needs nothing;
  * 3. execute: write each file atomically, keeping what it replaced; on any failure,
  *    abort or interruption put every changed file back; then truncate the log with the
  *    expected head — a conflict there puts the files back too.
@@ -41,6 +42,8 @@ export interface PlannedFile {
   readonly refusal?: Refusal
   /** True when the agent recorded no hash for this path, so outside edits cannot be detected. */
   readonly unverified: boolean
+  /** True when the disk already holds what the restore puts there (a retried restore): nothing to do for it. */
+  readonly alreadyRestored: boolean
 }
 
 export interface RestoreResult {
@@ -98,8 +101,12 @@ export const make = Effect.gen(function*() {
   const states = yield* SessionStates.fromContextOrNew
   const hub = yield* PubSub.unbounded<RestoreProgress>()
 
-  /** Check one planned file against the disk; a refusal, or nothing. */
-  const preflight = (file: FilePlan): Effect.Effect<Refusal | undefined, WorkspaceIOError> =>
+  /**
+   * Check one planned file against the disk: a refusal; `"restored"` when the disk already holds
+   * what the restore would put there (as a restore cut short leaves the files it got to, which
+   * are then not outside edits); or nothing.
+   */
+  const preflight = (file: FilePlan): Effect.Effect<Refusal | "restored" | undefined, WorkspaceIOError> =>
     Effect.gen(function*() {
       const current = yield* Effect.either(workspace.inspect(file.path))
       if (current._tag === "Left") {
@@ -112,6 +119,11 @@ export const make = Effect.gen(function*() {
       if (disk.kind === "other") {
         return { reason: "unsafe_path", path: file.path, detail: `the path is now ${disk.description}` } satisfies Refusal
       }
+      const target = file.action
+      const atTarget = target.kind === "delete"
+        ? disk.kind === "absent"
+        : disk.kind === "file" && disk.mode === target.mode && disk.data.length === target.size && sha256Hex(disk.data) === target.sha256
+      if (atTarget) return "restored"
       const expected = file.expected
       if (expected === undefined) return undefined
       const matches = expected._tag === "absent"
@@ -141,8 +153,14 @@ export const make = Effect.gen(function*() {
       const diskRefusals: Array<Refusal> = []
       // The bytes each written path goes back to, read (and checked) before anything changes.
       const contents = new Map<string, Uint8Array>()
+      const alreadyRestored = new Set<string>()
       for (const file of plan.files) {
-        const refusal = yield* preflight(file)
+        const checked = yield* preflight(file)
+        if (checked === "restored") {
+          alreadyRestored.add(file.path)
+          continue
+        }
+        const refusal = checked
         if (refusal !== undefined) diskRefusals.push(refusal)
         if (file.action.kind !== "write") continue
         if (file.action.data !== undefined) {
@@ -170,11 +188,12 @@ export const make = Effect.gen(function*() {
             path: file.path,
             action: file.action.kind,
             ...(refusal === undefined ? {} : { refusal }),
-            unverified: file.expected === undefined
+            unverified: file.expected === undefined,
+            alreadyRestored: alreadyRestored.has(file.path)
           }
         }),
         ...plan.refusals.flatMap((refusal) =>
-          refusal.path === undefined ? [] : [{ path: refusal.path, action: "none" as const, refusal, unverified: false }]
+          refusal.path === undefined ? [] : [{ path: refusal.path, action: "none" as const, refusal, unverified: false, alreadyRestored: false }]
         )
       ].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
       const report = {
@@ -218,6 +237,11 @@ export const make = Effect.gen(function*() {
         let completed = 0
         for (const file of plan.files) {
           yield* checkAbort
+          if (alreadyRestored.has(file.path)) {
+            completed++
+            yield* publish({ type: "checkpoint_restore", phase: "progress", sessionId, seq, completed, total, path: file.path })
+            continue
+          }
           const before = yield* workspace.inspect(file.path)
           replaced.push({ path: file.path, before })
           if (file.action.kind === "write") {
