@@ -1,6 +1,7 @@
 /**
  * Benchmarks, run by hand: `npm run bench`. Figures are ratios against a baseline measured
- * in the same run, because the machines are noisy.
+ * in the same run, because the machines are noisy. `npm run bench -- file sqlite` runs only
+ * those sections (core, file, sqlite, postgres, server, agent, long).
  */
 import { Effect, Stream } from "effect"
 import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core.js"
@@ -11,6 +12,12 @@ import { runPostgresBench } from "./postgres.js"
 import { runServerBench } from "./server.js"
 import { runSqliteBench } from "./sqlite.js"
 
+const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long"]
+const wanted = process.argv.slice(2)
+const unknown = wanted.filter((name) => !SECTIONS.includes(name))
+if (unknown.length > 0) throw new Error(`unknown bench section(s): ${unknown.join(", ")}; the sections are ${SECTIONS.join(", ")}`)
+const runs = (section: string) => wanted.length === 0 || wanted.includes(section)
+
 const EVENTS = 100_000
 
 const time = async (run: () => Promise<unknown> | unknown): Promise<number> => {
@@ -19,61 +26,75 @@ const time = async (run: () => Promise<unknown> | unknown): Promise<number> => {
   return Number(process.hrtime.bigint() - start) / 1e6
 }
 
-const events = Array.from({ length: EVENTS }, (_, i) =>
-  i % 2 === 0
-    ? new UserMessage({ content: `prompt ${i} with some words in it`, origin: "user" })
-    : new AssistantMessage({ content: [{ type: "text", text: `answer ${i} with a little more text in it` }] }))
+if (runs("core")) {
+  const events = Array.from({ length: EVENTS }, (_, i) =>
+    i % 2 === 0
+      ? new UserMessage({ content: `prompt ${i} with some words in it`, origin: "user" })
+      : new AssistantMessage({ content: [{ type: "text", text: `answer ${i} with a little more text in it` }] }))
 
-const rows: Array<[string, number, string]> = []
+  const rows: Array<[string, number, string]> = []
 
-// Baseline: JSON.parse of the same records as JSON lines.
-const lines = events.map((event, i) => JSON.stringify(encodeStoredEvent({ seq: i + 1, ts: 0, event }))).join("\n")
-const rawMs = await time(() => {
-  for (const line of lines.split("\n")) JSON.parse(line)
-})
-rows.push(["JSON.parse of the JSON lines (baseline)", rawMs, "1.00×"])
+  // Baseline: JSON.parse of the same records as JSON lines.
+  const lines = events.map((event, i) => JSON.stringify(encodeStoredEvent({ seq: i + 1, ts: 0, event }))).join("\n")
+  const rawMs = await time(() => {
+    for (const line of lines.split("\n")) JSON.parse(line)
+  })
+  rows.push(["JSON.parse of the JSON lines (baseline)", rawMs, "1.00×"])
 
-const replayMs = await Effect.runPromise(Effect.gen(function*() {
-  const c = yield* Checkpointer
-  for (let i = 0; i < EVENTS; i += 10_000) yield* c.append("bench", events.slice(i, i + 10_000))
-  const start = process.hrtime.bigint()
-  const state = yield* Stream.runFold(c.read("bench"), Session.emptySessionState, Session.step)
-  if (state.head !== EVENTS) throw new Error("bad fold")
-  return Number(process.hrtime.bigint() - start) / 1e6
-}).pipe(Effect.provide(MemoryCheckpointer.layer)))
-rows.push(["memory backend: read + decode + fold", replayMs, `${(rawMs / replayMs).toFixed(2)}× baseline`])
+  const replayMs = await Effect.runPromise(Effect.gen(function*() {
+    const c = yield* Checkpointer
+    for (let i = 0; i < EVENTS; i += 10_000) yield* c.append("bench", events.slice(i, i + 10_000))
+    const start = process.hrtime.bigint()
+    const state = yield* Stream.runFold(c.read("bench"), Session.emptySessionState, Session.step)
+    if (state.head !== EVENTS) throw new Error("bad fold")
+    return Number(process.hrtime.bigint() - start) / 1e6
+  }).pipe(Effect.provide(MemoryCheckpointer.layer)))
+  rows.push(["memory backend: read + decode + fold", replayMs, `${(rawMs / replayMs).toFixed(2)}× baseline`])
 
-const stored = events.map((event, i) => ({ seq: i + 1, ts: 0, event }))
-const foldMs = await time(() => Session.fold(stored))
-rows.push(["Session.fold of decoded events", foldMs, `${(rawMs / foldMs).toFixed(2)}× baseline`])
+  const stored = events.map((event, i) => ({ seq: i + 1, ts: 0, event }))
+  const foldMs = await time(() => Session.fold(stored))
+  rows.push(["Session.fold of decoded events", foldMs, `${(rawMs / foldMs).toFixed(2)}× baseline`])
 
-console.log(`\n## Core (${EVENTS.toLocaleString()} events)\n`)
-console.log("| measurement | ms | throughput vs baseline |\n|---|---:|---:|")
-for (const [name, ms, ratio] of rows) console.log(`| ${name} | ${ms.toFixed(0)} | ${ratio} |`)
+  console.log(`\n## Core (${EVENTS.toLocaleString()} events)\n`)
+  console.log("| measurement | ms | throughput vs baseline |\n|---|---:|---:|")
+  for (const [name, ms, ratio] of rows) console.log(`| ${name} | ${ms.toFixed(0)} | ${ratio} |`)
+}
 
-console.log("\n## File backend\n")
-console.log("| measurement | lite-agent | raw baseline | ratio |\n|---|---:|---:|---:|")
-for (const row of await runFileBench()) console.log(`| ${row.join(" | ")} |`)
+if (runs("file")) {
+  console.log("\n## File backend\n")
+  console.log("| measurement | lite-agent | raw baseline | ratio |\n|---|---:|---:|---:|")
+  for (const row of await runFileBench()) console.log(`| ${row.join(" | ")} |`)
+}
 
-console.log("\n## SQLite backend\n")
-console.log("| measurement | lite-agent | raw better-sqlite3 | ratio |\n|---|---:|---:|---:|")
-for (const row of await runSqliteBench()) console.log(`| ${row.join(" | ")} |`)
+if (runs("sqlite")) {
+  console.log("\n## SQLite backend\n")
+  console.log("| measurement | lite-agent | raw better-sqlite3 | ratio |\n|---|---:|---:|---:|")
+  for (const row of await runSqliteBench()) console.log(`| ${row.join(" | ")} |`)
+}
 
-console.log("\n## PostgreSQL backend\n")
-console.log("| measurement | lite-agent | raw pg, same statements | ratio |\n|---|---:|---:|---:|")
-for (const row of await runPostgresBench()) console.log(`| ${row.join(" | ")} |`)
+if (runs("postgres")) {
+  console.log("\n## PostgreSQL backend\n")
+  console.log("| measurement | lite-agent | raw pg, same statements | ratio |\n|---|---:|---:|---:|")
+  for (const row of await runPostgresBench()) console.log(`| ${row.join(" | ")} |`)
+}
 
-console.log("\n## Session server: appended event to SSE client (an event every 10 ms; appends from a second checkpointer)\n")
-console.log("| backend | latency p50 / p99, 1 client | p50 / p99, 100 clients | events/s to 100 clients | vs memory | delivered |\n|---|---:|---:|---:|---:|---:|")
-for (const row of await runServerBench()) console.log(`| ${row.join(" | ")} |`)
+if (runs("server")) {
+  console.log("\n## Session server: appended event to SSE client (an event every 10 ms; appends from a second checkpointer)\n")
+  console.log("| backend | latency p50 / p99, 1 client | p50 / p99, 100 clients | events/s to 100 clients | vs memory | delivered |\n|---|---:|---:|---:|---:|---:|")
+  for (const row of await runServerBench()) console.log(`| ${row.join(" | ")} |`)
+}
 
-console.log(`\n## Agent turn (scripted model, one write_file per turn)\n`)
-console.log("| backend | 6 appends (baseline) | turns 6-25 | turns 981-1000 | late / early |\n|---|---:|---:|---:|---:|")
-const agentBench = await runAgentBench()
-for (const row of agentBench.turns) console.log(`| ${row.join(" | ")} |`)
-console.log("\n| scripted model call | no tools (baseline) | with the agent toolkit | ratio |\n|---|---:|---:|---:|")
-console.log(`| generateText | ${agentBench.model.join(" | ")} |`)
+if (runs("agent")) {
+  console.log(`\n## Agent turn (scripted model, one write_file per turn)\n`)
+  console.log("| backend | 6 appends (baseline) | turns 6-25 | turns 981-1000 | late / early |\n|---|---:|---:|---:|---:|")
+  const agentBench = await runAgentBench()
+  for (const row of agentBench.turns) console.log(`| ${row.join(" | ")} |`)
+  console.log("\n| scripted model call | no tools (baseline) | with the agent toolkit | ratio |\n|---|---:|---:|---:|")
+  console.log(`| generateText | ${agentBench.model.join(" | ")} |`)
+}
 
-console.log(`\n## A long session rewriting a 512 KB file every prompt (file backend, JSON codec)\n`)
-console.log("| measurement | 512 KB file | 1-byte file (baseline) | ratio |\n|---|---:|---:|---:|")
-for (const row of await runLongSessionBench()) console.log(`| ${row.join(" | ")} |`)
+if (runs("long")) {
+  console.log(`\n## A long session rewriting a 512 KB file every prompt (file backend, JSON codec)\n`)
+  console.log("| measurement | 512 KB file | 1-byte file (baseline) | ratio |\n|---|---:|---:|---:|")
+  for (const row of await runLongSessionBench()) console.log(`| ${row.join(" | ")} |`)
+}
