@@ -2,6 +2,7 @@
  * Time travel that refuses to do harm: outside edits, unsafe paths, interrupted tools,
  * missing snapshots, failures and aborts part-way — on real directories.
  */
+import { createHash } from "node:crypto"
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -16,6 +17,7 @@ import {
   RestoreFailedError,
   RestoreRefusedError,
   type RestoreProgress,
+  RestoreStarted,
   TimeTravel,
   ToolInputError,
   ToolResult,
@@ -331,6 +333,114 @@ describe("a restore retried after it was cut short", () => {
       }))
     })
   }
+})
+
+describe("a restore's intent", () => {
+  const sha = (text: string) => createHash("sha256").update(text).digest("hex")
+  /** Counts the restore's file operations; the second waits for `pause`. */
+  interface Gate {
+    operations: number
+    pause: () => Promise<void>
+  }
+  const gatedWorkspace = (workdir: string, gate: Gate) =>
+    Layer.sync(Workspace.Workspace, () => {
+      const real = Workspace.make(workdir)
+      const gated = <A, E>(operation: Effect.Effect<A, E>) =>
+        Effect.suspend(() => (++gate.operations === 2 ? Effect.zipRight(Effect.promise(gate.pause), operation) : operation))
+      return {
+        ...real,
+        write: (path: string, data: Uint8Array, mode: number) => gated(real.write(path, data, mode)),
+        remove: (path: string) => gated(real.remove(path))
+      }
+    })
+
+  for (const backend of BACKENDS) {
+    it(`${backend}: in the log while files change, with each file's bytes before; gone after, and its blobs swept`, async () => {
+      const workdir = freshWorkdir()
+      const gate: Gate = { operations: 0, pause: () => Promise.resolve() }
+      await run(backend, workdir, Effect.gen(function*() {
+        const { first, second } = yield* twoPrompts
+        const checkpointer = yield* Checkpointer
+        const timeTravel = yield* TimeTravel.TimeTravel
+        const log = yield* logOf("s")
+        // At its second file operation, the restore waits while the test looks at the log.
+        const lastEvents: Array<unknown> = []
+        const beforeBytes: Array<string> = []
+        const look = Effect.gen(function*() {
+          const last = (yield* logOf("s")).at(-1)!.event
+          lastEvents.push(last)
+          const before = last._tag === "RestoreStarted" ? last.files[0]!.before : undefined
+          if (before?._tag === "stored") beforeBytes.push(Buffer.from(yield* checkpointer.readSnapshot("s", before.sha256)).toString())
+        })
+        gate.pause = () => Effect.runPromise(look.pipe(Effect.provideService(Checkpointer, checkpointer)))
+        gate.operations = 0
+
+        // Files only: the log ends exactly as it was.
+        yield* timeTravel.restore("s", second, { conversation: false })
+        const intent = lastEvents[0]
+        expect(intent).toBeInstanceOf(RestoreStarted)
+        const started = intent as RestoreStarted
+        expect(started).toMatchObject({ checkpoint: second, conversation: false })
+        expect(started.files.map((file) => [file.path, file.before._tag, file.target._tag])).toEqual([
+          ["a.txt", "stored", "file"],
+          ["c.txt", "stored", "absent"]
+        ])
+        expect(beforeBytes[0]).toBe("ALPHA\n")
+        expect(yield* logOf("s")).toEqual(log)
+        expect(yield* timeTravel.interruptedRestore("s")).toBeUndefined()
+        // What only the intent referenced is swept with it.
+        const kept = (yield* checkpointer.listSnapshots("s")).map((snapshot) => snapshot.sha256)
+        expect(kept).not.toContain(sha("ALPHA\n"))
+
+        // With the conversation: the truncate takes the intent with it.
+        writeFileSync(join(workdir, "a.txt"), "ALPHA\n")
+        writeFileSync(join(workdir, "c.txt"), "gamma")
+        gate.operations = 0
+        yield* timeTravel.restore("s", first)
+        expect(lastEvents[1]).toBeInstanceOf(RestoreStarted)
+        expect(yield* logOf("s")).toEqual(log.slice(0, first - 1))
+      }), { workspace: gatedWorkspace(workdir, gate) })
+    })
+  }
+
+  it("a conflict at the truncate puts the files back and closes the intent with RestoreEnded", async () => {
+    const workdir = freshWorkdir()
+    await run("memory", workdir, Effect.gen(function*() {
+      const { first } = yield* twoPrompts
+      const disk = diskState(workdir)
+      const log = yield* logOf("s")
+      const checkpointer = yield* Checkpointer
+      const timeTravel = yield* TimeTravel.TimeTravel
+      const listener = yield* Effect.fork(Stream.runForEach(timeTravel.progress, (p) =>
+        p.phase === "progress" && p.completed === 1
+          ? Effect.asVoid(checkpointer.append("s", [new UserMessage({ content: "sneaky", origin: "user" })]))
+          : Effect.void))
+      yield* Effect.sleep("20 millis")
+      const error = yield* failureOf(timeTravel.restore("s", first))
+      yield* Fiber.interrupt(listener)
+      expect(error).toBeInstanceOf(RestoreFailedError)
+      expect(diskState(workdir)).toEqual(disk)
+      const after = yield* logOf("s")
+      expect(after.slice(0, log.length)).toEqual(log)
+      expect(after.slice(log.length).map((stored) => stored.event._tag)).toEqual(["RestoreStarted", "UserMessage", "RestoreEnded"])
+      expect(after.at(-1)!.event).toMatchObject({ startedSeq: log.length + 1, outcome: "undone" })
+      expect(yield* timeTravel.interruptedRestore("s")).toBeUndefined()
+    }))
+  })
+
+  it("undoInterruptedRestore without one is refused (no_interrupted_restore), changing nothing", async () => {
+    const workdir = freshWorkdir()
+    await run("memory", workdir, Effect.gen(function*() {
+      yield* twoPrompts
+      const disk = diskState(workdir)
+      const log = yield* logOf("s")
+      const error = yield* failureOf((yield* TimeTravel.TimeTravel).undoInterruptedRestore("s"))
+      expect(error).toBeInstanceOf(RestoreRefusedError)
+      expect((error as RestoreRefusedError).refusals.map((refusal) => refusal.reason)).toEqual(["no_interrupted_restore"])
+      expect(diskState(workdir)).toEqual(disk)
+      expect(yield* logOf("s")).toEqual(log)
+    }))
+  })
 })
 
 describe("restore part-way failures put everything back", () => {

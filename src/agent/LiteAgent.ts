@@ -25,7 +25,7 @@ import {
 } from "../core/options.js"
 import type * as Session from "../core/session.js"
 import * as FileTools from "../tools/FileTools.js"
-import { type RestoreError, type RestoreOptions, type RestoreResult, TimeTravel } from "../tools/TimeTravel.js"
+import { type InterruptedRestore, type RestoreError, type RestoreOptions, type RestoreResult, TimeTravel } from "../tools/TimeTravel.js"
 import * as TimeTravelModule from "../tools/TimeTravel.js"
 import * as SessionStatesModule from "../tools/SessionStates.js"
 import * as Workspace from "../tools/Workspace.js"
@@ -120,6 +120,14 @@ export interface LiteAgentService {
     seq: number,
     options?: RestoreOptions
   ) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
+  /**
+   * The session's restore that was cut short (a crash part-way), if any: until it is finished
+   * (`restore` to the same checkpoint) or undone (`undoInterruptedRestore`), `send` refuses with
+   * `RestoreInterruptedError`.
+   */
+  readonly interruptedRestore: (sessionId: string) => Effect.Effect<InterruptedRestore | undefined, CheckpointerError | SessionsDisabledError>
+  /** Put back every file the session's interrupted restore changed, as it was before it (agent must be idle). */
+  readonly undoInterruptedRestore: (sessionId: string) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
   /**
    * Summarize the older part of the current session's conversation (or `options.sessionId`'s),
    * when the agent is idle; the summarized events stay in the log. Emits `compaction` events.
@@ -247,6 +255,13 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
           if (!result.dryRun) pointer.resume(sessionId)
           return result
         }),
+      interruptedRestore: (sessionId) =>
+        Effect.zipRight(pointer.requireSessions("interruptedRestore"), timeTravel.interruptedRestore(sessionId)),
+      undoInterruptedRestore: (sessionId) =>
+        Effect.zipRight(
+          pointer.requireSessions("undoInterruptedRestore"),
+          lock.maintenance("restore", sessionId, timeTravel.undoInterruptedRestore(sessionId))
+        ),
       compact: (instructions, compactOptions) => compact(instructions, compactOptions, hub.publish),
       compactRun: (instructions, compactOptions) =>
         streamed<CompactionEvent, CompactError | SessionsDisabledError>((emit) => compact(instructions, compactOptions, emit)),

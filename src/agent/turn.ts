@@ -21,6 +21,7 @@ import {
 } from "../core/events.js"
 import { AnyString, decodeOptions, PositiveInteger, quoteValue } from "../core/options.js"
 import { validateSessionId } from "../core/sessionId.js"
+import { RestoreInterruptedError } from "../tools/errors.js"
 import * as FileTools from "../tools/FileTools.js"
 import type { SessionStatesService } from "../tools/SessionStates.js"
 import type { Emit, LiteAgentResult, ToolCallRecord } from "./AgentEvents.js"
@@ -44,7 +45,13 @@ export const SendOptions = Schema.Struct({
 })
 export interface SendOptions extends Schema.Schema.Type<typeof SendOptions> {}
 
-export type SendError = CheckpointerError | ModelError | AgentBusyError | InvalidSessionIdError | ConfigurationError
+export type SendError =
+  | CheckpointerError
+  | ModelError
+  | AgentBusyError
+  | InvalidSessionIdError
+  | ConfigurationError
+  | RestoreInterruptedError
 
 export interface TurnSettings {
   readonly workdir: string
@@ -80,6 +87,11 @@ export const makeRunTurn = (
     const steps = (sessionId: string, input: UserContent, maxSteps: number, emit: Emit) =>
       Effect.gen(function*() {
         const writer = yield* openSessionWriter(checkpointer, settings.states, sessionId, emit)
+        // A restore cut short left the workspace between two states: the model must not work on it.
+        const interrupted = writer.state.pendingRestore
+        if (interrupted !== undefined) {
+          return yield* new RestoreInterruptedError({ sessionId, checkpoint: interrupted.event.checkpoint, startedSeq: interrupted.seq })
+        }
         yield* writer.commit(repairs(writer.state))
         yield* background.drain(writer)
         const user = new UserMessage({ content: input, origin: "user" })

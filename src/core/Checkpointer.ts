@@ -25,6 +25,7 @@ import {
 } from "./errors.js"
 import {
   blobReferences,
+  type FileSnapshotState,
   type JsonValue,
   type SessionEvent,
   type SessionEventEncoded,
@@ -269,10 +270,39 @@ const separateArguments = (
   return kept === undefined ? Either.right(block) : Either.right({ ...block, input: kept as typeof input, storedArguments: stored })
 }
 
+type RestoreFileEncoded = Extract<SessionEventEncoded, { readonly _tag: "RestoreStarted" }>["files"][number]
+
+/** A snapshot's bytes, checked against the size and hash it claims, moved into the batch's blobs: its `stored` form. */
+const storeSnapshot = (
+  sessionId: string,
+  index: number,
+  path: string,
+  content: Extract<FileSnapshotState, { readonly _tag: "content" }>,
+  separation: Separation
+): Either.Either<Extract<FileSnapshotState, { readonly _tag: "stored" }>, InvalidEventError> => {
+  const { data, mode, sha256, size } = content
+  if (data.length !== size || sha256Hex(data) !== sha256) {
+    return Either.left(
+      new InvalidEventError({
+        sessionId,
+        index,
+        detail: `the snapshot of ${path} holds ${data.length} bytes that do not match its size ${size} and sha256`
+      })
+    )
+  }
+  separation.blobs.set(sha256, { sha256, data })
+  return Either.right({ _tag: "stored", sha256, size, mode })
+}
+
+/** A `stored` state names a blob already in the store, which must hold it (checked under the session's lock). */
+const noteReference = (state: FileSnapshotState, index: number, separation: Separation) => {
+  if (state._tag === "stored" && !separation.references.has(state.sha256)) separation.references.set(state.sha256, index)
+}
+
 /**
- * Move bytes out of the events into blobs: each `content` snapshot becomes a `stored`
- * reference (its bytes checked against the hash the event claims), and each large string
- * argument of a tool call a `StoredArgument`.
+ * Move bytes out of the events into blobs: each `content` snapshot (a `FileSnapshot`'s, or what
+ * a file held before a restore) becomes a `stored` reference (its bytes checked against the hash
+ * the event claims), and each large string argument of a tool call a `StoredArgument`.
  */
 const separateBlobs = (
   sessionId: string,
@@ -301,25 +331,29 @@ const separateBlobs = (
       separated.push(content.every((block, i) => block === original.content[i]) ? original : { ...original, content })
       continue
     }
-    if (event._tag === "FileSnapshot" && event.state._tag === "stored" && !separation.references.has(event.state.sha256)) {
-      separation.references.set(event.state.sha256, index)
+    if (event._tag === "RestoreStarted") {
+      const files: Array<RestoreFileEncoded> = []
+      for (const file of event.files) {
+        if (file.before._tag !== "content") {
+          noteReference(file.before, index, separation)
+          files.push({ path: file.path, before: file.before, target: file.target })
+          continue
+        }
+        const before = storeSnapshot(sessionId, index, file.path, file.before, separation)
+        if (Either.isLeft(before)) return Either.left(before.left)
+        files.push({ path: file.path, before: before.right, target: file.target })
+      }
+      separated.push({ _tag: "RestoreStarted", checkpoint: event.checkpoint, conversation: event.conversation, files })
+      continue
     }
     if (event._tag !== "FileSnapshot" || event.state._tag !== "content") {
+      if (event._tag === "FileSnapshot") noteReference(event.state, index, separation)
       separated.push(original)
       continue
     }
-    const { data, mode, sha256, size } = event.state
-    if (data.length !== size || sha256Hex(data) !== sha256) {
-      return Either.left(
-        new InvalidEventError({
-          sessionId,
-          index,
-          detail: `the snapshot of ${event.path} holds ${data.length} bytes that do not match its size ${size} and sha256`
-        })
-      )
-    }
-    separation.blobs.set(sha256, { sha256, data })
-    separated.push({ _tag: "FileSnapshot", toolUseId: event.toolUseId, path: event.path, state: { _tag: "stored", sha256, size, mode } })
+    const state = storeSnapshot(sessionId, index, event.path, event.state, separation)
+    if (Either.isLeft(state)) return Either.left(state.left)
+    separated.push({ _tag: "FileSnapshot", toolUseId: event.toolUseId, path: event.path, state: state.right })
   }
   for (const sha256 of separation.blobs.keys()) separation.references.delete(sha256)
   return Either.right({ encoded: separated, blobs: [...separation.blobs.values()], references: separation.references })

@@ -33,11 +33,16 @@ const isEventInstance = (value: unknown): value is SessionEvent =>
 /**
  * The JSON form of a validated event: its own fields, as the schema would encode them. Only
  * inline snapshot bytes need the schema's encoding (base64); everything else is already JSON.
+ * (A restore's intent, rare, always goes through the schema.)
  */
 const encodeValidated = (event: SessionEvent): Either.Either<SessionEventEncoded, ParseResult.ParseError> => {
   if (event._tag === "FileSnapshot") {
     const state = event.state
     return state._tag === "content" ? encodeEvent(event) : Either.right({ ...event, state })
+  }
+  if (event._tag === "RestoreStarted") {
+    // Rare, and its bytes go to the snapshot store (separateBlobs) whatever their JSON form.
+    return encodeEvent(event)
   }
   return Either.right({ ...event })
 }

@@ -160,7 +160,9 @@ export const RefusalReason = Schema.Literal(
   "snapshot_unavailable",
   "snapshot_truncated",
   "unsafe_path",
-  "modified_externally"
+  "modified_externally",
+  "restore_interrupted",
+  "no_interrupted_restore"
 )
 export type RefusalReason = typeof RefusalReason.Type
 

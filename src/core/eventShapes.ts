@@ -23,6 +23,10 @@ import type {
   FileSnapshotFields,
   FileSnapshotState,
   JsonValue,
+  RestoreBefore,
+  RestoreEndedFields,
+  RestoreFile,
+  RestoreStartedFields,
   RuntimeMessageFields,
   SessionMetadataFields,
   StoredArgument,
@@ -271,4 +275,32 @@ export const sessionMetadataFields = (json: unknown): SessionMetadataFields | un
     ...(model === undefined ? {} : { model }),
     ...(labels === undefined ? {} : { labels: { ...labels } })
   }
+}
+
+/** What a file held before a restore: a snapshot state, never `unavailable`. */
+const restoreBefore = (value: unknown): RestoreBefore | undefined => {
+  const state = snapshotState(value)
+  return state === undefined || state._tag === "unavailable" ? undefined : state
+}
+
+export const restoreStartedFields = (json: unknown): RestoreStartedFields | undefined => {
+  if (!isFields(json)) return undefined
+  const { checkpoint, conversation, files } = json
+  if (!isPositiveInt(checkpoint) || typeof conversation !== "boolean" || !Array.isArray(files)) return undefined
+  const built: Array<RestoreFile> = []
+  for (const file of files) {
+    if (!isFields(file)) return undefined
+    const { path } = file
+    const before = restoreBefore(file["before"])
+    const target = afterState(file["target"])
+    if (!isNonEmptyString(path) || before === undefined || target === undefined) return undefined
+    built.push({ path, before, target })
+  }
+  return { checkpoint, conversation, files: built }
+}
+
+export const restoreEndedFields = (json: unknown): RestoreEndedFields | undefined => {
+  if (!isFields(json)) return undefined
+  const { outcome, startedSeq } = json
+  return isPositiveInt(startedSeq) && (outcome === "finished" || outcome === "undone") ? { startedSeq, outcome } : undefined
 }

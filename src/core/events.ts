@@ -10,6 +10,8 @@ import {
   compactionFields,
   fileChangeFields,
   fileSnapshotFields,
+  restoreEndedFields,
+  restoreStartedFields,
   runtimeMessageFields,
   sessionMetadataFields,
   toolResultFields,
@@ -317,6 +319,63 @@ export class SessionMetadata extends Schema.TaggedClass<SessionMetadata>()("Sess
   }
 }
 
+// ---------------------------------------------------------------------------
+// A restore under way
+// ---------------------------------------------------------------------------
+
+/**
+ * What a path held when a restore began: its bytes and mode (`content`, kept in the snapshot
+ * store as `stored`, like a `FileSnapshot`'s), or nothing.
+ */
+export const RestoreBefore = Schema.Union(SnapshotContent, SnapshotStored, SnapshotMissing)
+export type RestoreBefore = typeof RestoreBefore.Type
+
+/** One file a restore changes: what it held before, and what the restore puts there. */
+export const RestoreFile = Schema.Struct({
+  /** Relative to the workdir, with `/` separators. */
+  path: Schema.NonEmptyString,
+  before: RestoreBefore,
+  target: FileAfterState
+})
+export type RestoreFile = typeof RestoreFile.Type
+
+/**
+ * A restore's intent, appended before it changes any file. A restore that completes takes it
+ * out of the log again (its truncate), or closes it with a `RestoreEnded` when the log has moved
+ * past it; one cut short by a crash leaves it, so the session knows its workspace may be half
+ * way between two states: the restore can be finished, or undone from each file's `before`.
+ * Not a message and not a checkpoint: the model never sees it.
+ */
+const restoreStartedFieldSchemas = {
+  /** The checkpoint (the seq of its prompt) restored to. */
+  checkpoint: Schema.Int.pipe(Schema.positive()),
+  /** Whether the conversation goes back too (the log cut to just before the checkpoint). */
+  conversation: Schema.Boolean,
+  /** The files the restore changes (not those already at their target). */
+  files: Schema.Array(RestoreFile)
+}
+/** The fields of a `RestoreStarted`, as its schema builds them. */
+export type RestoreStartedFields = Schema.Struct.Type<typeof restoreStartedFieldSchemas>
+export class RestoreStarted extends Schema.TaggedClass<RestoreStarted>()("RestoreStarted", restoreStartedFieldSchemas) {
+  constructor(props: Schema.Struct.Constructor<typeof restoreStartedFieldSchemas>, options?: Schema.MakeOptions) {
+    super(...constructorArguments(restoreStartedFields, props, options))
+  }
+}
+
+/** The restore begun at `startedSeq` ended with its intent still in the log (the log had moved past it). */
+const restoreEndedFieldSchemas = {
+  startedSeq: Schema.Int.pipe(Schema.positive()),
+  /** `finished`: the files are at the restore's targets; `undone`: back to what they held before it. */
+  outcome: Schema.Literal("finished", "undone")
+}
+/** The fields of a `RestoreEnded`, as its schema builds them. */
+export type RestoreEndedFields = Schema.Struct.Type<typeof restoreEndedFieldSchemas>
+export class RestoreEnded extends Schema.TaggedClass<RestoreEnded>()("RestoreEnded", restoreEndedFieldSchemas) {
+  constructor(props: Schema.Struct.Constructor<typeof restoreEndedFieldSchemas>, options?: Schema.MakeOptions) {
+    super(...constructorArguments(restoreEndedFields, props, options))
+  }
+}
+
 /** The event classes. */
 export const SESSION_EVENT_CLASSES = [
   UserMessage,
@@ -327,7 +386,9 @@ export const SESSION_EVENT_CLASSES = [
   FileChange,
   Compaction,
   BackgroundCompleted,
-  SessionMetadata
+  SessionMetadata,
+  RestoreStarted,
+  RestoreEnded
 ] as const
 
 export const SessionEvent = Schema.Union(...SESSION_EVENT_CLASSES).annotations({ identifier: "SessionEvent" })
@@ -344,7 +405,9 @@ export const SESSION_EVENT_TAGS = [
   "FileChange",
   "Compaction",
   "BackgroundCompleted",
-  "SessionMetadata"
+  "SessionMetadata",
+  "RestoreStarted",
+  "RestoreEnded"
 ] as const satisfies ReadonlyArray<SessionEvent["_tag"]>
 
 /** One event as stored: its 1-based, contiguous position and the time it was appended (epoch ms). */
@@ -360,9 +423,13 @@ export type StoredEventEncoded = typeof StoredEvent.Encoded
 export const contentText = (content: UserContent): string =>
   typeof content === "string" ? content : content.map((block) => block.text).join("\n")
 
-/** The snapshot-store blobs an event references: a stored file snapshot's, or a tool call's stored arguments. */
+/**
+ * The snapshot-store blobs an event references: a stored file snapshot's, a tool call's stored
+ * arguments, or what the files of a restore under way held before it.
+ */
 export const blobReferences = (event: SessionEvent): ReadonlyArray<string> => {
   if (event._tag === "FileSnapshot") return event.state._tag === "stored" ? [event.state.sha256] : []
+  if (event._tag === "RestoreStarted") return event.files.flatMap((file) => (file.before._tag === "stored" ? [file.before.sha256] : []))
   if (event._tag !== "AssistantMessage") return []
   const hashes: Array<string> = []
   for (const block of event.content) {

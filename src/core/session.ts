@@ -16,6 +16,7 @@ import {
   type FileChange,
   type FileSnapshotState,
   type JsonValue,
+  type RestoreStarted,
   type RuntimeMessage,
   type StoredEvent,
   type TokenUsage,
@@ -68,6 +69,12 @@ export interface SessionMetadataState {
   readonly labels: HashMap.HashMap<string, string>
 }
 
+export interface PendingRestore {
+  /** The seq of its `RestoreStarted`. */
+  readonly seq: number
+  readonly event: RestoreStarted
+}
+
 export interface CompactionBoundary {
   readonly seq: number
   readonly event: Compaction
@@ -88,6 +95,8 @@ interface SessionStateFields {
   readonly files: HashMap.HashMap<string, AppendOnly<FileHistoryEntry>>
   readonly metadata: SessionMetadataState
   readonly usage: TokenUsage
+  /** A restore whose intent is in the log and not closed: it was cut short (or is under way). */
+  readonly pendingRestore: PendingRestore | undefined
 }
 
 export class SessionState extends Data.Class<SessionStateFields> {}
@@ -107,7 +116,8 @@ export const emptySessionState: SessionState = new SessionState({
     model: undefined,
     labels: HashMap.empty<string, string>()
   }),
-  usage: Data.struct({ inputTokens: 0, outputTokens: 0 })
+  usage: Data.struct({ inputTokens: 0, outputTokens: 0 }),
+  pendingRestore: undefined
 })
 
 /**
@@ -191,6 +201,12 @@ const apply = (draft: Draft, stored: StoredEvent): void => {
     case "Compaction":
       draft.compaction = Data.struct({ seq: stored.seq, event })
       return
+    case "RestoreStarted":
+      draft.pendingRestore = Data.struct({ seq: stored.seq, event })
+      return
+    case "RestoreEnded":
+      if (draft.pendingRestore?.seq === event.startedSeq) draft.pendingRestore = undefined
+      return
     case "SessionMetadata": {
       const previous = draft.metadata
       let labels = previous.labels
@@ -272,7 +288,7 @@ export type PathRestore =
  */
 export const pathRestore = (
   after: ReadonlyArray<FileHistoryEntry>
-): PathRestore | { readonly reason: Exclude<RefusalReason, "not_a_checkpoint" | "tool_call_cut" | "unsafe_path" | "modified_externally">; readonly detail: string } => {
+): PathRestore | { readonly reason: Extract<RefusalReason, `snapshot_${string}` | "tool_interrupted">; readonly detail: string } => {
   const interrupted = after.find((entry, index) =>
     entry.kind === "snapshot" &&
     !after.slice(index + 1).some((later) => later.kind === "change" && later.toolUseId === entry.toolUseId)

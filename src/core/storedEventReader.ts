@@ -10,6 +10,8 @@ import {
   compactionFields,
   fileChangeFields,
   fileSnapshotFields,
+  restoreEndedFields,
+  restoreStartedFields,
   runtimeMessageFields,
   sessionMetadataFields,
   toolResultFields,
@@ -21,6 +23,8 @@ import {
   Compaction,
   FileChange,
   FileSnapshot,
+  RestoreEnded,
+  RestoreStarted,
   RuntimeMessage,
   type SessionEvent,
   SessionMetadata,
@@ -50,7 +54,9 @@ const TAGS: { readonly [Tag in SessionEvent["_tag"]]: { readonly _tag: Tag } } =
   FileChange: { _tag: "FileChange" },
   Compaction: { _tag: "Compaction" },
   BackgroundCompleted: { _tag: "BackgroundCompleted" },
-  SessionMetadata: { _tag: "SessionMetadata" }
+  SessionMetadata: { _tag: "SessionMetadata" },
+  RestoreStarted: { _tag: "RestoreStarted" },
+  RestoreEnded: { _tag: "RestoreEnded" }
 }
 
 export const readStoredEvent = (json: unknown): SessionEvent | undefined => {
@@ -76,6 +82,14 @@ export const readStoredEvent = (json: unknown): SessionEvent | undefined => {
       return built(backgroundCompletedFields(json), BackgroundCompleted, TAGS.BackgroundCompleted)
     case "SessionMetadata":
       return built(sessionMetadataFields(json), SessionMetadata, TAGS.SessionMetadata)
+    case "RestoreStarted": {
+      const fields = restoreStartedFields(json)
+      return fields === undefined || fields.files.some((file) => file.before._tag === "content")
+        ? undefined
+        : built(fields, RestoreStarted, TAGS.RestoreStarted)
+    }
+    case "RestoreEnded":
+      return built(restoreEndedFields(json), RestoreEnded, TAGS.RestoreEnded)
     default:
       return undefined
   }

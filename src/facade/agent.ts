@@ -31,7 +31,7 @@ import { fileToolsOptionFields } from "../tools/FileTools.js"
 import { AnyString, decodeOptionsOrThrow, described, expecting, quoteValue, recognised } from "../core/options.js"
 import { workdirProblem } from "../tools/Workspace.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
-import type { RestoreOptions, RestoreResult } from "../tools/TimeTravel.js"
+import type { InterruptedRestore, RestoreOptions, RestoreResult } from "../tools/TimeTravel.js"
 import * as FileCheckpointer from "../backends/file/FileCheckpointer.js"
 import { type PromiseCheckpointer, toPromiseCheckpointer } from "./checkpointer.js"
 import { iterateStream, runForPromise, valueOrThrow } from "./run.js"
@@ -99,6 +99,13 @@ export interface LiteAgent {
   pruneSessions(options: PruneOptions): Promise<Array<string>>
   /** Roll back to just before a checkpoint; the agent must be idle. Then `sessionId` is current. */
   restore(sessionId: string, seq: number, options?: RestoreOptions): Promise<RestoreResult>
+  /**
+   * The session's restore that was cut short (a crash part-way), or undefined: until it is
+   * finished (`restore` to the same checkpoint) or undone, `send` rejects with `RestoreInterruptedError`.
+   */
+  interruptedRestore(sessionId: string): Promise<InterruptedRestore | undefined>
+  /** Put back every file the session's interrupted restore changed, as it was before it; the agent must be idle. */
+  undoInterruptedRestore(sessionId: string): Promise<RestoreResult>
   /**
    * Summarize the older part of the current session's conversation (or `options.sessionId`'s);
    * the agent must be idle. Await it for `{ before, after, … }`, or iterate it for its
@@ -215,6 +222,8 @@ const createAgent = (options: LiteAgentOptions): LiteAgent => {
     deleteSession: (sessionId) => call((agent) => agent.deleteSession(sessionId)),
     listCheckpoints: (sessionId) => call((agent) => Effect.map(agent.listCheckpoints(sessionId), (checkpoints) => [...checkpoints])),
     restore: (sessionId, seq, restoreOptions) => call((agent) => agent.restore(sessionId, seq, restoreOptions)),
+    interruptedRestore: (sessionId) => call((agent) => agent.interruptedRestore(sessionId)),
+    undoInterruptedRestore: (sessionId) => call((agent) => agent.undoInterruptedRestore(sessionId)),
     sessionStats: (sessionId) => call((agent) => agent.sessionStats(sessionId)),
     pruneSessions: (pruneOptions) => call((agent) => Effect.map(agent.pruneSessions(pruneOptions), (ids) => [...ids])),
     compact: (instructions, compactOptions) => {

@@ -81,7 +81,7 @@ const BAD_REQUEST = new Set([
   "BadRequest",
   "SessionsDisabledError"
 ])
-const CONFLICT = new Set(["CheckpointConflictError", "AgentBusyError", "RestoreRefusedError", "CheckpointBusyError"])
+const CONFLICT = new Set(["CheckpointConflictError", "AgentBusyError", "RestoreRefusedError", "RestoreInterruptedError", "CheckpointBusyError"])
 
 /** A request the server refuses on its own account. */
 class HttpRefusal extends Schema.TaggedError<HttpRefusal>()("HttpRefusal", {

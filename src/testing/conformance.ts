@@ -34,6 +34,8 @@ import {
   FileChange,
   FileSnapshot,
   type JsonValue,
+  RestoreEnded,
+  RestoreStarted,
   RuntimeMessage,
   SessionEvent,
   type SessionEventEncoded,
@@ -94,6 +96,8 @@ const largeText = "0123456789abcdef".repeat(64 * 1024) // 1 MiB
 
 /** One event of every kind, with every optional field set somewhere. */
 const SAMPLE_SNAPSHOT_BYTES = new Uint8Array([0, 1, 2, 255, 254, 13, 10, 0])
+/** What a file held before a restore, in the sample `RestoreStarted`. */
+const SAMPLE_RESTORE_BEFORE_BYTES = new TextEncoder().encode("the agent's version, ü\n")
 
 /** A tool call as a store keeps it: each top-level string argument of at least `STORED_ARGUMENT_MIN_BYTES` UTF-8 bytes moved out. */
 const withArgumentsStored = (block: AssistantBlock): AssistantBlock => {
@@ -114,43 +118,69 @@ const withArgumentsStored = (block: AssistantBlock): AssistantBlock => {
  * `event` as a store keeps it: a `content` snapshot becomes a `stored` reference to its bytes,
  * and a tool call's large string arguments become stored arguments.
  */
-export const asStored = (event: SessionEvent): SessionEvent =>
-  event._tag === "AssistantMessage"
-    ? new AssistantMessage({ ...event, content: event.content.map(withArgumentsStored) })
-    : event._tag === "FileSnapshot" && event.state._tag === "content"
-    ? new FileSnapshot({
-      toolUseId: event.toolUseId,
-      path: event.path,
-      state: { _tag: "stored", sha256: event.state.sha256, size: event.state.size, mode: event.state.mode }
-    })
-    : event
+export const asStored = (event: SessionEvent): SessionEvent => {
+  switch (event._tag) {
+    case "AssistantMessage":
+      return new AssistantMessage({ ...event, content: event.content.map(withArgumentsStored) })
+    case "FileSnapshot":
+      return event.state._tag !== "content" ? event : new FileSnapshot({
+        toolUseId: event.toolUseId,
+        path: event.path,
+        state: { _tag: "stored", sha256: event.state.sha256, size: event.state.size, mode: event.state.mode }
+      })
+    case "RestoreStarted":
+      return new RestoreStarted({
+        ...event,
+        files: event.files.map((file) =>
+          file.before._tag !== "content" ? file : {
+            ...file,
+            before: { _tag: "stored", sha256: file.before.sha256, size: file.before.size, mode: file.before.mode }
+          }
+        )
+      })
+    default:
+      return event
+  }
+}
+
+/** Inline snapshot bytes with their true size and hash, as a store accepts them. */
+const withTrueHash = <S extends { readonly data: Uint8Array }>(state: S): S => ({ ...state, size: state.data.length, sha256: sha256Hex(state.data) })
 
 /**
  * `event` made acceptable to any store (for generated events): a `content` snapshot gets the
  * size and hash of its bytes, a `stored` reference (whose blob a fresh store lacks) becomes a
  * `missing` snapshot, and tool calls lose their stored arguments (same reason).
  */
-export const storable = (event: SessionEvent): SessionEvent =>
-  event._tag === "AssistantMessage"
-    ? new AssistantMessage({
-      ...event,
-      content: event.content.map((block) => {
-        if (block.type !== "tool_use" || block.storedArguments === undefined) return block
-        const { storedArguments: _dropped, ...rest } = block
-        return rest
+export const storable = (event: SessionEvent): SessionEvent => {
+  switch (event._tag) {
+    case "AssistantMessage":
+      return new AssistantMessage({
+        ...event,
+        content: event.content.map((block) => {
+          if (block.type !== "tool_use" || block.storedArguments === undefined) return block
+          const { storedArguments: _dropped, ...rest } = block
+          return rest
+        })
       })
-    })
-    : event._tag !== "FileSnapshot"
-    ? event
-    : event.state._tag === "content"
-    ? new FileSnapshot({
-      toolUseId: event.toolUseId,
-      path: event.path,
-      state: { ...event.state, size: event.state.data.length, sha256: sha256Hex(event.state.data) }
-    })
-    : event.state._tag === "stored"
-    ? new FileSnapshot({ toolUseId: event.toolUseId, path: event.path, state: { _tag: "missing" } })
-    : event
+    case "FileSnapshot":
+      // A reference to a blob the store does not hold is refused: none in random events.
+      return new FileSnapshot({
+        toolUseId: event.toolUseId,
+        path: event.path,
+        state: event.state._tag === "content" ? withTrueHash(event.state) : event.state._tag === "stored" ? { _tag: "missing" } : event.state
+      })
+    case "RestoreStarted":
+      return new RestoreStarted({
+        ...event,
+        files: event.files.map((file) => ({
+          ...file,
+          before: file.before._tag === "content" ? withTrueHash(file.before) : file.before._tag === "stored" ? { _tag: "missing" } : file.before
+        }))
+      })
+    default:
+      return event
+  }
+}
 
 export const sampleEvents = (): ReadonlyArray<SessionEvent> => [
   new SessionMetadata({
@@ -243,7 +273,28 @@ export const sampleEvents = (): ReadonlyArray<SessionEvent> => [
     signal: "SIGTERM",
     output: "",
     outputTruncated: true
-  })
+  }),
+  new RestoreStarted({
+    checkpoint: 2,
+    conversation: true,
+    files: [
+      {
+        path: "src/ünïcode dir/a b.ts",
+        before: {
+          _tag: "content",
+          data: SAMPLE_RESTORE_BEFORE_BYTES,
+          mode: 0o755,
+          size: SAMPLE_RESTORE_BEFORE_BYTES.length,
+          sha256: sha256Hex(SAMPLE_RESTORE_BEFORE_BYTES)
+        },
+        target: { _tag: "file", sha256: sha256Hex(SAMPLE_SNAPSHOT_BYTES), size: SAMPLE_SNAPSHOT_BYTES.length, mode: 0o644 }
+      },
+      { path: "new.txt", before: { _tag: "missing" }, target: { _tag: "absent" } }
+    ]
+  }),
+  new RestoreStarted({ checkpoint: 1, conversation: false, files: [] }),
+  new RestoreEnded({ startedSeq: 24, outcome: "finished" }),
+  new RestoreEnded({ startedSeq: 25, outcome: "undone" })
 ]
 
 const encodeEvent = Schema.encodeSync(SessionEvent)
@@ -516,6 +567,11 @@ export const checkpointerConformance = <E>(
           const snapshot = stored.find((s) => s.event._tag === "FileSnapshot")!.event as FileSnapshot
           assert.ok(snapshot.state._tag === "stored")
           assert.deepEqual(Array.from(yield* c.readSnapshot(id, snapshot.state.sha256)), [0, 1, 2, 255, 254, 13, 10, 0])
+          // So did what a file held before a restore.
+          const intent = stored.find((s) => s.event._tag === "RestoreStarted")!.event as RestoreStarted
+          const before = intent.files[0]!.before
+          assert.ok(before._tag === "stored")
+          assert.deepEqual(Array.from(yield* c.readSnapshot(id, before.sha256)), Array.from(SAMPLE_RESTORE_BEFORE_BYTES))
         }))
 
       test("random events generated from the schemas round-trip exactly", (c, p) =>

@@ -66,3 +66,22 @@ export class RestoreFailedError extends Schema.TaggedError<RestoreFailedError>()
         : `these files could not be put back: ${this.notRolledBack.join(", ")}`)
   }
 }
+
+/**
+ * The session has a restore that was cut short (its intent is in the log, at `startedSeq`): its
+ * workspace may be half way between two states, so nothing may run on it — a turn, or another
+ * restore — until the restore is finished (`restore` to the same checkpoint) or undone
+ * (`undoInterruptedRestore`).
+ */
+export class RestoreInterruptedError extends Schema.TaggedError<RestoreInterruptedError>()("RestoreInterruptedError", {
+  sessionId: Schema.String,
+  /** The checkpoint the interrupted restore goes back to. */
+  checkpoint: Schema.Number,
+  startedSeq: Schema.Number
+}) {
+  override get message(): string {
+    return `session "${this.sessionId}" has a restore to checkpoint ${this.checkpoint} that was cut short (its intent is at seq ` +
+      `${this.startedSeq}); its files may be half restored: finish it with restore("${this.sessionId}", ${this.checkpoint}) ` +
+      `or put them back with undoInterruptedRestore("${this.sessionId}")`
+  }
+}
