@@ -1,0 +1,170 @@
+/**
+ * A restore cut short by SIGKILL (test/workers/restorer.ts) at every kind of moment — its
+ * intent logged but no file changed, half way through the files, every file done but the log
+ * not cut, the log cut — on the file and SQLite backends. Afterwards, through the promise facade
+ * of this (another) process: the interrupted restore is reported and `send` refuses; the same
+ * restore finishes it, or `undoInterruptedRestore` puts every file back — leaving the workspace
+ * and the log exactly as a restore without the crash would (or as they were before it). An
+ * outside edit made after the crash is still refused.
+ */
+import { writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import {
+  createLiteAgent,
+  fileCheckpointer,
+  type PromiseCheckpointer,
+  RestoreInterruptedError,
+  RestoreRefusedError,
+  type StoredEvent
+} from "../src/index.js"
+import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
+import { scripted, type ScriptedTurn } from "../src/provider.js"
+import { diskState, freshWorkdir } from "./support/agentSim.js"
+import { live, makeTempDir, removeTempDirs, startWorker } from "./support/processes.js"
+
+afterAll(() => {
+  for (const child of live) child.kill("SIGKILL")
+  removeTempDirs()
+})
+
+type Backend = "file" | "sqlite"
+const FILES = 24
+/** 64 KiB of text that differs per file and version. */
+const contentOf = (index: number, version: string) => `${version} of file ${index}\n`.repeat(65_536 / 20).slice(0, 65_536)
+const name = (index: number) => `src/f${String(index).padStart(2, "0")}.txt`
+
+const storeAt = (backend: Backend, location: string): PromiseCheckpointer =>
+  backend === "sqlite" ? sqliteCheckpointer({ file: location }) : fileCheckpointer({ dir: location })
+
+const agentOn = (backend: Backend, location: string, workdir: string, turns: ReadonlyArray<ScriptedTurn> = []) =>
+  // Files of 64 KiB in tool inputs would make the conversation big enough to compact: not here.
+  createLiteAgent({ model: scripted(turns), workdir, checkpointer: storeAt(backend, location), sessionId: "s", autoCompact: false })
+
+const logOf = async (backend: Backend, location: string): Promise<Array<StoredEvent>> => {
+  const store = storeAt(backend, location)
+  try {
+    return await store.read("s")
+  } finally {
+    await store.close()
+  }
+}
+
+/**
+ * A session of two prompts: the first writes FILES files, the second rewrites them all and adds
+ * four. Returns the second prompt's seq (the checkpoint restored to), the disk after the first
+ * prompt (what the restore brings back) and after the second (what it starts from).
+ */
+const setUp = async (backend: Backend) => {
+  const location = backend === "sqlite" ? join(makeTempDir("restore-db"), "sessions.db") : makeTempDir("restore-log")
+  const workdir = freshWorkdir()
+  const writes = (version: string, count: number) =>
+    Array.from({ length: count }, (_, i) => ({ name: "write_file", input: { path: name(i), content: contentOf(i, version) } }))
+  const agent = agentOn(backend, location, workdir, [
+    { toolCalls: writes("one", FILES) },
+    { text: "wrote them" },
+    { toolCalls: [...writes("two", FILES), ...Array.from({ length: 4 }, (_, i) => ({ name: "write_file", input: { path: `new${i}.txt`, content: `new ${i}` } }))] },
+    { text: "rewrote them" }
+  ])
+  try {
+    await agent.send("write the files")
+    const afterFirst = diskState(workdir)
+    await agent.send("rewrite them")
+    const checkpoints = await agent.listCheckpoints("s")
+    return { location, workdir, seq: checkpoints[1]!.seq, afterFirst, afterSecond: diskState(workdir) }
+  } finally {
+    await agent.close()
+  }
+}
+
+/** The restore in a worker process that SIGKILLs itself at `killAt`. */
+const restoreKilledAt = async (backend: Backend, location: string, workdir: string, seq: number, killAt: string) => {
+  const worker = startWorker("restorer.ts", [backend, location, workdir, "s", String(seq), killAt])
+  const { signal } = await worker.closed
+  expect(signal, worker.stderr()).toBe("SIGKILL")
+}
+
+const KILL_POINTS = ["operation:1", `operation:${FILES / 2}`, "before-truncate", "after-truncate"] as const
+
+describe.each(["file", "sqlite"] as const)("a restore SIGKILLed part-way: %s", (backend) => {
+  for (const killAt of KILL_POINTS) {
+    it(`at ${killAt}: reported, turns refused; finished by the same restore, as if nothing had happened`, async () => {
+      const { afterFirst, afterSecond, location, seq, workdir } = await setUp(backend)
+      const log = await logOf(backend, location)
+      await restoreKilledAt(backend, location, workdir, seq, killAt)
+
+      const agent = agentOn(backend, location, workdir, [{ text: "not asked" }])
+      try {
+        if (killAt === "after-truncate") {
+          // Done but for the telling: nothing is pending, and the restore cannot run again.
+          expect(await agent.interruptedRestore("s")).toBeUndefined()
+          await expect(agent.restore("s", seq)).rejects.toThrow(RestoreRefusedError)
+        } else {
+          expect(await agent.interruptedRestore("s")).toMatchObject({ checkpoint: seq, startedSeq: log.length + 1, conversation: true })
+          const refused = await agent.send("carry on").catch((error: unknown) => error)
+          expect(refused).toBeInstanceOf(RestoreInterruptedError)
+          expect(diskState(workdir)).not.toEqual(killAt === "operation:1" ? afterFirst : afterSecond)
+          const result = await agent.restore("s", seq)
+          expect(result).toMatchObject({ resumed: true, conversationRestored: true })
+        }
+        expect(diskState(workdir)).toEqual(afterFirst)
+        expect(await logOf(backend, location)).toEqual(log.slice(0, seq - 1))
+        expect(await agent.interruptedRestore("s")).toBeUndefined()
+      } finally {
+        await agent.close()
+      }
+    }, 60_000)
+
+    it(`at ${killAt}: undoInterruptedRestore puts every file back, the log as before the restore`, async () => {
+      const { afterFirst, afterSecond, location, seq, workdir } = await setUp(backend)
+      const log = await logOf(backend, location)
+      await restoreKilledAt(backend, location, workdir, seq, killAt)
+
+      const agent = agentOn(backend, location, workdir, [{ text: "carried on" }])
+      try {
+        if (killAt === "after-truncate") {
+          // Nothing to undo: the restore is complete.
+          const error = await agent.undoInterruptedRestore("s").catch((caught: unknown) => caught)
+          expect(error).toBeInstanceOf(RestoreRefusedError)
+          expect((error as RestoreRefusedError).refusals.map((refusal) => refusal.reason)).toEqual(["no_interrupted_restore"])
+          expect(diskState(workdir)).toEqual(afterFirst)
+          return
+        }
+        const result = await agent.undoInterruptedRestore("s")
+        expect(result.resumed).toBe(true)
+        expect(diskState(workdir)).toEqual(afterSecond)
+        expect(await logOf(backend, location)).toEqual(log)
+        // The session works again.
+        expect((await agent.send("carry on")).text).toBe("carried on")
+      } finally {
+        await agent.close()
+      }
+    }, 60_000)
+  }
+
+  it("an outside edit made after the crash is refused by the finish and the undo alike, and changes nothing", async () => {
+    const { location, seq, workdir } = await setUp(backend)
+    await restoreKilledAt(backend, location, workdir, seq, `operation:${FILES / 2}`)
+    // One file already back, one not yet: each edited by hand.
+    writeFileSync(join(workdir, name(0)), "edited after the crash")
+    writeFileSync(join(workdir, name(FILES - 1)), "edited after the crash too")
+    const disk = diskState(workdir)
+    const log = await logOf(backend, location)
+    const agent = agentOn(backend, location, workdir)
+    try {
+      for (const attempt of [() => agent.restore("s", seq), () => agent.undoInterruptedRestore("s")]) {
+        const error = await attempt().catch((caught: unknown) => caught)
+        expect(error).toBeInstanceOf(RestoreRefusedError)
+        expect((error as RestoreRefusedError).refusals.map((refusal) => [refusal.path, refusal.reason])).toEqual([
+          [name(0), "modified_externally"],
+          [name(FILES - 1), "modified_externally"]
+        ])
+        expect(diskState(workdir)).toEqual(disk)
+        expect(await logOf(backend, location)).toEqual(log)
+      }
+      expect(await agent.interruptedRestore("s")).toMatchObject({ checkpoint: seq })
+    } finally {
+      await agent.close()
+    }
+  }, 60_000)
+})

@@ -1,0 +1,47 @@
+/**
+ * Worker for test/restore.processes.test.ts: a restore in a Node process of its own that kills
+ * itself (SIGKILL, nothing flushed or put back) at a chosen point.
+ *
+ *   node --import tsx test/workers/restorer.ts <file|sqlite> <location> <workdir> <sessionId> <seq> <killAt>
+ *
+ * killAt: `operation:N` — just before the N-th file write or delete (1: the intent is in the
+ * log, no file changed yet); `before-truncate` — every file done, the log not cut yet;
+ * `after-truncate` — the log cut, the process not told yet; `never`. Prints `done` if it lives.
+ */
+import { Effect, Layer } from "effect"
+import { SqliteCheckpointer } from "../../src/checkpoint-sqlite.js"
+import { Checkpointer, FileCheckpointer, TimeTravel, Workspace } from "../../src/core.js"
+
+const [backend, location, workdir, sessionId, seqArg, killAt] = process.argv.slice(2) as [string, string, string, string, string, string]
+
+const die = (point: string) =>
+  point === killAt ? Effect.zipRight(Effect.sync(() => process.kill(process.pid, "SIGKILL")), Effect.never) : Effect.void
+
+const store = backend === "sqlite" ? SqliteCheckpointer.layer({ file: location }) : FileCheckpointer.layer({ dir: location })
+const checkpointer = Layer.effect(
+  Checkpointer,
+  Effect.map(Checkpointer, (real) => ({
+    ...real,
+    truncate: (id: string, toSeq: number, expectedHead?: number) =>
+      Effect.zipRight(die("before-truncate"), Effect.tap(real.truncate(id, toSeq, expectedHead), () => die("after-truncate")))
+  }))
+).pipe(Layer.provide(store))
+
+let operations = 0
+const workspace = Layer.sync(Workspace.Workspace, () => {
+  const real = Workspace.make(workdir)
+  const counted = <A, E>(operation: Effect.Effect<A, E>) => Effect.suspend(() => Effect.zipRight(die(`operation:${++operations}`), operation))
+  return {
+    ...real,
+    write: (path: string, data: Uint8Array, mode: number) => counted(real.write(path, data, mode)),
+    remove: (path: string) => counted(real.remove(path))
+  }
+})
+
+const program = Effect.gen(function*() {
+  const timeTravel = yield* TimeTravel.TimeTravel
+  yield* timeTravel.restore(sessionId, Number(seqArg))
+  process.stdout.write("done\n")
+})
+
+await Effect.runPromise(program.pipe(Effect.provide(TimeTravel.layer.pipe(Layer.provideMerge(Layer.merge(checkpointer, workspace))))))
