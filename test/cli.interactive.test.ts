@@ -2,14 +2,17 @@
  * Interactive `lite-agent` in a real pseudo-terminal (util-linux `script`), driven by
  * keystrokes: turns with tool calls, /checkpoints, /compact cancelled by Ctrl-C mid-stage (the
  * log unchanged), /restore refused and confirmed, Ctrl-C during a turn, unknown commands,
- * /sessions, /clear and /resume, and Ctrl-D to leave. Asserts on the screen and the session log.
+ * /sessions, /clear and /resume, a restore a crash cut short (reported, a turn refused, finished
+ * with /restore), and Ctrl-D to leave. Asserts on the screen and the session log.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { fileCheckpointer, type StoredEvent } from "../src/index.js"
+import { createLiteAgent, fileCheckpointer, type StoredEvent } from "../src/index.js"
+import { scripted } from "../src/provider.js"
 import { tempDir } from "./support/agent.js"
+import { startWorker } from "./support/processes.js"
 
 const root = resolve(import.meta.dirname, "..")
 const main = join(root, "src", "cli", "main.ts")
@@ -200,6 +203,54 @@ describe("lite-agent in a terminal", () => {
     await tty.waitFor("Started it.")
     // Between turns, the completion is logged and shown.
     await tty.waitFor("ended: exit 0]")
+    tty.type("\u0004")
+    expect(await tty.closed).toBe(0)
+  }, 60_000)
+  it("a restore a crash cut short: /checkpoints says so, a turn is refused with the way out, /restore finishes it", async () => {
+    const workdir = tempDir("tty-work")
+    const sessions = tempDir("tty-sessions")
+    const files = ["a.txt", "b.txt", "c.txt", "d.txt"]
+    const setup = createLiteAgent({
+      model: scripted([
+        { toolCalls: files.map((path) => ({ name: "write_file", input: { path, content: `one ${path}\n` } })) },
+        { text: "wrote" },
+        { toolCalls: files.map((path) => ({ name: "write_file", input: { path, content: `two ${path}\n` } })) },
+        { text: "rewrote" }
+      ]),
+      workdir,
+      checkpointer: fileCheckpointer({ dir: sessions }),
+      sessionId: "s"
+    })
+    await setup.send("write them")
+    await setup.send("rewrite them")
+    const seq = (await setup.listCheckpoints("s"))[1]!.seq
+    await setup.close()
+    // Killed before its third file: a.txt and b.txt are back, c.txt and d.txt are not.
+    const restorer = startWorker("restorer.ts", ["file", sessions, workdir, "s", String(seq), "operation:3"])
+    expect((await restorer.closed).signal).toBe("SIGKILL")
+
+    const turns = join(tempDir("tty-turns"), "turns.json")
+    writeFileSync(turns, JSON.stringify([{ text: "carried on" }]))
+    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir, "--session", "s"])
+    await tty.waitFor("> ")
+    tty.type("/checkpoints\r")
+    await tty.waitFor(`a restore to checkpoint ${seq} was cut short (4 file(s), some may be half restored): /restore ${seq} finishes it, /restore --undo puts its files back`)
+    tty.type("go on\r")
+    await tty.waitFor("error: RestoreInterruptedError")
+    await tty.waitFor(`(here: /restore ${seq} finishes it, /restore --undo puts its files back)`)
+    tty.type(`/restore ${seq}\r`)
+    const plan = await tty.waitFor("restore? [y/N]")
+    expect(plan).toContain(`finishing the restore to checkpoint ${seq} that was cut short:`)
+    expect(plan).toContain("a.txt: already back")
+    expect(plan).toContain("c.txt: put back")
+    tty.type("y\r")
+    await tty.waitFor("[restore] finishing an interrupted restore: 2 file(s)")
+    await tty.waitFor("restored: a.txt, b.txt, c.txt, d.txt; conversation cut back")
+    for (const path of files) expect(readFileSync(join(workdir, path), "utf8")).toBe(`one ${path}\n`)
+    tty.type("/restore --undo\r")
+    await tty.waitFor("no restore of this session was cut short: nothing to undo")
+    tty.type("go on\r")
+    await tty.waitFor("carried on")
     tty.type("\u0004")
     expect(await tty.closed).toBe(0)
   }, 60_000)

@@ -9,6 +9,7 @@ import { Cause, Effect, Exit, Fiber, type ManagedRuntime, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
+import { RestoreInterruptedError } from "../tools/errors.js"
 import { describeError } from "./setup.js"
 
 const HELP = [
@@ -16,7 +17,9 @@ const HELP = [
   "  /compact [instructions]          summarize the older conversation (Ctrl-C cancels)",
   "  /checkpoints                     this session's checkpoints",
   "  /restore <seq> [--conversation-only] [--yes]",
-  "                                   go back to just before a checkpoint (shows the plan, asks first)",
+  "                                   go back to just before a checkpoint (shows the plan, asks first);",
+  "                                   the same restore finishes one a crash cut short",
+  "  /restore --undo [--yes]          put back the files of a restore a crash cut short",
   "  /sessions                        the sessions, most recent first",
   "  /resume <id>                     continue another session",
   "  /clear                           start a new session (the old one is kept)",
@@ -63,7 +66,9 @@ const eventLine = (event: AgentEvent): string | undefined => {
       return event.phase === "progress"
         ? `  [restore] ${event.completed}/${event.total} ${event.path}`
         : event.phase === "start"
-        ? `  [restore] start: ${event.total} file(s)`
+        ? `  [restore] ${
+          event.mode === "finish" ? "finishing an interrupted restore" : event.mode === "undo" ? "undoing an interrupted restore" : "start"
+        }: ${event.total} file(s)`
         : `  [restore] ${event.phase}`
     case "result":
       return `[session ${event.result.sessionId.slice(0, 8)} · head ${event.result.head} · ${event.result.usage.inputTokens} in / ${event.result.usage.outputTokens} out tokens]`
@@ -147,8 +152,12 @@ export const runInteractive = async (
   const turn = async (text: string) => {
     const exit = await interruptible(printEvents(agent.run(text)))
     if (Exit.isSuccess(exit)) return
-    if (Exit.isInterrupted(exit)) print("(interrupted: the turn stopped; the next one goes on from the log)")
-    else print(`error: ${describeError(Cause.squash(exit.cause))}`)
+    if (Exit.isInterrupted(exit)) return print("(interrupted: the turn stopped; the next one goes on from the log)")
+    const error = Cause.squash(exit.cause)
+    print(`error: ${describeError(error)}`)
+    if (error instanceof RestoreInterruptedError) {
+      print(`(here: /restore ${error.checkpoint} finishes it, /restore --undo puts its files back)`)
+    }
   }
 
   const compact = async (instructions: string) => {
@@ -168,16 +177,47 @@ export const runInteractive = async (
   }
 
   const checkpoints = async () => {
-    const list = await runtime.runPromise(agent.listCheckpoints(await current()))
-    if (list.length === 0) return print("no checkpoints yet")
+    const sessionId = await current()
+    const list = await runtime.runPromise(agent.listCheckpoints(sessionId))
+    if (list.length === 0) print("no checkpoints yet")
     for (const checkpoint of list) {
       const time = new Date(checkpoint.ts).toISOString().replace("T", " ").slice(0, 19)
       const unavailable = checkpoint.unavailableFiles.length === 0 ? "" : `; cannot restore: ${checkpoint.unavailableFiles.join(", ")}`
       print(`  ${String(checkpoint.seq).padStart(4)}  ${time}  "${shorten(checkpoint.prompt, 50)}"  changed after: ${checkpoint.files.join(", ") || "-"}${unavailable}`)
     }
+    const interrupted = await runtime.runPromise(agent.interruptedRestore(sessionId))
+    if (interrupted !== undefined) {
+      print(
+        `a restore to checkpoint ${interrupted.checkpoint} was cut short (${interrupted.files.length} file(s), some may be half restored): ` +
+          `/restore ${interrupted.checkpoint} finishes it, /restore --undo puts its files back`
+      )
+    }
+  }
+
+  const undoRestore = async (args: ReadonlyArray<string>) => {
+    if (args.some((arg) => arg !== "--undo" && arg !== "--yes")) return print("usage: /restore --undo [--yes]")
+    const sessionId = await current()
+    const interrupted = await runtime.runPromiseExit(agent.interruptedRestore(sessionId))
+    if (Exit.isFailure(interrupted)) return print(`error: ${describeError(Cause.squash(interrupted.cause))}`)
+    if (interrupted.value === undefined) return print("no restore of this session was cut short: nothing to undo")
+    print(`undo the restore to checkpoint ${interrupted.value.checkpoint} that was cut short: its files go back to before it:`)
+    for (const path of interrupted.value.files) print(`  ${path}`)
+    if (!args.includes("--yes")) {
+      const answer = await ask("undo? [y/N] ")
+      if (!/^y(es)?$/i.test(answer.trim())) return print("nothing was changed")
+    }
+    const exit = await interruptible(
+      Effect.zipRight(
+        Effect.forkScoped(printEvents(agent.events.pipe(Stream.filter((event) => event.type === "checkpoint_restore")))),
+        agent.undoInterruptedRestore(sessionId)
+      ).pipe(Effect.scoped)
+    )
+    if (Exit.isFailure(exit)) return print(`error: ${describeError(Cause.squash(exit.cause))}`)
+    print(`undone: ${exit.value.restoredFiles.join(", ") || "no files"} put back as before the restore`)
   }
 
   const restore = async (args: ReadonlyArray<string>) => {
+    if (args.includes("--undo")) return undoRestore(args)
     const seqArg = args.find((arg) => !arg.startsWith("--"))
     const flags = args.filter((arg) => arg.startsWith("--"))
     const unknown = flags.filter((flag) => flag !== "--conversation-only" && flag !== "--yes")
@@ -190,9 +230,16 @@ export const runInteractive = async (
     const planned = await runtime.runPromiseExit(agent.restore(sessionId, seq, { files, dryRun: true }))
     if (Exit.isFailure(planned)) return print(`error: ${describeError(Cause.squash(planned.cause))}`)
     const plan = planned.value
-    print(`restore to just before checkpoint ${seq}:`)
+    print(plan.resumed ? `finishing the restore to checkpoint ${seq} that was cut short:` : `restore to just before checkpoint ${seq}:`)
     for (const file of plan.plan) {
-      print(`  ${file.path}: ${file.refusal === undefined ? (file.action === "delete" ? "deleted" : file.action === "write" ? "put back" : "unchanged") : `REFUSED (${file.refusal.reason}: ${file.refusal.detail})`}`)
+      const action = file.alreadyRestored
+        ? "already back"
+        : file.action === "delete"
+        ? "deleted"
+        : file.action === "write"
+        ? "put back"
+        : "unchanged"
+      print(`  ${file.path}: ${file.refusal === undefined ? action : `REFUSED (${file.refusal.reason}: ${file.refusal.detail})`}`)
     }
     for (const refusal of plan.refusals.filter((refusal) => refusal.path === undefined)) print(`  REFUSED (${refusal.reason}: ${refusal.detail})`)
     for (const command of plan.commandsNotUndone) print(`  not undone: ${command.tool} ${shorten(JSON.stringify(command.input), 60)}`)
