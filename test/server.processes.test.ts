@@ -3,12 +3,16 @@
  * the client going away) streamed over HTTP with the scripted model; a busy agent (maintenance
  * while a turn runs) and a refused restore as 409; bad bodies as 400 with nothing changed; and two server processes
  * over one SQLite database and over one PostgreSQL database — what goes in through one
- * streams out of the other, a truncate as `reset`.
+ * streams out of the other, a truncate as `reset`; a session whose restore a crash cut short
+ * (reported, a turn refused, undone over HTTP).
  */
-import { writeFileSync } from "node:fs"
+import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
+import { createLiteAgent } from "../src/index.js"
+import { scripted } from "../src/provider.js"
 import { live, makeTempDir, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
 import { connectSse, request, type SseMessage } from "./support/sse.js"
@@ -158,6 +162,49 @@ describe("lite-agent serve with an agent (scripted model)", () => {
     expect(dryRun).toMatchObject({ status: 200, json: { dryRun: true, refusals: [] } })
     expect(await request(`${server.url}/sessions/work/restore`, { token: TOKEN, method: "POST", body: { seq: -1 } })).toMatchObject({ status: 400 })
   }, 60_000)
+})
+
+describe("lite-agent serve over a session whose restore a crash cut short", () => {
+  it("reports it with the checkpoints, refuses a turn (409), and undoes it on request", async () => {
+    const workdir = makeTempDir("serve-interrupted-work")
+    const file = join(makeTempDir("serve-interrupted-db"), "sessions.db")
+    const paths = ["a.txt", "b.txt", "c.txt"]
+    const setup = createLiteAgent({
+      model: scripted([
+        { toolCalls: paths.map((path) => ({ name: "write_file", input: { path, content: `one ${path}` } })) },
+        { text: "wrote" },
+        { toolCalls: paths.map((path) => ({ name: "write_file", input: { path, content: `two ${path}` } })) },
+        { text: "rewrote" }
+      ]),
+      workdir,
+      checkpointer: sqliteCheckpointer({ file }),
+      sessionId: "work"
+    })
+    await setup.send("write")
+    await setup.send("rewrite")
+    const seq = (await setup.listCheckpoints("work"))[1]!.seq
+    await setup.close()
+    // Killed before its second file: a.txt is back at "one", b.txt and c.txt still "two".
+    const restorer = startWorker("restorer.ts", ["sqlite", file, workdir, "work", String(seq), "operation:2"])
+    expect((await restorer.closed).signal).toBe("SIGKILL")
+
+    const server = await serve(["--checkpointer", `sqlite:${file}`, "--model", `scripted:${turnsFile(workdir, [{ text: "back at work" }])}`, "--workdir", workdir])
+    try {
+      const listed = await request(`${server.url}/sessions/work/checkpoints`, { token: TOKEN })
+      expect(listed).toMatchObject({ status: 200, json: { interruptedRestore: { checkpoint: seq, conversation: true, files: paths } } })
+      const refused = await request(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", body: { text: "go on" } })
+      expect(refused).toMatchObject({ status: 409, json: { error: "RestoreInterruptedError", checkpoint: seq } })
+      const undone = await request(`${server.url}/sessions/work/restore/undo`, { token: TOKEN, method: "POST" })
+      expect(undone).toMatchObject({ status: 200, json: { resumed: true, restoredFiles: ["a.txt"] } })
+      for (const path of paths) expect(readFileSync(join(workdir, path), "utf8")).toBe(`two ${path}`)
+      expect(await request(`${server.url}/sessions/work/checkpoints`, { token: TOKEN })).toMatchObject({ json: { interruptedRestore: null } })
+      const again = await connectSse(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", body: { text: "go on" } })
+      expect((await allMessages(again.messages)).at(-1)?.event).toBe("result")
+    } finally {
+      server.worker.child.kill("SIGTERM")
+      await server.worker.closed
+    }
+  }, 90_000)
 })
 
 describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes over one %s store", (backend) => {

@@ -306,12 +306,22 @@ export const makeRouter = (settings: SessionServerSettings, agent: Option.Option
         Effect.gen(function*() {
           const sessionId = yield* sessionIdParam
           yield* existing(checkpointer, sessionId)
-          const checkpoints = yield* Option.match(agent, {
-            onSome: (a) => a.listCheckpoints(sessionId),
+          const { checkpoints, interruptedRestore } = yield* Option.match(agent, {
+            onSome: (a) =>
+              Effect.all({ checkpoints: a.listCheckpoints(sessionId), interruptedRestore: a.interruptedRestore(sessionId) }),
             onNone: () =>
-              Effect.map(Stream.runFold(checkpointer.read(sessionId), Session.emptySessionState, Session.step), Session.checkpoints)
+              Effect.map(Stream.runFold(checkpointer.read(sessionId), Session.emptySessionState, Session.step), (state) => ({
+                checkpoints: Session.checkpoints(state),
+                interruptedRestore: state.pendingRestore === undefined ? undefined : {
+                  checkpoint: state.pendingRestore.event.checkpoint,
+                  startedSeq: state.pendingRestore.seq,
+                  conversation: state.pendingRestore.event.conversation,
+                  files: state.pendingRestore.event.files.map((file) => file.path)
+                }
+              }))
           })
-          return HttpServerResponse.unsafeJson({ checkpoints })
+          // A restore a crash cut short, or null.
+          return HttpServerResponse.unsafeJson({ checkpoints, interruptedRestore: interruptedRestore ?? null })
         })
       ),
       HttpRouter.get(
@@ -351,6 +361,16 @@ export const makeRouter = (settings: SessionServerSettings, agent: Option.Option
           const { seq, ...options } = yield* body(RestoreBody, "restore")
           yield* existing(checkpointer, sessionId)
           const result = yield* a.restore(sessionId, seq, options)
+          return HttpServerResponse.text(jsonText(result), { contentType: "application/json" })
+        })
+      ),
+      HttpRouter.post(
+        "/sessions/:id/restore/undo",
+        Effect.gen(function*() {
+          const a = yield* withAgent
+          const sessionId = yield* sessionIdParam
+          yield* existing(checkpointer, sessionId)
+          const result = yield* a.undoInterruptedRestore(sessionId)
           return HttpServerResponse.text(jsonText(result), { contentType: "application/json" })
         })
       ),
