@@ -1,7 +1,8 @@
 /**
  * A restore cut short by SIGKILL (test/workers/restorer.ts) at every kind of moment — its
- * intent logged but no file changed, half way through the files, every file done but the log
- * not cut, the log cut — on the file and SQLite backends. Afterwards, through the promise facade
+ * intent logged but no file changed, half way through the files (a random one), every file done
+ * but the log not cut, the log cut — on the file and SQLite backends; a temporary file of a write
+ * cut short beside them. Afterwards, through the promise facade
  * of this (another) process: the interrupted restore is reported and `send` refuses; the same
  * restore finishes it, or `undoInterruptedRestore` puts every file back — leaving the workspace
  * and the log exactly as a restore without the crash would (or as they were before it). An
@@ -84,7 +85,14 @@ const restoreKilledAt = async (backend: Backend, location: string, workdir: stri
   expect(signal, worker.stderr()).toBe("SIGKILL")
 }
 
-const KILL_POINTS = ["operation:1", `operation:${FILES / 2}`, "before-truncate", "after-truncate"] as const
+/** Files the restore writes back, and the four new ones it deletes. */
+const OPERATIONS = FILES + 4
+/** Half way: a random file operation after the first (the seed is in the test's name). */
+const midWay = 2 + Math.floor(Math.random() * (OPERATIONS - 1))
+const KILL_POINTS = ["operation:1", `operation:${midWay}`, "before-truncate", "after-truncate"] as const
+
+/** What a write killed between writing its temporary file and renaming it leaves beside it. */
+const plantWriteTemp = (workdir: string) => writeFileSync(join(workdir, "src", ".lite-agent-0123456789ab.tmp"), "half a file")
 
 describe.each(["file", "sqlite"] as const)("a restore SIGKILLed part-way: %s", (backend) => {
   for (const killAt of KILL_POINTS) {
@@ -92,6 +100,7 @@ describe.each(["file", "sqlite"] as const)("a restore SIGKILLed part-way: %s", (
       const { afterFirst, afterSecond, location, seq, workdir } = await setUp(backend)
       const log = await logOf(backend, location)
       await restoreKilledAt(backend, location, workdir, seq, killAt)
+      if (killAt !== "after-truncate") plantWriteTemp(workdir)
 
       const agent = agentOn(backend, location, workdir, [{ text: "not asked" }])
       try {
@@ -119,6 +128,7 @@ describe.each(["file", "sqlite"] as const)("a restore SIGKILLed part-way: %s", (
       const { afterFirst, afterSecond, location, seq, workdir } = await setUp(backend)
       const log = await logOf(backend, location)
       await restoreKilledAt(backend, location, workdir, seq, killAt)
+      if (killAt !== "after-truncate") plantWriteTemp(workdir)
 
       const agent = agentOn(backend, location, workdir, [{ text: "carried on" }])
       try {
@@ -144,8 +154,8 @@ describe.each(["file", "sqlite"] as const)("a restore SIGKILLed part-way: %s", (
 
   it("an outside edit made after the crash is refused by the finish and the undo alike, and changes nothing", async () => {
     const { location, seq, workdir } = await setUp(backend)
-    await restoreKilledAt(backend, location, workdir, seq, `operation:${FILES / 2}`)
-    // One file already back, one not yet: each edited by hand.
+    await restoreKilledAt(backend, location, workdir, seq, `operation:${midWay}`)
+    // Two files edited by hand, whether or not the restore had got to them.
     writeFileSync(join(workdir, name(0)), "edited after the crash")
     writeFileSync(join(workdir, name(FILES - 1)), "edited after the crash too")
     const disk = diskState(workdir)

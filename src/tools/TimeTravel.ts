@@ -16,6 +16,7 @@
  * the session then refuses turns (`RestoreInterruptedError`) until the same restore finishes
  * it or `undoInterruptedRestore` puts every file back from the intent.
  */
+import { posix } from "node:path"
 import { Cause, Context, Data, Effect, Layer, PubSub, type Queue, Schema, type Scope, Stream } from "effect"
 import { messageOf } from "../core/causes.js"
 import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
@@ -27,7 +28,7 @@ import { type CommandAfterCheckpoint, type FileAction, planRestore } from "../co
 import * as Session from "../core/session.js"
 import { sha256Hex } from "../core/sha256.js"
 import * as SessionStates from "./SessionStates.js"
-import { type AbsentState, type FileState, type PathState, Workspace } from "./Workspace.js"
+import { type AbsentState, type FileState, isWriteTemp, type PathState, Workspace } from "./Workspace.js"
 
 export const RestoreOptions = Schema.Struct({
   /** Put back the files the agent changed after the checkpoint. Default true. */
@@ -279,6 +280,28 @@ export const make = Effect.gen(function*() {
     )
   }
 
+  /**
+   * Remove the temporary files that writes cut short by the crash left beside the files of an
+   * interrupted restore (a restore that completes leaves none). Best effort: one that cannot be
+   * listed or removed is left.
+   */
+  const removeWriteTemps = (paths: ReadonlyArray<string>) =>
+    Effect.forEach(
+      new Set(paths.map((file) => posix.dirname(file))),
+      (directory) =>
+        workspace.list(directory).pipe(
+          Effect.flatMap((names) =>
+            Effect.forEach(
+              names.filter(isWriteTemp),
+              (name) => workspace.remove(directory === "." ? name : `${directory}/${name}`),
+              { discard: true }
+            )
+          ),
+          Effect.ignore
+        ),
+      { discard: true }
+    )
+
   /** A blob's bytes from the snapshot store, or why they cannot be had (a refusal, not a failure). */
   const storedBytes = (sessionId: string, sha256: string): Effect.Effect<Uint8Array | SnapshotBlobError, CheckpointerError> =>
     checkpointer.readSnapshot(sessionId, sha256).pipe(
@@ -379,6 +402,7 @@ export const make = Effect.gen(function*() {
         )
         startedSeq = head
       }
+      if (pending !== undefined) yield* removeWriteTemps(pending.event.files.map((file) => file.path))
       yield* publish({ type: "checkpoint_restore", phase: "start", sessionId, seq, total: operations.length, mode: resuming ? "finish" : "restore" })
 
       // The commit point: the conversation cut back (the intent goes with it), or the intent closed.
@@ -450,6 +474,7 @@ export const make = Effect.gen(function*() {
         yield* publish({ type: "checkpoint_restore", phase: "error", sessionId, seq, error })
         return yield* error
       }
+      yield* removeWriteTemps(pending.event.files.map((file) => file.path))
       yield* publish({ type: "checkpoint_restore", phase: "start", sessionId, seq, total: operations.length, mode: "undo" })
       yield* applyFiles({ sessionId, seq }, operations, closeIntent(sessionId, pending.seq, "undone", state.head), undefined, Effect.succeed(undefined))
       yield* sweep(sessionId)

@@ -57,6 +57,14 @@ export interface WorkspaceService {
 
 export class Workspace extends Context.Tag("@lite-agent/tools/Workspace")<Workspace, WorkspaceService>() {}
 
+const TEMP_PREFIX = ".lite-agent-"
+const TEMP_SUFFIX = ".tmp"
+/**
+ * Whether a directory entry is a temporary file of `write`: one is left behind only when the
+ * process dies between writing it and renaming it into place.
+ */
+export const isWriteTemp = (name: string): boolean => /^\.lite-agent-[0-9a-f]{12}\.tmp$/.test(name)
+
 /** The lexical checks every operation starts with. */
 export const relativePathProblem = (relative: string): string | undefined => {
   if (typeof relative !== "string" || relative.length === 0) return "the path is empty"
@@ -152,7 +160,7 @@ export const make = (workdir: string): WorkspaceService => {
       Effect.try({
         try: () => {
           fs.mkdirSync(path.dirname(target), { recursive: true })
-          const temp = path.join(path.dirname(target), `.lite-agent-${randomBytes(6).toString("hex")}.tmp`)
+          const temp = path.join(path.dirname(target), `${TEMP_PREFIX}${randomBytes(6).toString("hex")}${TEMP_SUFFIX}`)
           try {
             fs.writeFileSync(temp, data, { flag: "wx", mode })
             fs.chmodSync(temp, mode)
