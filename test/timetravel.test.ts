@@ -403,31 +403,6 @@ describe("a restore's intent", () => {
     })
   }
 
-  it("a conflict at the truncate puts the files back and closes the intent with RestoreEnded", async () => {
-    const workdir = freshWorkdir()
-    await run("memory", workdir, Effect.gen(function*() {
-      const { first } = yield* twoPrompts
-      const disk = diskState(workdir)
-      const log = yield* logOf("s")
-      const checkpointer = yield* Checkpointer
-      const timeTravel = yield* TimeTravel.TimeTravel
-      const listener = yield* Effect.fork(Stream.runForEach(timeTravel.progress, (p) =>
-        p.phase === "progress" && p.completed === 1
-          ? Effect.asVoid(checkpointer.append("s", [new UserMessage({ content: "sneaky", origin: "user" })]))
-          : Effect.void))
-      yield* Effect.sleep("20 millis")
-      const error = yield* failureOf(timeTravel.restore("s", first))
-      yield* Fiber.interrupt(listener)
-      expect(error).toBeInstanceOf(RestoreFailedError)
-      expect(diskState(workdir)).toEqual(disk)
-      const after = yield* logOf("s")
-      expect(after.slice(0, log.length)).toEqual(log)
-      expect(after.slice(log.length).map((stored) => stored.event._tag)).toEqual(["RestoreStarted", "UserMessage", "RestoreEnded"])
-      expect(after.at(-1)!.event).toMatchObject({ startedSeq: log.length + 1, outcome: "undone" })
-      expect(yield* timeTravel.interruptedRestore("s")).toBeUndefined()
-    }))
-  })
-
   it("undoInterruptedRestore without one is refused (no_interrupted_restore), changing nothing", async () => {
     const workdir = freshWorkdir()
     await run("memory", workdir, Effect.gen(function*() {
@@ -535,12 +510,13 @@ describe("restore part-way failures put everything back", () => {
     }), { workspace: failingWorkspace(workdir, control) })
   })
 
-  it("a conflict at the truncate puts the files back too", async () => {
+  it("a conflict at the truncate puts the files back too, and closes the restore's intent", async () => {
     const workdir = freshWorkdir()
     const control = { armed: false, writesLeft: Number.POSITIVE_INFINITY }
     await run("memory", workdir, Effect.gen(function*() {
       const { first } = yield* twoPrompts
       const disk = diskState(workdir)
+      const log = yield* logOf("s")
       const checkpointer = yield* Checkpointer
       const timeTravel = yield* TimeTravel.TimeTravel
       // Another writer appends while the restore is writing files.
@@ -554,6 +530,11 @@ describe("restore part-way failures put everything back", () => {
       expect(error).toBeInstanceOf(RestoreFailedError)
       expect(String((error as Error).message)).toContain("expected head")
       expect(diskState(workdir)).toEqual(disk)
+      // The log moved past the restore's intent, so a RestoreEnded closes it: nothing is pending.
+      const after = yield* logOf("s")
+      expect(after.slice(log.length).map((stored) => stored.event._tag)).toEqual(["RestoreStarted", "UserMessage", "RestoreEnded"])
+      expect(after.at(-1)!.event).toMatchObject({ startedSeq: log.length + 1, outcome: "undone" })
+      expect(yield* timeTravel.interruptedRestore("s")).toBeUndefined()
     }), { workspace: failingWorkspace(workdir, control) })
   })
 })
