@@ -9,6 +9,8 @@ import {
   FileChange,
   FileSnapshot,
   MemoryCheckpointer,
+  RestoreEnded,
+  RestoreStarted,
   RuntimeMessage,
   Session,
   SessionEvent,
@@ -133,6 +135,23 @@ describe("projections", () => {
     ]))
     expect(Session.checkpoints(state).map((c) => [c.seq, c.prompt])).toEqual([[2, "first"], [7, "second\nin blocks"]])
     expect(Session.checkpoints(state)[0]!.ts).toBe(1_700_000_000_001)
+  })
+
+  it("a restore's intent is pending until a RestoreEnded names it; never a message, a checkpoint or a file change", () => {
+    const intent = new RestoreStarted({
+      checkpoint: 1,
+      conversation: true,
+      files: [{ path: "a", before: content("agent's"), target: { _tag: "absent" } }]
+    })
+    const events = stored([prompt("one"), toolUse("t1"), intent, new RestoreEnded({ startedSeq: 2, outcome: "undone" })])
+    const open = Session.fold(events.slice(0, 3))
+    expect(open.pendingRestore).toMatchObject({ seq: 3, event: { checkpoint: 1 } })
+    const without = Session.fold(events.slice(0, 2))
+    expect({ ...picture(open), head: 0, lastTs: 0 }).toEqual({ ...picture(without), head: 0, lastTs: 0 })
+    // An end naming another intent closes nothing; one naming it does.
+    expect(Session.fold(events).pendingRestore).toMatchObject({ seq: 3 })
+    const closed = Session.fold([{ seq: 4, ts: 0, event: new RestoreEnded({ startedSeq: 3, outcome: "finished" }) }], open)
+    expect(closed.pendingRestore).toBeUndefined()
   })
 
   it("checkpoints list the files changed after them, split by whether restore can put them back", () => {
