@@ -60,28 +60,24 @@ if (runs("core")) {
   for (const [name, ms, ratio] of rows) console.log(`| ${name} | ${ms.toFixed(0)} | ${ratio} |`)
 }
 
-if (runs("file")) {
-  console.log("\n## File backend\n")
-  console.log("| measurement | lite-agent | raw baseline | ratio |\n|---|---:|---:|---:|")
-  for (const row of await runFileBench()) console.log(`| ${row.join(" | ")} |`)
+/** A section of markdown: its title, and a table of `columns` (the first left-aligned) with `rows`. */
+const printTable = (title: string, columns: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => {
+  console.log(`\n## ${title}\n`)
+  console.log(`| ${columns.join(" | ")} |\n|---|${columns.slice(1).map(() => "---:|").join("")}`)
+  for (const row of rows) console.log(`| ${row.join(" | ")} |`)
 }
 
-if (runs("sqlite")) {
-  console.log("\n## SQLite backend\n")
-  console.log("| measurement | lite-agent | raw better-sqlite3 | ratio |\n|---|---:|---:|---:|")
-  for (const row of await runSqliteBench()) console.log(`| ${row.join(" | ")} |`)
-}
-
+if (runs("file")) printTable("File backend", ["measurement", "lite-agent", "raw baseline", "ratio"], await runFileBench())
+if (runs("sqlite")) printTable("SQLite backend", ["measurement", "lite-agent", "raw better-sqlite3", "ratio"], await runSqliteBench())
 if (runs("postgres")) {
-  console.log("\n## PostgreSQL backend\n")
-  console.log("| measurement | lite-agent | raw pg, same statements | ratio |\n|---|---:|---:|---:|")
-  for (const row of await runPostgresBench()) console.log(`| ${row.join(" | ")} |`)
+  printTable("PostgreSQL backend", ["measurement", "lite-agent", "raw pg, same statements", "ratio"], await runPostgresBench())
 }
-
 if (runs("server")) {
-  console.log("\n## Session server: appended event to SSE client (an event every 10 ms; appends from a second checkpointer)\n")
-  console.log("| backend | latency p50 / p99, 1 client | p50 / p99, 100 clients | events/s to 100 clients | vs memory | delivered |\n|---|---:|---:|---:|---:|---:|")
-  for (const row of await runServerBench()) console.log(`| ${row.join(" | ")} |`)
+  printTable(
+    "Session server: appended event to SSE client (an event every 10 ms; appends from a second checkpointer)",
+    ["backend", "latency p50 / p99, 1 client", "p50 / p99, 100 clients", "events/s to 100 clients", "vs memory", "delivered"],
+    await runServerBench()
+  )
 }
 
 if (runs("agent")) {
@@ -94,7 +90,9 @@ if (runs("agent")) {
 }
 
 if (runs("long")) {
-  console.log(`\n## A long session rewriting a 512 KB file every prompt (file backend, JSON codec)\n`)
-  console.log("| measurement | 512 KB file | 1-byte file (baseline) | ratio |\n|---|---:|---:|---:|")
-  for (const row of await runLongSessionBench()) console.log(`| ${row.join(" | ")} |`)
+  printTable(
+    "A long session rewriting a 512 KB file every prompt (file backend, JSON codec)",
+    ["measurement", "512 KB file", "1-byte file (baseline)", "ratio"],
+    await runLongSessionBench()
+  )
 }

@@ -9,10 +9,9 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { createLiteAgent, fileCheckpointer, type StoredEvent } from "../src/index.js"
-import { scripted } from "../src/provider.js"
+import { fileCheckpointer, type StoredEvent } from "../src/index.js"
 import { tempDir } from "./support/agent.js"
-import { startWorker } from "./support/processes.js"
+import { sessionWithInterruptedRestore } from "./support/interruptedRestore.js"
 
 const root = resolve(import.meta.dirname, "..")
 const main = join(root, "src", "cli", "main.ts")
@@ -210,24 +209,8 @@ describe("lite-agent in a terminal", () => {
     const workdir = tempDir("tty-work")
     const sessions = tempDir("tty-sessions")
     const files = ["a.txt", "b.txt", "c.txt", "d.txt"]
-    const setup = createLiteAgent({
-      model: scripted([
-        { toolCalls: files.map((path) => ({ name: "write_file", input: { path, content: `one ${path}\n` } })) },
-        { text: "wrote" },
-        { toolCalls: files.map((path) => ({ name: "write_file", input: { path, content: `two ${path}\n` } })) },
-        { text: "rewrote" }
-      ]),
-      workdir,
-      checkpointer: fileCheckpointer({ dir: sessions }),
-      sessionId: "s"
-    })
-    await setup.send("write them")
-    await setup.send("rewrite them")
-    const seq = (await setup.listCheckpoints("s"))[1]!.seq
-    await setup.close()
     // Killed before its third file: a.txt and b.txt are back, c.txt and d.txt are not.
-    const restorer = startWorker("restorer.ts", ["file", sessions, workdir, "s", String(seq), "operation:3"])
-    expect((await restorer.closed).signal).toBe("SIGKILL")
+    const seq = await sessionWithInterruptedRestore({ backend: "file", location: sessions, workdir, sessionId: "s" }, files, "operation:3")
 
     const turns = join(tempDir("tty-turns"), "turns.json")
     writeFileSync(turns, JSON.stringify([{ text: "carried on" }]))

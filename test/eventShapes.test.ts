@@ -28,15 +28,16 @@ import {
 import * as Shapes from "../src/core/eventShapes.js"
 import { readStoredEvent } from "../src/core/storedEventReader.js"
 
-const decodeEither = Schema.decodeUnknownEither(SessionEvent)
-/** The schema's decoding; a value too odd for it even to describe (it throws a TypeError) counts as refused. */
-const decodeWithSchema = (json: unknown): Either.Either<SessionEvent, unknown> => {
+/** A schema's answer; a value too odd for it even to describe (it throws a TypeError) counts as refused. */
+const refusedIfThrown = <A>(schemaAnswer: () => Either.Either<A, unknown>): Either.Either<A, unknown> => {
   try {
-    return decodeEither(json)
+    return schemaAnswer()
   } catch (error) {
     return Either.left(error)
   }
 }
+const decodeEither = Schema.decodeUnknownEither(SessionEvent)
+const decodeWithSchema = (json: unknown) => refusedIfThrown(() => decodeEither(json))
 const encodeWithSchema = Schema.encodeSync(SessionEvent)
 const events = Arbitrary.make(SessionEvent)
 /** An event's JSON as a store gives it back: encoded, written as text, parsed. */
@@ -118,7 +119,7 @@ describe("the event constructors' checkers", () => {
       fc.assert(
         fc.property(arbitrary.chain((props) => mutated(props)), (props) => {
           const checked = check(props)
-          const validated = validate(props)
+          const validated = refusedIfThrown(() => validate(props))
           if (checked === undefined) {
             // The constructor then validates with the schema, which refuses it (wording the error: a
             // ParseError, or a TypeError for objects too odd to print).

@@ -11,38 +11,27 @@
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import {
-  createLiteAgent,
-  fileCheckpointer,
-  type PromiseCheckpointer,
-  RestoreInterruptedError,
-  RestoreRefusedError,
-  type StoredEvent
-} from "../src/index.js"
-import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
+import { createLiteAgent, RestoreInterruptedError, RestoreRefusedError, type StoredEvent } from "../src/index.js"
 import { scripted, type ScriptedTurn } from "../src/provider.js"
 import { diskState, freshWorkdir } from "./support/agentSim.js"
-import { live, makeTempDir, removeTempDirs, startWorker } from "./support/processes.js"
+import { type RestoreBackend, restoreKilledAt, storeAt } from "./support/interruptedRestore.js"
+import { live, makeTempDir, removeTempDirs } from "./support/processes.js"
 
 afterAll(() => {
   for (const child of live) child.kill("SIGKILL")
   removeTempDirs()
 })
 
-type Backend = "file" | "sqlite"
 const FILES = 24
 /** 64 KiB of text that differs per file and version. */
 const contentOf = (index: number, version: string) => `${version} of file ${index}\n`.repeat(65_536 / 20).slice(0, 65_536)
 const name = (index: number) => `src/f${String(index).padStart(2, "0")}.txt`
 
-const storeAt = (backend: Backend, location: string): PromiseCheckpointer =>
-  backend === "sqlite" ? sqliteCheckpointer({ file: location }) : fileCheckpointer({ dir: location })
-
-const agentOn = (backend: Backend, location: string, workdir: string, turns: ReadonlyArray<ScriptedTurn> = []) =>
+const agentOn = (backend: RestoreBackend, location: string, workdir: string, turns: ReadonlyArray<ScriptedTurn> = []) =>
   // Files of 64 KiB in tool inputs would make the conversation big enough to compact: not here.
   createLiteAgent({ model: scripted(turns), workdir, checkpointer: storeAt(backend, location), sessionId: "s", autoCompact: false })
 
-const logOf = async (backend: Backend, location: string): Promise<Array<StoredEvent>> => {
+const logOf = async (backend: RestoreBackend, location: string): Promise<Array<StoredEvent>> => {
   const store = storeAt(backend, location)
   try {
     return await store.read("s")
@@ -56,7 +45,7 @@ const logOf = async (backend: Backend, location: string): Promise<Array<StoredEv
  * four. Returns the second prompt's seq (the checkpoint restored to), the disk after the first
  * prompt (what the restore brings back) and after the second (what it starts from).
  */
-const setUp = async (backend: Backend) => {
+const setUp = async (backend: RestoreBackend) => {
   const location = backend === "sqlite" ? join(makeTempDir("restore-db"), "sessions.db") : makeTempDir("restore-log")
   const workdir = freshWorkdir()
   const writes = (version: string, count: number) =>
@@ -78,16 +67,18 @@ const setUp = async (backend: Backend) => {
   }
 }
 
-/** The restore in a worker process that SIGKILLs itself at `killAt`. */
-const restoreKilledAt = async (backend: Backend, location: string, workdir: string, seq: number, killAt: string) => {
-  const worker = startWorker("restorer.ts", [backend, location, workdir, "s", String(seq), killAt])
-  const { signal } = await worker.closed
-  expect(signal, worker.stderr()).toBe("SIGKILL")
+/** The session of `setUp`, its log, and its restore killed at `killAt` (with a write's temporary file left unless the restore got through). */
+const crashed = async (backend: RestoreBackend, killAt: string) => {
+  const session = await setUp(backend)
+  const log = await logOf(backend, session.location)
+  await restoreKilledAt({ backend, location: session.location, workdir: session.workdir, sessionId: "s" }, session.seq, killAt)
+  if (killAt !== "after-truncate") plantWriteTemp(session.workdir)
+  return { ...session, log }
 }
 
 /** Files the restore writes back, and the four new ones it deletes. */
 const OPERATIONS = FILES + 4
-/** Half way: a random file operation after the first (the seed is in the test's name). */
+/** Half way: a random file operation after the first (its number is in the test's name). */
 const midWay = 2 + Math.floor(Math.random() * (OPERATIONS - 1))
 const KILL_POINTS = ["operation:1", `operation:${midWay}`, "before-truncate", "after-truncate"] as const
 
@@ -97,10 +88,7 @@ const plantWriteTemp = (workdir: string) => writeFileSync(join(workdir, "src", "
 describe.each(["file", "sqlite"] as const)("a restore SIGKILLed part-way: %s", (backend) => {
   for (const killAt of KILL_POINTS) {
     it(`at ${killAt}: reported, turns refused; finished by the same restore, as if nothing had happened`, async () => {
-      const { afterFirst, afterSecond, location, seq, workdir } = await setUp(backend)
-      const log = await logOf(backend, location)
-      await restoreKilledAt(backend, location, workdir, seq, killAt)
-      if (killAt !== "after-truncate") plantWriteTemp(workdir)
+      const { afterFirst, afterSecond, location, log, seq, workdir } = await crashed(backend, killAt)
 
       const agent = agentOn(backend, location, workdir, [{ text: "not asked" }])
       try {
@@ -125,10 +113,7 @@ describe.each(["file", "sqlite"] as const)("a restore SIGKILLed part-way: %s", (
     }, 60_000)
 
     it(`at ${killAt}: undoInterruptedRestore puts every file back, the log as before the restore`, async () => {
-      const { afterFirst, afterSecond, location, seq, workdir } = await setUp(backend)
-      const log = await logOf(backend, location)
-      await restoreKilledAt(backend, location, workdir, seq, killAt)
-      if (killAt !== "after-truncate") plantWriteTemp(workdir)
+      const { afterFirst, afterSecond, location, log, workdir } = await crashed(backend, killAt)
 
       const agent = agentOn(backend, location, workdir, [{ text: "carried on" }])
       try {
@@ -154,7 +139,7 @@ describe.each(["file", "sqlite"] as const)("a restore SIGKILLed part-way: %s", (
 
   it("an outside edit made after the crash is refused by the finish and the undo alike, and changes nothing", async () => {
     const { location, seq, workdir } = await setUp(backend)
-    await restoreKilledAt(backend, location, workdir, seq, `operation:${midWay}`)
+    await restoreKilledAt({ backend, location, workdir, sessionId: "s" }, seq, `operation:${midWay}`)
     // Two files edited by hand, whether or not the restore had got to them.
     writeFileSync(join(workdir, name(0)), "edited after the crash")
     writeFileSync(join(workdir, name(FILES - 1)), "edited after the crash too")

@@ -10,9 +10,7 @@ import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
-import { createLiteAgent } from "../src/index.js"
-import { scripted } from "../src/provider.js"
+import { sessionWithInterruptedRestore } from "./support/interruptedRestore.js"
 import { live, makeTempDir, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
 import { connectSse, request, type SseMessage } from "./support/sse.js"
@@ -169,24 +167,8 @@ describe("lite-agent serve over a session whose restore a crash cut short", () =
     const workdir = makeTempDir("serve-interrupted-work")
     const file = join(makeTempDir("serve-interrupted-db"), "sessions.db")
     const paths = ["a.txt", "b.txt", "c.txt"]
-    const setup = createLiteAgent({
-      model: scripted([
-        { toolCalls: paths.map((path) => ({ name: "write_file", input: { path, content: `one ${path}` } })) },
-        { text: "wrote" },
-        { toolCalls: paths.map((path) => ({ name: "write_file", input: { path, content: `two ${path}` } })) },
-        { text: "rewrote" }
-      ]),
-      workdir,
-      checkpointer: sqliteCheckpointer({ file }),
-      sessionId: "work"
-    })
-    await setup.send("write")
-    await setup.send("rewrite")
-    const seq = (await setup.listCheckpoints("work"))[1]!.seq
-    await setup.close()
     // Killed before its second file: a.txt is back at "one", b.txt and c.txt still "two".
-    const restorer = startWorker("restorer.ts", ["sqlite", file, workdir, "work", String(seq), "operation:2"])
-    expect((await restorer.closed).signal).toBe("SIGKILL")
+    const seq = await sessionWithInterruptedRestore({ backend: "sqlite", location: file, workdir, sessionId: "work" }, paths, "operation:2")
 
     const server = await serve(["--checkpointer", `sqlite:${file}`, "--model", `scripted:${turnsFile(workdir, [{ text: "back at work" }])}`, "--workdir", workdir])
     try {
@@ -196,7 +178,7 @@ describe("lite-agent serve over a session whose restore a crash cut short", () =
       expect(refused).toMatchObject({ status: 409, json: { error: "RestoreInterruptedError", checkpoint: seq } })
       const undone = await request(`${server.url}/sessions/work/restore/undo`, { token: TOKEN, method: "POST" })
       expect(undone).toMatchObject({ status: 200, json: { resumed: true, restoredFiles: ["a.txt"] } })
-      for (const path of paths) expect(readFileSync(join(workdir, path), "utf8")).toBe(`two ${path}`)
+      for (const path of paths) expect(readFileSync(join(workdir, path), "utf8")).toBe(`two ${path}\n`)
       expect(await request(`${server.url}/sessions/work/checkpoints`, { token: TOKEN })).toMatchObject({ json: { interruptedRestore: null } })
       const again = await connectSse(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", body: { text: "go on" } })
       expect((await allMessages(again.messages)).at(-1)?.event).toBe("result")

@@ -194,6 +194,15 @@ export const runInteractive = async (
     }
   }
 
+  /** Run a restore (or its undo), printing its progress; Ctrl-C interrupts it. */
+  const withRestoreProgress = <A, E>(run: Effect.Effect<A, E>) =>
+    interruptible(
+      Effect.zipRight(
+        Effect.forkScoped(printEvents(agent.events.pipe(Stream.filter((event) => event.type === "checkpoint_restore")))),
+        run
+      ).pipe(Effect.scoped)
+    )
+
   const undoRestore = async (args: ReadonlyArray<string>) => {
     if (args.some((arg) => arg !== "--undo" && arg !== "--yes")) return print("usage: /restore --undo [--yes]")
     const sessionId = await current()
@@ -206,12 +215,7 @@ export const runInteractive = async (
       const answer = await ask("undo? [y/N] ")
       if (!/^y(es)?$/i.test(answer.trim())) return print("nothing was changed")
     }
-    const exit = await interruptible(
-      Effect.zipRight(
-        Effect.forkScoped(printEvents(agent.events.pipe(Stream.filter((event) => event.type === "checkpoint_restore")))),
-        agent.undoInterruptedRestore(sessionId)
-      ).pipe(Effect.scoped)
-    )
+    const exit = await withRestoreProgress(agent.undoInterruptedRestore(sessionId))
     if (Exit.isFailure(exit)) return print(`error: ${describeError(Cause.squash(exit.cause))}`)
     print(`undone: ${exit.value.restoredFiles.join(", ") || "no files"} put back as before the restore`)
   }
@@ -248,12 +252,7 @@ export const runInteractive = async (
       const answer = await ask("restore? [y/N] ")
       if (!/^y(es)?$/i.test(answer.trim())) return print("nothing was changed")
     }
-    const exit = await interruptible(
-      Effect.zipRight(
-        Effect.forkScoped(printEvents(agent.events.pipe(Stream.filter((event) => event.type === "checkpoint_restore")))),
-        agent.restore(sessionId, seq, { files })
-      ).pipe(Effect.scoped)
-    )
+    const exit = await withRestoreProgress(agent.restore(sessionId, seq, { files }))
     if (Exit.isFailure(exit)) return print(`error: ${describeError(Cause.squash(exit.cause))}`)
     print(`restored: ${exit.value.restoredFiles.join(", ") || "no files"}; conversation ${exit.value.conversationRestored ? "cut back" : "kept"}`)
   }

@@ -256,6 +256,28 @@ export const conversation = (state: SessionState): Conversation => {
   return { summary: state.compaction.event.summary, entries: all.filter((entry) => entry.seq >= keptFrom) }
 }
 
+/** A restore cut short: its intent is in the log and its files may be half restored. */
+export interface InterruptedRestore {
+  /** The checkpoint it goes back to. */
+  readonly checkpoint: number
+  /** The seq of its intent (`RestoreStarted`). */
+  readonly startedSeq: number
+  readonly conversation: boolean
+  /** The files it set out to change. */
+  readonly files: ReadonlyArray<string>
+}
+
+/** The session's restore that was cut short (or is under way), if any. */
+export const interruptedRestore = (state: SessionState): InterruptedRestore | undefined => {
+  const pending = state.pendingRestore
+  return pending === undefined ? undefined : {
+    checkpoint: pending.event.checkpoint,
+    startedSeq: pending.seq,
+    conversation: pending.event.conversation,
+    files: pending.event.files.map((file) => file.path)
+  }
+}
+
 export interface Checkpoint {
   readonly seq: number
   readonly prompt: string

@@ -312,12 +312,7 @@ export const makeRouter = (settings: SessionServerSettings, agent: Option.Option
             onNone: () =>
               Effect.map(Stream.runFold(checkpointer.read(sessionId), Session.emptySessionState, Session.step), (state) => ({
                 checkpoints: Session.checkpoints(state),
-                interruptedRestore: state.pendingRestore === undefined ? undefined : {
-                  checkpoint: state.pendingRestore.event.checkpoint,
-                  startedSeq: state.pendingRestore.seq,
-                  conversation: state.pendingRestore.event.conversation,
-                  files: state.pendingRestore.event.files.map((file) => file.path)
-                }
+                interruptedRestore: Session.interruptedRestore(state)
               }))
           })
           // A restore a crash cut short, or null.

@@ -69,16 +69,7 @@ export interface RestoreResult {
   readonly resumed: boolean
 }
 
-/** A restore cut short: its intent is in the log and its files may be half restored. */
-export interface InterruptedRestore {
-  /** The checkpoint it goes back to. */
-  readonly checkpoint: number
-  /** The seq of its intent (`RestoreStarted`). */
-  readonly startedSeq: number
-  readonly conversation: boolean
-  /** The files it set out to change. */
-  readonly files: ReadonlyArray<string>
-}
+export type { InterruptedRestore } from "../core/session.js"
 
 export type RestoreProgress =
   | {
@@ -108,7 +99,7 @@ export interface TimeTravelService {
   readonly listCheckpoints: (sessionId: string) => Effect.Effect<ReadonlyArray<Session.Checkpoint>, CheckpointerError>
   readonly restore: (sessionId: string, seq: number, options?: RestoreOptions) => Effect.Effect<RestoreResult, RestoreError>
   /** The restore of this session that was cut short, if any. */
-  readonly interruptedRestore: (sessionId: string) => Effect.Effect<InterruptedRestore | undefined, CheckpointerError>
+  readonly interruptedRestore: (sessionId: string) => Effect.Effect<Session.InterruptedRestore | undefined, CheckpointerError>
   /**
    * Put every file the session's interrupted restore changed back to what it held when that
    * restore began, and close its intent (the log is then as before it). Refused, changing
@@ -123,12 +114,9 @@ export interface TimeTravelService {
 
 export class TimeTravel extends Context.Tag("@lite-agent/tools/TimeTravel")<TimeTravel, TimeTravelService>() {}
 
-const describeState = (state: PathState) =>
-  state.kind === "absent"
-    ? "missing"
-    : state.kind === "other"
-    ? state.description
-    : `sha-256 ${sha256Hex(state.data).slice(0, 12)}…, mode ${state.mode.toString(8)}`
+/** A state as a refusal's detail names it. */
+const describeState = (state: FileAfterState) =>
+  state._tag === "absent" ? "missing" : `sha-256 ${state.sha256.slice(0, 12)}…, mode ${state.mode.toString(8)}`
 
 /** What a planned file goes back to, as a state to compare the disk with. */
 const targetOf = (action: FileAction): FileAfterState =>
@@ -138,17 +126,18 @@ const targetOf = (action: FileAction): FileAfterState =>
 const beforeStateOf = (before: RestoreBefore): FileAfterState =>
   before._tag === "missing" ? { _tag: "absent" } : { _tag: "file", sha256: before.sha256, size: before.size, mode: before.mode }
 
-/** Whether the disk holds exactly `state` (a file's bytes and mode, or nothing). */
-const diskIs = (disk: PathState, state: FileAfterState): boolean =>
-  state._tag === "absent"
-    ? disk.kind === "absent"
-    : disk.kind === "file" && disk.mode === state.mode && disk.data.length === state.size && sha256Hex(disk.data) === state.sha256
+/** What is on disk, as a state (its bytes hashed once, however many states it is compared with). */
+const stateOf = (disk: FileState | AbsentState): FileAfterState =>
+  disk.kind === "absent" ? { _tag: "absent" } : { _tag: "file", sha256: sha256Hex(disk.data), size: disk.data.length, mode: disk.mode }
+
+const sameState = (a: FileAfterState, b: FileAfterState): boolean =>
+  a._tag === "absent" ? b._tag === "absent" : b._tag === "file" && a.sha256 === b.sha256 && a.size === b.size && a.mode === b.mode
 
 /** A path's state as a restore's intent records it: its bytes (to the snapshot store), or nothing. */
-const recordedBefore = (disk: FileState | AbsentState): RestoreBefore =>
-  disk.kind === "absent"
+const recordedBefore = (disk: FileState | AbsentState, found: FileAfterState): RestoreBefore =>
+  disk.kind === "absent" || found._tag === "absent"
     ? { _tag: "missing" }
-    : { _tag: "content", data: disk.data, mode: disk.mode, size: disk.data.length, sha256: sha256Hex(disk.data) }
+    : { _tag: "content", data: disk.data, mode: found.mode, size: found.size, sha256: found.sha256 }
 
 /** One change to the workspace: write these bytes, or delete. */
 type FileOperation =
@@ -160,7 +149,8 @@ type Checked =
   | { readonly kind: "refused"; readonly refusal: Refusal }
   /** Already holds what the restore puts there. */
   | { readonly kind: "done" }
-  | { readonly kind: "ready"; readonly disk: FileState | AbsentState }
+  /** `found` is `disk` as a state. */
+  | { readonly kind: "ready"; readonly disk: FileState | AbsentState; readonly found: FileAfterState }
 
 export const make = Effect.gen(function*() {
   const checkpointer = yield* Checkpointer
@@ -194,14 +184,13 @@ export const make = Effect.gen(function*() {
       if (disk.kind === "other") {
         return { kind: "refused", refusal: { reason: "unsafe_path", path, detail: `the path is now ${disk.description}` } } as const
       }
-      if (diskIs(disk, target)) return { kind: "done" } as const
-      if (allowed.length === 0 || allowed.some((state) => diskIs(disk, state))) return { kind: "ready", disk } as const
-      const left = allowed[0]!._tag === "absent"
-        ? "deleted it"
-        : `left sha-256 ${allowed[0]!.sha256.slice(0, 12)}…, mode ${allowed[0]!.mode.toString(8)}`
+      const found = stateOf(disk)
+      if (sameState(found, target)) return { kind: "done" } as const
+      if (allowed.length === 0 || allowed.some((state) => sameState(found, state))) return { kind: "ready", disk, found } as const
+      const left = allowed[0]!._tag === "absent" ? "deleted it" : `left ${describeState(allowed[0]!)}`
       return {
         kind: "refused",
-        refusal: { reason: "modified_externally", path, detail: `${whoLeftIt} ${left}; the disk now has ${describeState(disk)}` }
+        refusal: { reason: "modified_externally", path, detail: `${whoLeftIt} ${left}; the disk now has ${describeState(found)}` }
       } as const
     })
 
@@ -357,7 +346,7 @@ export const make = Effect.gen(function*() {
           }
           operations.push({ path: file.path, kind: "write", data, mode: action.mode })
         } else operations.push({ path: file.path, kind: "delete" })
-        recorded.push({ path: file.path, before: recordedBefore(checked.disk), target })
+        recorded.push({ path: file.path, before: recordedBefore(checked.disk, checked.found), target })
       }
       const refusals = [...interruptedRefusal, ...plan.refusals, ...diskRefusals]
       const refusalFor = (path: string) => refusals.find((refusal) => refusal.path === path)
@@ -494,14 +483,7 @@ export const make = Effect.gen(function*() {
 
   const service: TimeTravelService = {
     listCheckpoints: (sessionId) => Effect.map(states.get(sessionId), ({ state }) => Session.checkpoints(state)),
-    interruptedRestore: (sessionId) =>
-      Effect.map(states.get(sessionId), ({ state }) =>
-        state.pendingRestore === undefined ? undefined : {
-          checkpoint: state.pendingRestore.event.checkpoint,
-          startedSeq: state.pendingRestore.seq,
-          conversation: state.pendingRestore.event.conversation,
-          files: state.pendingRestore.event.files.map((file) => file.path)
-        }),
+    interruptedRestore: (sessionId) => Effect.map(states.get(sessionId), ({ state }) => Session.interruptedRestore(state)),
     restore: (sessionId, seq, options) => restore(sessionId, seq, options),
     undoInterruptedRestore,
     progress: Stream.fromPubSub(hub),
