@@ -1,0 +1,228 @@
+/**
+ * Sample events for the conformance suite, and the forms a store keeps and accepts events in.
+ */
+import { sha256Hex } from "../core/sha256.js"
+import { isPlainObject } from "../core/options.js"
+import {
+  type AssistantBlock,
+  AssistantMessage,
+  BackgroundCompleted,
+  Compaction,
+  FileChange,
+  FileSnapshot,
+  type JsonValue,
+  RestoreEnded,
+  RestoreStarted,
+  RuntimeMessage,
+  type SessionEvent,
+  SessionMetadata,
+  STORED_ARGUMENT_MIN_BYTES,
+  ToolResult,
+  UserMessage
+} from "../core/events.js"
+
+const awkwardText = "héllo wörld — 你好，世界 🚀 \u{1F468}\u200D\u{1F469}\u200D\u{1F467} \"quotes\" \\ back\\slash \n\r\n\t tab"
+const largeText = "0123456789abcdef".repeat(64 * 1024) // 1 MiB
+
+const SAMPLE_SNAPSHOT_BYTES = new Uint8Array([0, 1, 2, 255, 254, 13, 10, 0])
+/** What a file held before a restore, in the sample `RestoreStarted`. */
+export const SAMPLE_RESTORE_BEFORE_BYTES = new TextEncoder().encode("the agent's version, ü\n")
+
+/** A tool call as a store keeps it: each top-level string argument of at least `STORED_ARGUMENT_MIN_BYTES` UTF-8 bytes moved out. */
+const withArgumentsStored = (block: AssistantBlock): AssistantBlock => {
+  if (block.type !== "tool_use" || !isPlainObject(block.input)) return block
+  const input: Record<string, JsonValue> = { ...block.input }
+  const storedArguments = [...(block.storedArguments ?? [])]
+  for (const [key, value] of Object.entries(input)) {
+    if (typeof value !== "string" || !value.isWellFormed()) continue
+    const bytes = new TextEncoder().encode(value)
+    if (bytes.length < STORED_ARGUMENT_MIN_BYTES) continue
+    storedArguments.push({ key, sha256: sha256Hex(bytes), size: bytes.length })
+    delete input[key]
+  }
+  return storedArguments.length === 0 ? block : { ...block, input, storedArguments }
+}
+
+/**
+ * `event` as a store keeps it: a `content` snapshot becomes a `stored` reference to its bytes,
+ * and a tool call's large string arguments become stored arguments.
+ */
+export const asStored = (event: SessionEvent): SessionEvent => {
+  switch (event._tag) {
+    case "AssistantMessage":
+      return new AssistantMessage({ ...event, content: event.content.map(withArgumentsStored) })
+    case "FileSnapshot":
+      return event.state._tag !== "content" ? event : new FileSnapshot({
+        toolUseId: event.toolUseId,
+        path: event.path,
+        state: { _tag: "stored", sha256: event.state.sha256, size: event.state.size, mode: event.state.mode }
+      })
+    case "RestoreStarted":
+      return new RestoreStarted({
+        ...event,
+        files: event.files.map((file) =>
+          file.before._tag !== "content" ? file : {
+            ...file,
+            before: { _tag: "stored", sha256: file.before.sha256, size: file.before.size, mode: file.before.mode }
+          }
+        )
+      })
+    default:
+      return event
+  }
+}
+
+/** Inline snapshot bytes with their true size and hash, as a store accepts them. */
+const withTrueHash = <S extends { readonly data: Uint8Array }>(state: S): S => ({ ...state, size: state.data.length, sha256: sha256Hex(state.data) })
+
+/**
+ * `event` made acceptable to any store (for generated events): a `content` snapshot gets the
+ * size and hash of its bytes, a `stored` reference (whose blob a fresh store lacks) becomes a
+ * `missing` snapshot, and tool calls lose their stored arguments (same reason).
+ */
+export const storable = (event: SessionEvent): SessionEvent => {
+  switch (event._tag) {
+    case "AssistantMessage":
+      return new AssistantMessage({
+        ...event,
+        content: event.content.map((block) => {
+          if (block.type !== "tool_use" || block.storedArguments === undefined) return block
+          const { storedArguments: _dropped, ...rest } = block
+          return rest
+        })
+      })
+    case "FileSnapshot":
+      // A reference to a blob the store does not hold is refused: none in random events.
+      return new FileSnapshot({
+        toolUseId: event.toolUseId,
+        path: event.path,
+        state: event.state._tag === "content" ? withTrueHash(event.state) : event.state._tag === "stored" ? { _tag: "missing" } : event.state
+      })
+    case "RestoreStarted":
+      return new RestoreStarted({
+        ...event,
+        files: event.files.map((file) => ({
+          ...file,
+          before: file.before._tag === "content" ? withTrueHash(file.before) : file.before._tag === "stored" ? { _tag: "missing" } : file.before
+        }))
+      })
+    default:
+      return event
+  }
+}
+
+/** One event of every kind, with every optional field set somewhere. */
+export const sampleEvents = (): ReadonlyArray<SessionEvent> => [
+  new SessionMetadata({
+    formatVersion: 1,
+    title: awkwardText,
+    workdir: "/home/dev/project",
+    model: "claude-sonnet-4-6",
+    labels: { team: "core", "emoji 🚀": "yes" }
+  }),
+  new SessionMetadata({ formatVersion: 1 }),
+  new UserMessage({ content: awkwardText, origin: "user" }),
+  new UserMessage({ content: [{ type: "text", text: "first block" }, { type: "text", text: awkwardText }], origin: "user" }),
+  new UserMessage({ content: "a record from before the marker" }),
+  new RuntimeMessage({ kind: "reminder", content: "<system-reminder>keep going</system-reminder>" }),
+  new RuntimeMessage({ kind: "repair", content: [{ type: "text", text: "tool call t1 was interrupted" }] }),
+  new RuntimeMessage({ kind: "background_completion", content: "task b1 finished" }),
+  new AssistantMessage({
+    content: [
+      { type: "text", text: awkwardText },
+      {
+        type: "tool_use",
+        id: "toolu_01",
+        name: "write_file",
+        input: {
+          path: "src/a.ts",
+          content: largeText,
+          nested: { list: [1, -2.5, 1e300, true, null, "x", { deep: [[[]]] }], empty: {} }
+        }
+      }
+    ],
+    model: "claude-sonnet-4-6",
+    stopReason: "tool_use",
+    usage: { inputTokens: 1234, outputTokens: 56 }
+  }),
+  new AssistantMessage({ content: [] }),
+  new ToolResult({ toolUseId: "toolu_01", toolName: "write_file", content: "ok", isError: false }),
+  new ToolResult({
+    toolUseId: "toolu_02",
+    toolName: "bash",
+    content: [{ type: "text", text: "exit 1\n" + awkwardText }],
+    isError: true
+  }),
+  // A large record in the log itself: tool results stay inline.
+  new ToolResult({ toolUseId: "toolu_03", toolName: "read_file", content: largeText, isError: false }),
+  new FileSnapshot({
+    toolUseId: "toolu_01",
+    path: "src/ünïcode dir/a b.ts",
+    state: {
+      _tag: "content",
+      data: SAMPLE_SNAPSHOT_BYTES,
+      mode: 0o644,
+      size: SAMPLE_SNAPSHOT_BYTES.length,
+      sha256: sha256Hex(SAMPLE_SNAPSHOT_BYTES)
+    }
+  }),
+  new FileSnapshot({ toolUseId: "toolu_01", path: "new.txt", state: { _tag: "missing" } }),
+  new FileSnapshot({
+    toolUseId: "toolu_03",
+    path: "big.bin",
+    state: { _tag: "unavailable", reason: "larger than the 10 MiB snapshot cap", size: 20_000_000 }
+  }),
+  new FileSnapshot({ toolUseId: "toolu_03", path: "fifo", state: { _tag: "unavailable", reason: "not a regular file" } }),
+  new FileChange({
+    toolUseId: "toolu_01",
+    path: "src/a.ts",
+    operation: "write",
+    after: { _tag: "file", sha256: "b".repeat(64), size: largeText.length, mode: 0o755 }
+  }),
+  new FileChange({ toolUseId: "toolu_04", path: "gone.txt", operation: "delete", after: { _tag: "absent" } }),
+  new FileChange({ toolUseId: "toolu_05", path: "legacy.txt", operation: "edit" }),
+  new Compaction({
+    summary: awkwardText,
+    keptFromSeq: 3,
+    tokensBefore: 100_000,
+    tokensAfter: 2_000,
+    instructions: "keep the API decisions"
+  }),
+  new Compaction({ summary: "", tokensBefore: 0, tokensAfter: 0 }),
+  new BackgroundCompleted({
+    taskId: "bg-1",
+    command: "npm test",
+    exitCode: 0,
+    output: awkwardText,
+    outputTruncated: false
+  }),
+  new BackgroundCompleted({
+    taskId: "bg-2",
+    command: "sleep 100",
+    exitCode: null,
+    signal: "SIGTERM",
+    output: "",
+    outputTruncated: true
+  }),
+  new RestoreStarted({
+    checkpoint: 2,
+    conversation: true,
+    files: [
+      {
+        path: "src/ünïcode dir/a b.ts",
+        before: {
+          _tag: "content",
+          data: SAMPLE_RESTORE_BEFORE_BYTES,
+          mode: 0o755,
+          size: SAMPLE_RESTORE_BEFORE_BYTES.length,
+          sha256: sha256Hex(SAMPLE_RESTORE_BEFORE_BYTES)
+        },
+        target: { _tag: "file", sha256: sha256Hex(SAMPLE_SNAPSHOT_BYTES), size: SAMPLE_SNAPSHOT_BYTES.length, mode: 0o644 }
+      },
+      { path: "new.txt", before: { _tag: "missing" }, target: { _tag: "absent" } }
+    ]
+  }),
+  new RestoreStarted({ checkpoint: 1, conversation: false, files: [] }),
+  new RestoreEnded({ startedSeq: 24, outcome: "finished" }),
+  new RestoreEnded({ startedSeq: 25, outcome: "undone" })
+]
