@@ -21,7 +21,7 @@ import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
 import { AbortSignalOption, decodeOptions, Flag } from "../core/options.js"
 import type { CheckpointerError, ConfigurationError, Refusal } from "../core/errors.js"
 import { type RestoreFailedError, RestoreRefusedError, type WorkspaceIOError } from "./errors.js"
-import { type CommandAfterCheckpoint, planRestore } from "../core/restore.js"
+import { type CommandAfterCheckpoint, planRestore, type RestorePlan } from "../core/restore.js"
 import * as Session from "../core/session.js"
 import * as RestoreFiles from "./restoreFiles.js"
 import * as RestoreIntent from "./restoreIntent.js"
@@ -113,6 +113,28 @@ export interface TimeTravelService {
 
 export class TimeTravel extends Context.Tag("@lite-agent/tools/TimeTravel")<TimeTravel, TimeTravelService>() {}
 
+/** Every file a restore considered, with its action and any refusal, by path. */
+const plannedFiles = (
+  plan: RestorePlan,
+  refusals: ReadonlyArray<Refusal>,
+  alreadyRestored: ReadonlySet<string>
+): Array<PlannedFile> =>
+  [
+    ...plan.files.map((file) => {
+      const refusal = refusals.find((candidate) => candidate.path === file.path)
+      return {
+        path: file.path,
+        action: file.action.kind,
+        ...(refusal === undefined ? {} : { refusal }),
+        unverified: file.expected === undefined,
+        alreadyRestored: alreadyRestored.has(file.path)
+      }
+    }),
+    ...plan.refusals.flatMap((refusal) =>
+      refusal.path === undefined ? [] : [{ path: refusal.path, action: "none" as const, refusal, unverified: false, alreadyRestored: false }]
+    )
+  ].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+
 export const make = Effect.gen(function*() {
   const checkpointer = yield* Checkpointer
   const workspace = yield* Workspace
@@ -122,7 +144,6 @@ export const make = Effect.gen(function*() {
   const preflight = Preflight.make(workspace, checkpointer)
   const intents = RestoreIntent.make(checkpointer, preflight)
   const applier = RestoreFiles.make(workspace)
-  /** The progress and error a restore's file changes report. */
   const reporting = (sessionId: string, seq: number) => ({
     onProgress: (completed: number, total: number, path: string) =>
       publish({ type: "checkpoint_restore", phase: "progress", sessionId, seq, completed, total, path }),
@@ -150,26 +171,10 @@ export const make = Effect.gen(function*() {
         RestoreIntent.statesBefore(pending)
       )
       const refusals = [...interruptedRefusal, ...plan.refusals, ...diskRefusals]
-      const refusalFor = (path: string) => refusals.find((refusal) => refusal.path === path)
-      const planned: Array<PlannedFile> = [
-        ...plan.files.map((file) => {
-          const refusal = refusalFor(file.path)
-          return {
-            path: file.path,
-            action: file.action.kind,
-            ...(refusal === undefined ? {} : { refusal }),
-            unverified: file.expected === undefined,
-            alreadyRestored: alreadyRestored.has(file.path)
-          }
-        }),
-        ...plan.refusals.flatMap((refusal) =>
-          refusal.path === undefined ? [] : [{ path: refusal.path, action: "none" as const, refusal, unverified: false, alreadyRestored: false }]
-        )
-      ].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
       const report = {
         unverifiedFiles: plan.unverifiedFiles,
         commandsNotUndone: plan.commandsNotUndone,
-        plan: planned,
+        plan: plannedFiles(plan, refusals, alreadyRestored),
         refusals,
         resumed: resuming
       }

@@ -36,7 +36,7 @@ export const statesBefore = (pending: PendingRestore | undefined): ReadonlyMap<s
   new Map(pending?.event.files.map((file) => [file.path, beforeStateOf(file.before)]) ?? [])
 
 export interface RestoreIntents {
-  /** Append the intent with the expected head (which also claims the session against another restorer); its seq. */
+  /** Append the intent with the expected head; its seq. */
   readonly start: (
     sessionId: string,
     intent: { readonly checkpoint: number; readonly conversation: boolean; readonly files: ReadonlyArray<RestoreFile> },
