@@ -15,6 +15,11 @@ export const runForPromise = async <A, E, R>(
 /**
  * A stream as an async iterable for a promise caller: errors are the stream's own error
  * instances, and leaving the loop early (break, return, throw) interrupts the stream.
+ *
+ * Items are handed over one at a time: the stream is suspended on each until the consumer asks
+ * for the next, so a slow consumer holds the producer back instead of letting items pile up.
+ * (Not `Stream.toAsyncIterableRuntime`: it hides the fiber, which `onFiber` hands out so the
+ * agent's close() can interrupt it, and reports an interruption as an `InterruptedException`.)
  */
 export async function* iterateStream<A, E, R>(
   runtime: ManagedRuntime.ManagedRuntime<R, unknown>,
@@ -26,13 +31,13 @@ export async function* iterateStream<A, E, R>(
     readonly interrupted?: () => unknown
   } = {}
 ): AsyncGenerator<A, void, undefined> {
-  const buffered: Array<A> = []
+  let offered: { readonly item: A; readonly take: () => void } | undefined
   let wake: (() => void) | undefined
   let finished: Exit.Exit<void, unknown> | undefined
   const fiber = runtime.runFork(
     Stream.runForEach(stream, (item) =>
-      Effect.sync(() => {
-        buffered.push(item)
+      Effect.async<void>((resume) => {
+        offered = { item, take: () => resume(Effect.void) }
         wake?.()
       }))
   )
@@ -43,8 +48,11 @@ export async function* iterateStream<A, E, R>(
   })
   try {
     for (;;) {
-      if (buffered.length > 0) {
-        yield buffered.shift() as A
+      if (offered !== undefined) {
+        const { item, take } = offered
+        offered = undefined
+        yield item
+        take()
         continue
       }
       if (finished !== undefined) {

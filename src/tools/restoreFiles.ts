@@ -1,0 +1,132 @@
+/**
+ * A restore's changes to the workspace: each file written (atomically, by the workspace) or
+ * deleted in turn, remembering what it replaced, and on any failure, abort or interruption
+ * before the commit is through, every changed file put back — a rollback in this process, not
+ * a transaction: a crash part-way is left to the restore's intent in the log.
+ */
+import { posix } from "node:path"
+import { Cause, Data, Effect } from "effect"
+import { messageOf } from "../core/causes.js"
+import type { CheckpointerError } from "../core/errors.js"
+import { RestoreFailedError } from "./errors.js"
+import { isWriteTemp, type PathState, type WorkspaceService } from "./Workspace.js"
+
+/** One change to the workspace: write these bytes, or delete. */
+export type FileOperation =
+  | { readonly path: string; readonly kind: "write"; readonly data: Uint8Array; readonly mode: number }
+  | { readonly path: string; readonly kind: "delete" }
+
+export interface ApplyOptions {
+  /** The restore, for its error and progress. */
+  readonly sessionId: string
+  readonly seq: number
+  /** Run once every file is in place: it either commits with them in place or fails and they are put back. */
+  readonly commit: Effect.Effect<void, CheckpointerError>
+  readonly signal: AbortSignal | undefined
+  /** Run after a failure when every file could be put back; what it returns is added to the error's detail. */
+  readonly afterPutBack: Effect.Effect<string | undefined>
+  readonly onProgress: (completed: number, total: number, path: string) => Effect.Effect<unknown>
+  readonly onFailure: (error: RestoreFailedError) => Effect.Effect<unknown>
+}
+
+export interface FileApplier {
+  /**
+   * Apply `operations` in order, then `commit`. A failure, an abort or an interruption before
+   * the commit is through puts every file changed back as it was, runs `afterPutBack` (when all
+   * of them could be) and fails with `RestoreFailedError`.
+   */
+  readonly apply: (operations: ReadonlyArray<FileOperation>, options: ApplyOptions) => Effect.Effect<void, RestoreFailedError>
+  /**
+   * Remove the temporary files that writes cut short by a crash left beside `paths` (a restore
+   * that completes leaves none). Best effort: one that cannot be listed or removed is left.
+   */
+  readonly removeWriteTemps: (paths: ReadonlyArray<string>) => Effect.Effect<void>
+}
+
+export const make = (workspace: WorkspaceService): FileApplier => {
+  const apply = (operations: ReadonlyArray<FileOperation>, options: ApplyOptions): Effect.Effect<void, RestoreFailedError> => {
+    const { seq, sessionId, signal } = options
+    const total = operations.length
+    // What each path held before this restore touched it, to put it back on failure.
+    const replaced: Array<{ readonly path: string; readonly before: PathState }> = []
+    const putBack = Effect.gen(function*() {
+      const failed: Array<string> = []
+      for (const { before, path } of [...replaced].reverse()) {
+        const undone = before.kind === "file"
+          ? workspace.write(path, before.data, before.mode)
+          : before.kind === "absent"
+          ? workspace.remove(path)
+          : Effect.void
+        if ((yield* Effect.either(undone))._tag === "Left") failed.push(path)
+      }
+      return failed
+    })
+    const checkAbort = Effect.suspend(() => (signal?.aborted === true ? Effect.fail(new RestoreAborted()) : Effect.void))
+    const execute = Effect.gen(function*() {
+      let completed = 0
+      for (const operation of operations) {
+        yield* checkAbort
+        const before = yield* workspace.inspect(operation.path)
+        replaced.push({ path: operation.path, before })
+        yield* operation.kind === "write"
+          ? workspace.write(operation.path, operation.data, operation.mode)
+          : workspace.remove(operation.path)
+        completed++
+        yield* options.onProgress(completed, total, operation.path)
+        // Let listeners, an abort and an interruption in between files.
+        yield* Effect.yieldNow()
+      }
+      yield* checkAbort
+    })
+    // The commit runs uninterruptibly once the files are in place, so it either commits with
+    // them in place or fails and they are put back.
+    return Effect.uninterruptibleMask((restoreInterruptibility) =>
+      Effect.gen(function*() {
+        const outcome = yield* Effect.exit(Effect.zipRight(restoreInterruptibility(execute), options.commit))
+        if (outcome._tag === "Success") return
+        const notRolledBack = yield* putBack
+        const note = notRolledBack.length === 0 ? yield* options.afterPutBack : undefined
+        const error = new RestoreFailedError({
+          sessionId,
+          seq,
+          detail: describeCause(outcome.cause) + (note === undefined ? "" : `; ${note}`),
+          notRolledBack,
+          cause: Cause.squash(outcome.cause)
+        })
+        yield* options.onFailure(error)
+        return yield* error
+      })
+    )
+  }
+
+  const removeWriteTemps = (paths: ReadonlyArray<string>) =>
+    Effect.forEach(
+      new Set(paths.map((file) => posix.dirname(file))),
+      (directory) =>
+        workspace.list(directory).pipe(
+          Effect.flatMap((names) =>
+            Effect.forEach(
+              names.filter(isWriteTemp),
+              (name) => workspace.remove(directory === "." ? name : `${directory}/${name}`),
+              { discard: true }
+            )
+          ),
+          Effect.ignore
+        ),
+      { discard: true }
+    )
+
+  return { apply, removeWriteTemps }
+}
+
+/** An `AbortSignal` fired: turned into a `RestoreFailedError` after the files are put back. */
+class RestoreAborted extends Data.TaggedError("RestoreAborted") {
+  override get message() {
+    return "aborted"
+  }
+}
+
+const describeCause = (cause: Cause.Cause<unknown>): string => {
+  if (Cause.isInterruptedOnly(cause)) return "interrupted"
+  return messageOf(Cause.squash(cause))
+}
