@@ -33,7 +33,7 @@ import {
   StorageError
 } from "../../core/errors.js"
 import type { StoredEventEncoded } from "../../core/events.js"
-import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised } from "../../core/options.js"
+import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised, renamedOptions } from "../../core/options.js"
 import { sessionIdProblem } from "../../core/sessionId.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { makeBlobStore } from "./blobStore.js"
@@ -43,6 +43,9 @@ import { layerNode, type LogHandle, LogFiles } from "./LogFiles.js"
 import { makeOpenLogs, type OpenLog } from "./openLogs.js"
 import { type HeldSessionLock, SessionLock } from "./SessionLock.js"
 import * as SessionLocks from "./SessionLock.js"
+
+/** Options renamed since: the old name is refused with the new one. */
+const renamed = renamedOptions({ lockTimeoutMs: "busyTimeoutMs" })
 
 export const FileCheckpointerOptions = Schema.Struct({
   /**
@@ -56,15 +59,18 @@ export const FileCheckpointerOptions = Schema.Struct({
    * (fsync) before the append returns.
    */
   synchronous: Schema.optional(oneOf("normal", "full")),
-  /** How long a mutation waits for another process's session lock before `CheckpointBusyError`. Default 10000. */
-  lockTimeoutMs: Schema.optional(numberAtLeast(0)),
+  /**
+   * How long a mutation waits for another process's session lock before `CheckpointBusyError`
+   * (as the SQLite and Postgres backends' `busyTimeoutMs`). Default 10000.
+   */
+  busyTimeoutMs: Schema.optional(numberAtLeast(0)),
   /**
    * How long a lock holder that stops renewing its lock (paused, stalled, or on another
    * kernel and dead) keeps it; see the README's "Locking". A dead holder on this machine loses
    * it at once. Default 5000, at least 100; every process sharing the directory should agree.
    */
   lockLeaseMs: Schema.optional(numberAtLeast(SessionLocks.MIN_LEASE_MS))
-})
+}).annotations(renamed)
 export interface FileCheckpointerOptions extends Schema.Schema.Type<typeof FileCheckpointerOptions> {}
 
 /** `FileCheckpointer.layer`'s options: the backend's and the codec the logs are written with. */
@@ -72,7 +78,7 @@ export const FileCheckpointerLayerOptions = Schema.Struct({
   ...FileCheckpointerOptions.fields,
   /** How each record is stored: `jsonCodec` (default), `gzipCodec()`, `aes256gcmCodec(key)` or your own. */
   codec: Schema.optional(recognised("a codec such as gzipCodec() or aes256gcmCodec(key)", isLogCodec))
-})
+}).annotations(renamed)
 export interface FileCheckpointerLayerOptions extends Schema.Schema.Type<typeof FileCheckpointerLayerOptions> {}
 
 export const defaultDirectory = (): string =>
@@ -94,14 +100,14 @@ const WATCH_RENEW_MS = 30_000
 interface ResolvedOptions {
   readonly dir: string
   readonly synchronous: "normal" | "full"
-  readonly lockTimeoutMs: number
+  readonly busyTimeoutMs: number
 }
 
 const resolveOptions = (input: FileCheckpointerOptions): Effect.Effect<ResolvedOptions, ConfigurationError> =>
   Effect.map(decodeOptions(FileCheckpointerOptions, input, "file checkpointer options"), (options) => ({
     dir: options.dir ?? defaultDirectory(),
     synchronous: options.synchronous ?? "normal",
-    lockTimeoutMs: options.lockTimeoutMs ?? 10_000
+    busyTimeoutMs: options.busyTimeoutMs ?? 10_000
   }))
 
 /** The service plus its integrity check, built on the injected file primitives and codec. */
@@ -109,7 +115,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
   Effect.gen(function*() {
     const files = yield* LogFiles
     const codec = yield* LogCodec
-    const { dir, lockTimeoutMs, synchronous } = yield* resolveOptions(options)
+    const { busyTimeoutMs, dir, synchronous } = yield* resolveOptions(options)
     const durable = synchronous === "full"
 
     // The directory must exist (it is created), be a directory, and be readable and writable.
@@ -127,7 +133,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
 
     const lock = yield* SessionLock
     const withSessionLock = <A, E>(sessionId: string, use: (held: HeldSessionLock) => Effect.Effect<A, E>) =>
-      lock.withLock({ directory: realDir, sessionId, timeoutMs: lockTimeoutMs }, use)
+      lock.withLock({ directory: realDir, sessionId, timeoutMs: busyTimeoutMs }, use)
 
     // ---------------------------------------------------------------------------------
     // Reading
