@@ -408,7 +408,7 @@ describe("options and the directory", () => {
     writeFileSync(aFile, "x")
     const badOptions: Array<[unknown, string, string]> = [
       [{ dir, synchronous: "fast" }, "synchronous", `expected one of "normal", "full", got "fast"`],
-      [{ dir, lockTimeoutMs: -1 }, "lockTimeoutMs", "expected a number >= 0, got -1"],
+      [{ dir, busyTimeoutMs: -1 }, "busyTimeoutMs", "expected a number >= 0, got -1"],
       [{ dir, lockLeaseMs: 99 }, "lockLeaseMs", "expected a number >= 100, got 99"],
       [{ dir, lockLeaseMs: Number.NaN }, "lockLeaseMs", "got NaN"],
       [{ dir, lockLeaseMs: "5000" }, "lockLeaseMs", `got "5000"`],
@@ -430,6 +430,22 @@ describe("options and the directory", () => {
       Effect.either(Effect.scoped(Layer.build(FileCheckpointer.layer({ dir, lockLeaseMs: 99 }))))
     )
     expect(built).toMatchObject({ _tag: "Left", left: { _tag: "ConfigurationError", option: "lockLeaseMs" } })
+  })
+
+  it("lockTimeoutMs is now busyTimeoutMs, as in the SQLite and Postgres backends: the old name is refused with the new one", async () => {
+    const dir = freshDir()
+    const renamed = `unknown option (renamed: it is now "busyTimeoutMs")`
+    const old: unknown = { dir, lockTimeoutMs: 300 }
+    const thrown = thrownBy(() => checkpointer(old as Parameters<typeof fileCheckpointer>[0]))
+    expectConfigurationError(thrown, "lockTimeoutMs", renamed)
+    expect(String(thrown)).toContain(`"busyTimeoutMs"`)
+    const built = await Effect.runPromise(
+      Effect.flip(Effect.scoped(Layer.build(FileCheckpointer.layer(old as FileCheckpointer.FileCheckpointerLayerOptions))))
+    )
+    expectConfigurationError(built, "lockTimeoutMs", renamed)
+    // The new name is taken, by the facade and by the layer.
+    await checkpointer({ dir, busyTimeoutMs: 300 }).head("s")
+    await Effect.runPromise(Effect.scoped(Layer.build(FileCheckpointer.layer({ dir, busyTimeoutMs: 300 }))))
   })
 
   it("a directory the process may not read or write is a ConfigurationError naming it", async () => {

@@ -353,10 +353,14 @@ describe("taking a lock someone else holds", () => {
 describe("holders of one process in a row", () => {
   it("share one lock file, with what the last one left, until the next turn of the event loop", async () => {
     const dir = freshDir()
-    await withService(Effect.gen(function*() {
-      const inherited: Array<unknown> = []
+    // The batons are numbers: a lock service of the test's own, not the file backend's.
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const service = yield* SessionLock.makeNode<number>()
+      const lockHere = <A, E>(timeoutMs: number, use: (held: SessionLock.HeldSessionLock<number>) => Effect.Effect<A, E>) =>
+        service.withLock({ directory: dir, sessionId: "s", timeoutMs }, use)
+      const inherited: Array<number | undefined> = []
       const hold = (baton: number) =>
-        lock(dir, "s", 1_000, (held) =>
+        lockHere(1_000, (held) =>
           Effect.sync(() => {
             inherited.push(held.inherited)
             held.leave?.(baton)
@@ -378,14 +382,14 @@ describe("holders of one process in a row", () => {
       // (against the protocol: its lease was fresh) stops the write, and is then let go.
       fs.renameSync(lockPath(dir, "s"), `${lockPath(dir, "s")}.taken`)
       plantLock(dir, "s", { owner: "usurper" })
-      const lost = yield* Effect.flip(lock(dir, "s", 0, (held) => held.ensureHeld))
+      const lost = yield* Effect.flip(lockHere(0, (held) => held.ensureHeld))
       expect(lost).toBeInstanceOf(CheckpointLockLostError)
-      const next = yield* Effect.flip(lock(dir, "s", 0, (held) => Effect.succeed(held.inherited)))
+      const next = yield* Effect.flip(lockHere(0, (held) => Effect.succeed(held.inherited)))
       expect(next).toBeInstanceOf(CheckpointBusyError)
       expect(recordOf(dir, "s").owner).toBe("usurper")
       fs.rmSync(lockPath(dir, "s"))
       fs.rmSync(`${lockPath(dir, "s")}.taken`)
-    }))
+    })))
     expect(entries(dir)).toEqual([])
   })
 })

@@ -72,7 +72,7 @@ describe.skipIf(unavailable !== undefined)("file backend across namespaces", () 
           await remote.waitForLine((line) => line === "ready")
 
           // The lock is real across the namespaces: an append from the host gives up…
-          const impatient = fileCheckpointer({ dir, lockTimeoutMs: 300 })
+          const impatient = fileCheckpointer({ dir, busyTimeoutMs: 300 })
           try {
             const refused = await impatient.append(session, [new UserMessage({ content: "impatient" })]).then(
               (head) => new Error(`append succeeded (head ${head}) while a process in another namespace held the lock`),

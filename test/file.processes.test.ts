@@ -145,7 +145,7 @@ describe("file backend: the process holding the session lock is killed", () => {
     const sessionOf = (trial: number) => `locked-${trial}`
     // Start every process up front; each waits for its turn.
     const holders = Array.from({ length: trials }, (_, trial) => startWorker("lock-holder.ts", [dir, sessionOf(trial)]))
-    const busy = startAppender({ mode: "once", dir, session: sessionOf(0), lockTimeoutMs: 300, content: "other process" })
+    const busy = startAppender({ mode: "once", dir, session: sessionOf(0), busyTimeoutMs: 300, content: "other process" })
     const later = startAppender({ mode: "once", dir, session: sessionOf(0), content: "later" })
     const takeovers: Array<number> = []
 
@@ -155,7 +155,7 @@ describe("file backend: the process holding the session lock is killed", () => {
       await holder.waitForLine((line) => line === "locked")
 
       // The lock is real: an append from this process gives up after its 300 ms…
-      const impatient = fileCheckpointer({ dir, lockTimeoutMs: 300 })
+      const impatient = fileCheckpointer({ dir, busyTimeoutMs: 300 })
       try {
         const refused = await impatient.append(session, [new UserMessage({ content: "impatient" })]).then(
           (head) => new Error(`append succeeded (head ${head}) while another process held the lock`),

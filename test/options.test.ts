@@ -2,9 +2,10 @@
  * Options are checked by the layers that take them, when the layer is built, so Effect users
  * get the same `ConfigurationError`s as the promise facade (which runs the same checks at once).
  */
-import { Effect, Exit, Layer } from "effect"
+import { Effect, Either, Exit, Layer, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { ConfigurationError, FileTools, LiteAgent, MemoryCheckpointer, Workspace } from "../src/core.js"
+import { decodeOptions, renamedOptions } from "../src/core/options.js"
 import { scriptedLayer } from "../src/provider.js"
 import { tempDir } from "./support/agent.js"
 
@@ -48,6 +49,26 @@ describe("options are checked when the layers are built", () => {
       option: "workdir",
       detail: "/nonexistent/lite-agent does not exist"
     })
+  })
+})
+
+describe("renamed options", () => {
+  it("an option's old name is refused with its new one, however differently spelt; other keys keep their did-you-mean", () => {
+    const Options = Schema.Struct({ busyTimeoutMs: Schema.optional(Schema.Number) }).annotations(
+      renamedOptions({ lockTimeoutMs: "busyTimeoutMs" })
+    )
+    const refusal = (input: unknown) => Either.getLeft(decodeOptions(Options, input, "example options"))
+    expect(refusal({ lockTimeoutMs: 300 })).toMatchObject({
+      _tag: "Some",
+      value: { option: "lockTimeoutMs", detail: `unknown option (renamed: it is now "busyTimeoutMs"); the known ones are busyTimeoutMs` }
+    })
+    expect(refusal({ busyTimeoutMS: 300 })).toMatchObject({
+      _tag: "Some",
+      value: { option: "busyTimeoutMS", detail: `unknown option (did you mean "busyTimeoutMs"?); the known ones are busyTimeoutMs` }
+    })
+    // Only the schema's own keys: "toString" is no option, renamed or not.
+    expect(refusal({ toString: 1 })).toMatchObject({ _tag: "Some", value: { option: "toString", detail: "unknown option; the known ones are busyTimeoutMs" } })
+    expect(decodeOptions(Options, { busyTimeoutMs: 300 }, "example options")).toEqual(Either.right({ busyTimeoutMs: 300 }))
   })
 })
 

@@ -5,7 +5,7 @@
  * so a misspelled `dryRun` can never silently run a real restore. One schema per options type;
  * the layers and the facade decode with the same one.
  */
-import { Either, ParseResult, Schema } from "effect"
+import { Either, ParseResult, Schema, type SchemaAST } from "effect"
 import { ConfigurationError } from "./errors.js"
 
 /** `schema`, whose failures read "expected <expected>, got <value>". */
@@ -92,6 +92,22 @@ export const closestKey = (given: string, known: ReadonlyArray<string>): string 
   return best?.key
 }
 
+const RenamedOptionsId = Symbol.for("@lite-agent/core/options/RenamedOptions")
+
+/**
+ * Annotations for an options schema some of whose options were renamed (old name → new name):
+ * an old name is refused with its new one, however far apart the two are spelt.
+ * `Schema.Struct({ … }).annotations(renamedOptions({ lockTimeoutMs: "busyTimeoutMs" }))`.
+ */
+export const renamedOptions = (renamed: Readonly<Record<string, string>>) => ({ [RenamedOptionsId]: renamed })
+
+/** What the option `given` of the schema `ast` was renamed to, if it was. */
+const renamedTo = (ast: SchemaAST.AST, given: string): string | undefined => {
+  const renamed = ast.annotations[RenamedOptionsId]
+  const to = isPlainObject(renamed) && Object.hasOwn(renamed, given) ? renamed[given] : undefined
+  return typeof to === "string" ? to : undefined
+}
+
 const pathText = (path: ReadonlyArray<PropertyKey>) =>
   path.reduce<string>(
     (text, key) => (typeof key === "number" ? `${text}[${key}]` : text === "" ? String(key) : `${text}.${String(key)}`),
@@ -114,7 +130,7 @@ export interface DecodeSettings {
 }
 
 /** The first thing wrong, as a `ConfigurationError`. */
-const configurationErrorOf = (error: ParseResult.ParseError, input: unknown, settings: DecodeSettings) => {
+const configurationErrorOf = (error: ParseResult.ParseError, ast: SchemaAST.AST, input: unknown, settings: DecodeSettings) => {
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
   // An optional field also "expects undefined"; that alternative says nothing useful.
   const issue = issues.find((candidate) => !candidate.message.startsWith("Expected undefined")) ?? issues[0]
@@ -125,12 +141,13 @@ const configurationErrorOf = (error: ParseResult.ParseError, input: unknown, set
     case "Unexpected": {
       const given = String(issue.path[issue.path.length - 1])
       const known = [...issue.message.matchAll(/"([^"]+)"/g)].map((match) => match[1]!)
+      const renamed = issue.path.length === 1 ? renamedTo(ast, given) : undefined
       const suggestion = closestKey(given, known)
+      const hint = renamed !== undefined
+        ? ` (renamed: it is now "${renamed}")`
+        : suggestion === undefined ? "" : ` (did you mean "${suggestion}"?)`
       const knownText = known.length === 0 ? "there are none" : `the known ones are ${known.join(", ")}`
-      return new ConfigurationError({
-        option,
-        detail: `unknown option${suggestion === undefined ? "" : ` (did you mean "${suggestion}"?)`}; ${knownText}`
-      })
+      return new ConfigurationError({ option, detail: `unknown option${hint}; ${knownText}` })
     }
     case "Missing":
       return new ConfigurationError({ option, detail: "is required" })
@@ -153,7 +170,7 @@ export const decodeArgument = <A, I>(
 ): Either.Either<A, ConfigurationError> =>
   Either.mapLeft(
     Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "all" })(input),
-    (error) => configurationErrorOf(error, input, settings)
+    (error) => configurationErrorOf(error, schema.ast, input, settings)
   )
 
 /** Decode the options object `input` (`undefined` is `{}`); a value that is not a plain object is refused. */

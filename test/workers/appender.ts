@@ -20,7 +20,7 @@ interface BaseConfig {
   readonly dir: string
   readonly session: string
   readonly synchronous?: "normal" | "full"
-  readonly lockTimeoutMs?: number
+  readonly busyTimeoutMs?: number
 }
 
 export type AppenderConfig =
@@ -36,7 +36,7 @@ const main = async () => {
   const checkpointer = fileCheckpointer({
     dir: config.dir,
     ...(config.synchronous === undefined ? {} : { synchronous: config.synchronous }),
-    ...(config.lockTimeoutMs === undefined ? {} : { lockTimeoutMs: config.lockTimeoutMs })
+    ...(config.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: config.busyTimeoutMs })
   })
   await checkpointer.list() // open it: directory checks, runtime
   say("ready")

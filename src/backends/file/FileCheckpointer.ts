@@ -8,6 +8,7 @@
  * <dir>/<sessionId>/log                   header line + one line per event (see format.ts)
  * <dir>/<sessionId>/torn-<ms>-<offset>    bytes cut off a torn tail, kept for inspection
  * <dir>/<sessionId>/log.tmp-<random>      a truncate or a first append in progress
+ * <dir>/<sessionId>/blobs/<sha256>        a snapshot blob (blobs/.tmp-<random>: one being written)
  * <dir>/.trash/                           deleted sessions on their way out
  * ```
  *
@@ -15,12 +16,13 @@
  * by default, see lockFile.ts) for their whole duration, codec included, and confirm they still
  * hold it right before they write. Logs of recent sessions stay open between mutations, with
  * their committed head and end; after taking the lock a mutation reuses them only once it has
- * checked no one else can have changed them (see `openLog`), and reads the tail again otherwise.
+ * checked no one else can have changed them (openLogs.ts), and reads the tail again otherwise.
+ * Snapshot blobs live beside the log (blobStore.ts).
  */
 import { randomBytes } from "node:crypto"
 import { homedir } from "node:os"
 import { join } from "node:path"
-import { Chunk, Context, Duration, Effect, Exit, Layer, Option, Random, Schedule, Schema, Scope, Stream } from "effect"
+import { Chunk, Context, Duration, Effect, Layer, Option, Random, Schedule, Schema, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
   CheckpointIntegrityError,
@@ -31,14 +33,19 @@ import {
   StorageError
 } from "../../core/errors.js"
 import type { StoredEventEncoded } from "../../core/events.js"
-import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised } from "../../core/options.js"
+import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised, renamedOptions } from "../../core/options.js"
 import { sessionIdProblem } from "../../core/sessionId.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
-import { blobCodec, isLogCodec, jsonCodec, LogCodec } from "./codec.js"
+import { makeBlobStore } from "./blobStore.js"
+import { isLogCodec, jsonCodec, LogCodec } from "./codec.js"
 import { findCommittedEnd, ForwardScanner, headerLine, type LogHeader, parseHeader, recordLine, seekLine } from "./format.js"
 import { layerNode, type LogHandle, LogFiles } from "./LogFiles.js"
+import { makeOpenLogs, type OpenLog } from "./openLogs.js"
 import { type HeldSessionLock, SessionLock } from "./SessionLock.js"
 import * as SessionLocks from "./SessionLock.js"
+
+/** Options renamed since: the old name is refused with the new one. */
+const renamed = renamedOptions({ lockTimeoutMs: "busyTimeoutMs" })
 
 export const FileCheckpointerOptions = Schema.Struct({
   /**
@@ -52,15 +59,18 @@ export const FileCheckpointerOptions = Schema.Struct({
    * (fsync) before the append returns.
    */
   synchronous: Schema.optional(oneOf("normal", "full")),
-  /** How long a mutation waits for another process's session lock before `CheckpointBusyError`. Default 10000. */
-  lockTimeoutMs: Schema.optional(numberAtLeast(0)),
+  /**
+   * How long a mutation waits for another process's session lock before `CheckpointBusyError`
+   * (as the SQLite and Postgres backends' `busyTimeoutMs`). Default 10000.
+   */
+  busyTimeoutMs: Schema.optional(numberAtLeast(0)),
   /**
    * How long a lock holder that stops renewing its lock (paused, stalled, or on another
    * kernel and dead) keeps it; see the README's "Locking". A dead holder on this machine loses
    * it at once. Default 5000, at least 100; every process sharing the directory should agree.
    */
   lockLeaseMs: Schema.optional(numberAtLeast(SessionLocks.MIN_LEASE_MS))
-})
+}).annotations(renamed)
 export interface FileCheckpointerOptions extends Schema.Schema.Type<typeof FileCheckpointerOptions> {}
 
 /** `FileCheckpointer.layer`'s options: the backend's and the codec the logs are written with. */
@@ -68,7 +78,7 @@ export const FileCheckpointerLayerOptions = Schema.Struct({
   ...FileCheckpointerOptions.fields,
   /** How each record is stored: `jsonCodec` (default), `gzipCodec()`, `aes256gcmCodec(key)` or your own. */
   codec: Schema.optional(recognised("a codec such as gzipCodec() or aes256gcmCodec(key)", isLogCodec))
-})
+}).annotations(renamed)
 export interface FileCheckpointerLayerOptions extends Schema.Schema.Type<typeof FileCheckpointerLayerOptions> {}
 
 export const defaultDirectory = (): string =>
@@ -76,48 +86,28 @@ export const defaultDirectory = (): string =>
 
 const READ_CHUNK_BYTES = 1024 * 1024
 const LOG_FILE = "log"
-/** The session's snapshot store: `<dir>/<session>/blobs/<sha256>`. */
-const BLOBS_DIR = "blobs"
-const SHA256_NAME = /^[0-9a-f]{64}$/
 /** The generation of a log written before headers carried one; its first truncate gives it a real one. */
 const LEGACY_GENERATION = "legacy"
 const newGeneration = () => randomBytes(8).toString("hex")
 
 /** The header is one short JSON line at the start of the log. */
 const HEADER_READ_BYTES = 4096
-/** Logs kept open between mutations; beyond this many, the least recently used are closed. */
-const OPEN_LOGS = 16
 /** How often a follower looks without a file-system event (events can be lost, or never come on network file systems). */
 const FOLLOW_POLL_MS = 500
 /** A session directory's watch is renewed this often: a deleted and re-created directory is a new one to watch. */
 const WATCH_RENEW_MS = 30_000
 
-/** A log kept open by this process, and what it knows of it. */
-interface OpenLog {
-  readonly scope: Scope.CloseableScope
-  readonly file: LogHandle
-  /** The file's identity when opened (see `LogFiles.identify`). */
-  readonly identity: string
-  readonly headerEnd: number
-  /** The file's size as last seen or written here; a torn tail makes it larger than `committedEnd`. */
-  size: number
-  head: number
-  committedEnd: number
-  /** False while (or once) the file may not be as described: a write under way or failed, or the file replaced. */
-  reusable: boolean
-}
-
 interface ResolvedOptions {
   readonly dir: string
   readonly synchronous: "normal" | "full"
-  readonly lockTimeoutMs: number
+  readonly busyTimeoutMs: number
 }
 
 const resolveOptions = (input: FileCheckpointerOptions): Effect.Effect<ResolvedOptions, ConfigurationError> =>
   Effect.map(decodeOptions(FileCheckpointerOptions, input, "file checkpointer options"), (options) => ({
     dir: options.dir ?? defaultDirectory(),
     synchronous: options.synchronous ?? "normal",
-    lockTimeoutMs: options.lockTimeoutMs ?? 10_000
+    busyTimeoutMs: options.busyTimeoutMs ?? 10_000
   }))
 
 /** The service plus its integrity check, built on the injected file primitives and codec. */
@@ -125,7 +115,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
   Effect.gen(function*() {
     const files = yield* LogFiles
     const codec = yield* LogCodec
-    const { dir, lockTimeoutMs, synchronous } = yield* resolveOptions(options)
+    const { busyTimeoutMs, dir, synchronous } = yield* resolveOptions(options)
     const durable = synchronous === "full"
 
     // The directory must exist (it is created), be a directory, and be readable and writable.
@@ -138,14 +128,12 @@ export const make = (options: FileCheckpointerOptions = {}) =>
 
     const sessionDir = (sessionId: string) => join(realDir, sessionId)
     const logPath = (sessionId: string) => join(realDir, sessionId, LOG_FILE)
-
-    const blobsDir = (sessionId: string) => join(realDir, sessionId, BLOBS_DIR)
-    const blobPath = (sessionId: string, sha256: string) => join(realDir, sessionId, BLOBS_DIR, sha256)
-    const blobs = blobCodec(codec)
+    const randomSuffix = Effect.map(Random.nextInt, (n) => `${process.pid}-${Math.abs(n).toString(36)}`)
+    const blobStore = makeBlobStore({ files, codec, directory: realDir, durable, tempSuffix: randomSuffix })
 
     const lock = yield* SessionLock
     const withSessionLock = <A, E>(sessionId: string, use: (held: HeldSessionLock) => Effect.Effect<A, E>) =>
-      lock.withLock({ directory: realDir, sessionId, timeoutMs: lockTimeoutMs }, use)
+      lock.withLock({ directory: realDir, sessionId, timeoutMs: busyTimeoutMs }, use)
 
     // ---------------------------------------------------------------------------------
     // Reading
@@ -187,6 +175,8 @@ export const make = (options: FileCheckpointerOptions = {}) =>
           generation: parsed.header.generation ?? LEGACY_GENERATION
         }
       })
+
+    const openLogs = yield* makeOpenLogs({ files, logPath, readTail: inspect })
 
     const toRecords = (
       sessionId: string,
@@ -246,8 +236,6 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     // ---------------------------------------------------------------------------------
     // Writing
     // ---------------------------------------------------------------------------------
-
-    const randomSuffix = Effect.map(Random.nextInt, (n) => `${process.pid}-${Math.abs(n).toString(36)}`)
 
     /**
      * Write `contents` to a new file beside `target`, flush it, rename it into place (once
@@ -346,151 +334,16 @@ export const make = (options: FileCheckpointerOptions = {}) =>
         return yield* new CheckpointIntegrityError({ sessionId, seq: toSeq, detail: "record not found while truncating" })
       })
 
-    // ---------------------------------------------------------------------------------
-    // The snapshot store: one file per blob, named by its plain SHA-256, through the codec
-    // ---------------------------------------------------------------------------------
-
-    /** Write each blob not yet stored: to a temporary file, flushed when durable, renamed into place. */
-    const putBlobs = (held: HeldSessionLock, sessionId: string, added: ReadonlyArray<Checkpointer.SnapshotBlob>) =>
-      Effect.gen(function*() {
-        const directory = blobsDir(sessionId)
-        if ((yield* files.modifiedAt(directory)) === undefined) {
-          yield* files.makeDirectory(directory)
-          if (durable) {
-            yield* files.flushDirectory(realDir)
-            yield* files.flushDirectory(sessionDir(sessionId))
-          }
-        }
-        let wrote = false
-        for (const blob of added) {
-          const target = blobPath(sessionId, blob.sha256)
-          if ((yield* files.modifiedAt(target)) !== undefined) continue
-          const stored = yield* blobs.encode({ sessionId, sha256: blob.sha256, data: blob.data })
-          const temp = join(directory, `.tmp-${yield* randomSuffix}`)
-          const written = Effect.scoped(Effect.gen(function*() {
-            const handle = yield* files.create(temp)
-            yield* handle.writeAt(0, stored)
-            if (durable) yield* handle.flush
-          }))
-          yield* written.pipe(
-            Effect.zipRight(held.ensureHeld),
-            Effect.zipRight(files.rename(temp, target)),
-            Effect.onError(() => files.remove(temp).pipe(Effect.ignore))
-          )
-          wrote = true
-        }
-        // The blobs' names are on disk before the log names them.
-        if (wrote && durable) yield* files.flushDirectory(directory)
-      })
-
-    const deleteBlobs = (held: HeldSessionLock, sessionId: string, hashes: ReadonlyArray<string>) =>
-      Effect.gen(function*() {
-        if ((yield* files.modifiedAt(blobsDir(sessionId))) === undefined) return
-        // Temporary files are only written under this lock: any found now were left by a crash.
-        const leftovers = (yield* files.list(blobsDir(sessionId))).filter((name) => name.startsWith(".tmp-"))
-        if (hashes.length === 0 && leftovers.length === 0) return
-        yield* held.ensureHeld
-        for (const sha256 of hashes) yield* files.remove(blobPath(sessionId, sha256))
-        for (const name of leftovers) yield* files.remove(join(blobsDir(sessionId), name))
-        if (durable) yield* files.flushDirectory(blobsDir(sessionId))
-      })
-
-    const missingBlobs = (sessionId: string, hashes: ReadonlyArray<string>) =>
-      Effect.filter(hashes, (sha256) => Effect.map(files.modifiedAt(blobPath(sessionId, sha256)), (mtime) => mtime === undefined))
-
-    const readBlob = (sessionId: string, sha256: string) =>
-      Effect.scoped(Effect.gen(function*() {
-        const file = yield* files.open(blobPath(sessionId, sha256), "read")
-        if (file === undefined) return undefined
-        const stored = yield* file.readAt(0, yield* file.size)
-        return yield* blobs.decode({ sessionId, sha256, data: stored })
-      }))
-
-    const listBlobs = (sessionId: string) =>
-      Effect.gen(function*() {
-        if ((yield* files.modifiedAt(blobsDir(sessionId))) === undefined) return []
-        const names = (yield* files.list(blobsDir(sessionId))).filter((name) => SHA256_NAME.test(name))
-        const found: Array<Checkpointer.SnapshotInfo> = []
-        for (const sha256 of names) {
-          const storedBytes = yield* Effect.scoped(
-            Effect.flatMap(files.open(blobPath(sessionId, sha256), "read"), (file) => (file === undefined ? Effect.succeed(undefined) : file.size))
-          )
-          if (storedBytes !== undefined) found.push({ sha256, storedBytes })
-        }
-        return found
-      })
-
-    // -------------------------------------------------------------------------------------
-    // Logs kept open between mutations
-    // -------------------------------------------------------------------------------------
-
-    /**
-     * Open logs of recent mutations, least recently used first. Only touched under the session's
-     * lock; a log in use is out of the map. A kept log is reused only while its path still names
-     * it and its size is still its committed end: a log only grows in place (other processes'
-     * appends), and every rewrite is a new file renamed over it, so the bytes up to that end,
-     * and what was read from them, are as they were.
-     */
-    const openLogs = new Map<string, OpenLog>()
-    let closing = false
-    const closeLog = (log: OpenLog) => Scope.close(log.scope, Exit.void)
-    yield* Effect.addFinalizer(() =>
-      Effect.suspend(() => {
-        closing = true
-        const kept = [...openLogs.values()]
-        openLogs.clear()
-        return Effect.forEach(kept, closeLog, { discard: true })
-      })
-    )
-
-    const openFresh = (sessionId: string): Effect.Effect<OpenLog | undefined, CheckpointerError> =>
-      Effect.flatMap(Scope.make(), (scope) =>
-        Effect.gen(function*() {
-          const file = yield* Scope.extend(files.open(logPath(sessionId), "update"), scope)
-          if (file === undefined) {
-            yield* Scope.close(scope, Exit.void)
-            return undefined
-          }
-          const identity = yield* file.identity
-          const tail = yield* inspect(sessionId, file)
-          const log: OpenLog = { scope, file, identity, ...tail, reusable: true }
-          return log
-        }).pipe(Effect.onError(() => Scope.close(scope, Exit.void))))
-
-    /** The session's log, open, with its committed head and end; `undefined` when the session has none. */
-    const openLog = (sessionId: string): Effect.Effect<OpenLog | undefined, CheckpointerError> =>
-      Effect.suspend(() => {
-        const kept = openLogs.get(sessionId)
-        if (kept === undefined) return openFresh(sessionId)
-        openLogs.delete(sessionId)
-        return Effect.zip(files.identify(logPath(sessionId)), kept.file.size).pipe(
-          Effect.onError(() => closeLog(kept)),
-          Effect.flatMap(([identity, size]) =>
-            identity === kept.identity && size === kept.committedEnd
-              ? Effect.succeed(kept)
-              : Effect.zipRight(closeLog(kept), openFresh(sessionId))
-          )
-        )
-      })
-
-    /** Keep a log open for the session's next mutation (closing the least recently used beyond `OPEN_LOGS`), or close it. */
-    const keepOpen = (held: HeldSessionLock, sessionId: string, log: OpenLog) =>
-      Effect.suspend(() => {
-        if (!log.reusable || closing) return closeLog(log)
-        held.leave?.(log)
-        openLogs.set(sessionId, log)
-        // The map keeps insertion order: its first key is the least recently used.
-        return openLogs.size <= OPEN_LOGS ? Effect.void : forgetLog(openLogs.keys().next().value!)
-      })
-
-    /** Close the log kept open for `sessionId`, if one is. */
-    const forgetLog = (sessionId: string): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        const kept = openLogs.get(sessionId)
-        if (kept === undefined) return Effect.void
-        openLogs.delete(sessionId)
-        return closeLog(kept)
-      })
+    /** The session's snapshot store, changed only while `held` is still the lock's. */
+    const snapshotsOf = (
+      held: HeldSessionLock,
+      sessionId: string
+    ): Pick<Checkpointer.LockedSession, "putBlobs" | "missingBlobs" | "deleteBlobs" | "storedBlobs"> => ({
+      putBlobs: (added) => blobStore.put(sessionId, added, held.ensureHeld),
+      missingBlobs: (hashes) => blobStore.missing(sessionId, hashes),
+      deleteBlobs: (hashes) => blobStore.remove(sessionId, hashes, held.ensureHeld),
+      storedBlobs: blobStore.list(sessionId)
+    })
 
     /** The first append of a session: its log is written whole beside its path and renamed into place. */
     const newSession = (held: HeldSessionLock, sessionId: string): Checkpointer.LockedSession => {
@@ -508,11 +361,8 @@ export const make = (options: FileCheckpointerOptions = {}) =>
             yield* replaceAtomically(held, directory, logPath(sessionId), [header, lines])
           }),
         truncate: () => Effect.void,
-        putBlobs: (added) => putBlobs(held, sessionId, added),
-        missingBlobs: (hashes) => missingBlobs(sessionId, hashes),
-        deleteBlobs: (hashes) => deleteBlobs(held, sessionId, hashes),
-        records: () => read(sessionId, 0),
-        storedBlobs: listBlobs(sessionId)
+        ...snapshotsOf(held, sessionId),
+        records: () => read(sessionId, 0)
       }
     }
 
@@ -569,28 +419,20 @@ export const make = (options: FileCheckpointerOptions = {}) =>
             log.reusable = false
             yield* replaceAtomically(held, sessionDir(sessionId), logPath(sessionId), contents)
           }),
-        putBlobs: (added) => putBlobs(held, sessionId, added),
-        missingBlobs: (hashes) => missingBlobs(sessionId, hashes),
-        deleteBlobs: (hashes) => deleteBlobs(held, sessionId, hashes),
-        records: () => read(sessionId, 0),
-        storedBlobs: listBlobs(sessionId)
+        ...snapshotsOf(held, sessionId),
+        records: () => read(sessionId, 0)
       }
     }
 
     const withSession: Checkpointer.CheckpointerDriver["withSession"] = (sessionId, use) =>
-      withSessionLock(sessionId, (held) => {
-        const using = (log: OpenLog | undefined) =>
+      withSessionLock(sessionId, (held) =>
+        Effect.flatMap(openLogs.take(sessionId, held.inherited), (log) =>
           log === undefined
             ? use(newSession(held, sessionId))
-            : Effect.ensuring(use(existingSession(held, sessionId, log)), keepOpen(held, sessionId, log))
-        // Handed over with the lock by its last holder: no one else can have written since.
-        const kept = openLogs.get(sessionId)
-        if (kept !== undefined && held.inherited === kept) {
-          openLogs.delete(sessionId)
-          return using(kept)
-        }
-        return Effect.flatMap(openLog(sessionId), using)
-      })
+            : Effect.ensuring(
+              use(existingSession(held, sessionId, log)),
+              openLogs.keep(sessionId, log, (kept) => held.leave?.(kept))
+            )))
 
     const list = Effect.gen(function*() {
       const entries = yield* files.list(realDir)
@@ -609,7 +451,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
           if ((yield* files.modifiedAt(sessionDir(sessionId))) === undefined) return
           const doomed = join(trashDir, `${sessionId}.${yield* randomSuffix}`)
           yield* files.makeDirectory(trashDir)
-          yield* forgetLog(sessionId)
+          yield* openLogs.forget(sessionId)
           yield* held.ensureHeld
           // One rename takes the whole session out of sight; removing the files can then fail harmlessly.
           yield* files.rename(sessionDir(sessionId), doomed)
@@ -641,8 +483,8 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       version,
       list,
       delete: remove,
-      readBlob,
-      listBlobs,
+      readBlob: blobStore.read,
+      listBlobs: blobStore.list,
       logBytes,
       ...(watch === undefined ? {} : { watch }),
       followPollMs: FOLLOW_POLL_MS

@@ -25,6 +25,7 @@ import { CheckpointBusyError, CheckpointLockLostError, ConfigurationError, Stora
 import { Busy, retryWhileBusy } from "../busy.js"
 import { type DirectoryChanges, watchDirectory } from "../directoryChanges.js"
 import * as LockFile from "./lockFile.js"
+import type { OpenLog } from "./openLogs.js"
 
 export interface SessionLockTarget {
   /** The sessions directory (its real path: every process must name it alike). */
@@ -34,7 +35,11 @@ export interface SessionLockTarget {
   readonly timeoutMs: number
 }
 
-export interface HeldSessionLock {
+/**
+ * A lock held, by a holder that may leave a `Baton` to the next one. The file backend's baton is
+ * its open log (openLogs.ts): handed over with the lock, it is reused without a look at the file.
+ */
+export interface HeldSessionLock<Baton = OpenLog> {
   /** Succeeds while the lock is still this holder's; run it right before every write. */
   readonly ensureHeld: Effect.Effect<void, CheckpointLockLostError | StorageError>
   /**
@@ -42,16 +47,16 @@ export interface HeldSessionLock {
    * without a break (so no one else can have written meanwhile); otherwise `undefined`.
    * Optional: a lock service without it never vouches for continuity.
    */
-  readonly inherited?: unknown
+  readonly inherited?: Baton | undefined
   /** Leave `baton` to the next holder, should this process keep the lock for it. */
-  readonly leave?: (baton: unknown) => void
+  readonly leave?: (baton: Baton) => void
 }
 
-export interface SessionLockService {
+export interface SessionLockService<Baton = OpenLog> {
   /** Run `use` holding the lock of one session; released when `use` ends, however it ends. */
   readonly withLock: <A, E, R>(
     target: SessionLockTarget,
-    use: (held: HeldSessionLock) => Effect.Effect<A, E, R>
+    use: (held: HeldSessionLock<Baton>) => Effect.Effect<A, E, R>
   ) => Effect.Effect<A, E | CheckpointBusyError | StorageError, R>
 }
 
@@ -63,11 +68,10 @@ export class SessionLock extends Context.Tag("@lite-agent/backends/file/SessionL
 
 const keyOf = (target: SessionLockTarget) => `${target.directory}\0${target.sessionId}`
 
-const alwaysHeld: HeldSessionLock = { ensureHeld: Effect.void }
-
 /** For a sessions directory that no other process writes: fibers exclude each other, nothing more. */
-export const makeInProcess = (): SessionLockService => {
+export const makeInProcess = <Baton = OpenLog>(): SessionLockService<Baton> => {
   const mutex = makeKeyedMutex()
+  const alwaysHeld: HeldSessionLock<Baton> = { ensureHeld: Effect.void }
   return { withLock: (target, use) => mutex.withKey(keyOf(target), Effect.suspend(() => use(alwaysHeld))) }
 }
 
@@ -119,11 +123,11 @@ const lostLock = (sessionId: string, leaseMs: number) =>
   })
 
 /** A lock file handed on to the next holder of this process (see `releaseSoon`). */
-interface HandedOn {
+interface HandedOn<Baton> {
   readonly owner: LockFile.Owner
   readonly file: LockFile.HeldFile
   /** What its last holder left for the next one. */
-  readonly baton: unknown
+  readonly baton: Baton | undefined
 }
 
 /** One process's run of holds of one session's lock (see `tenureOf`); times are `performance.now()`. */
@@ -138,7 +142,7 @@ interface Tenure {
 }
 
 /** The lock-file service; its liveness sockets are closed when the scope closes. */
-export const makeNode = (options: NodeSessionLockOptions = {}) =>
+export const makeNode = <Baton = OpenLog>(options: NodeSessionLockOptions = {}) =>
   Effect.gen(function*() {
     const leaseMs = yield* resolveLease(options)
     const kernel = LockFile.kernelIdentity()
@@ -157,8 +161,8 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
      * released at the next turn of the event loop unless someone here took it up meanwhile
      * (appends issued together then share one lock file instead of each creating it anew).
      */
-    const handedOn = new Map<string, HandedOn>()
-    const releaseSoon = (key: string, kept: HandedOn) => {
+    const handedOn = new Map<string, HandedOn<Baton>>()
+    const releaseSoon = (key: string, kept: HandedOn<Baton>) => {
       handedOn.set(key, kept)
       setImmediate(() => {
         if (handedOn.get(key) !== kept) return
@@ -325,14 +329,14 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
     const locked = <A, E, R>(
       owner: LockFile.Owner,
       target: SessionLockTarget,
-      use: (lock: HeldSessionLock) => Effect.Effect<A, E, R>
+      use: (lock: HeldSessionLock<Baton>) => Effect.Effect<A, E, R>
     ): Effect.Effect<A, E | CheckpointBusyError | StorageError, R> => {
       const key = keyOf(target)
       const kept = takeHandedOn(key)
       const tenure = tenureOf(key)
       // Released (or handed on) on every exit, interruption included, so a taken lock can never be left behind.
       let acquired: LockFile.HeldFile | undefined = kept?.file
-      let baton: unknown
+      let baton: Baton | undefined
       // Set once `ensureHeld` found the lock file taken over: nothing of it is handed on.
       let lost = false
       let counted = false
@@ -380,7 +384,7 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
       return Effect.onExit(run, letGo)
     }
 
-    const withLock: SessionLockService["withLock"] = (target, use) =>
+    const withLock: SessionLockService<Baton>["withLock"] = (target, use) =>
       mutex.withKey(
         keyOf(target),
         Effect.suspend(() => {
@@ -389,7 +393,7 @@ export const makeNode = (options: NodeSessionLockOptions = {}) =>
         })
       )
 
-    return { withLock } satisfies SessionLockService
+    return { withLock } satisfies SessionLockService<Baton>
   })
 
 /** The default: lock files in the sessions directory, held across processes, containers and namespaces. */
