@@ -1,16 +1,15 @@
 import { Either, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import {
-  decodeStoredEvent,
   encodeStoredEvent,
   EventDecodeError,
   InvalidEventError,
-  normalizeEvents,
   sampleEvents,
   SessionEvent,
   sessionIdProblem,
   UserMessage
 } from "../src/core.js"
+import { decodeStoredEvent, normalizeEvents } from "../src/core/internal/eventCodec.js"
 
 describe("stored event encoding", () => {
   it("round-trips every sample event through JSON text", () => {
@@ -42,7 +41,7 @@ describe("stored event encoding", () => {
 
   it("normalizeEvents accepts instances and encoded JSON alike and names the bad index", () => {
     const ok = normalizeEvents("s", [new UserMessage({ content: "a" }), { _tag: "UserMessage", content: "b" }])
-    expect(Either.isRight(ok) && ok.right.events.every((e) => e instanceof UserMessage)).toBe(true)
+    expect(Either.isRight(ok) && ok.right.every((e) => e instanceof UserMessage)).toBe(true)
     const bad = normalizeEvents("s", [new UserMessage({ content: "a" }), { _tag: "UserMessage", content: 1 }])
     expect(Either.isLeft(bad) && bad.left).toBeInstanceOf(InvalidEventError)
     expect(Either.isLeft(bad) && bad.left.index).toBe(1)

@@ -1,32 +1,21 @@
 /**
- * The fast paths beside the event schemas (src/core/eventShapes.ts) must never disagree with them:
+ * The fast paths beside the event schemas (each kind's checker, src/core/events/*.ts) must never disagree with them:
  * - an event constructor's checker accepts only fields the schema accepts, and builds them as the
  *   schema does; it accepts every field set the schema can produce (or it would not be fast);
  * - the stored-event reader (replay) likewise for stored JSON;
- * - appending an event class instance encodes it as the schema encodes it.
+ * - appending an event class instance logs it as the schema encodes its stored form (bytes moved out).
  */
 import { Arbitrary, Either, ParseResult, Schema } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import {
-  AssistantMessage,
-  BackgroundCompleted,
-  Compaction,
-  decodeStoredEvent,
-  FileChange,
-  FileSnapshot,
-  normalizeEvents,
-  RestoreEnded,
-  RestoreStarted,
-  RuntimeMessage,
-  sampleEvents,
-  SessionEvent,
-  SessionMetadata,
-  ToolResult,
-  UserMessage
-} from "../src/core.js"
-import * as Shapes from "../src/core/eventShapes.js"
-import { readStoredEvent } from "../src/core/storedEventReader.js"
+import { SESSION_EVENT_CLASSES, SessionEvent } from "../src/core/events.js"
+import { withBlobs } from "../src/core/internal/blobs.js"
+import { decodeStoredEvent, normalizeEvents } from "../src/core/internal/eventCodec.js"
+import { kindOf } from "../src/core/internal/eventKind.js"
+import { separateBlobs } from "../src/core/internal/snapshotSeparation.js"
+import { readStoredEvent } from "../src/core/internal/storedEventReader.js"
+import { sha256Hex } from "../src/core/sha256.js"
+import { asStored, sampleEvents } from "../src/testing.js"
 
 /** A schema's answer; a value too odd for it even to describe (it throws a TypeError) counts as refused. */
 const refusedIfThrown = <A>(schemaAnswer: () => Either.Either<A, unknown>): Either.Either<A, unknown> => {
@@ -75,26 +64,12 @@ const mutated = (json: unknown): fc.Arbitrary<unknown> => {
 }
 
 /** `new eventClass(props, options)` with props of any shape: what a JavaScript caller may pass. */
-const construct = (eventClass: (typeof classes)[number][0], props: unknown, options?: boolean): unknown =>
+const construct = (eventClass: (typeof SESSION_EVENT_CLASSES)[number], props: unknown, options?: boolean): unknown =>
   Reflect.construct(eventClass, [props, options])
 
-/** Each event class, with the checker its constructor uses. */
-const classes = [
-  [UserMessage, Shapes.userMessageFields],
-  [RuntimeMessage, Shapes.runtimeMessageFields],
-  [AssistantMessage, Shapes.assistantMessageFields],
-  [ToolResult, Shapes.toolResultFields],
-  [FileSnapshot, Shapes.fileSnapshotFields],
-  [FileChange, Shapes.fileChangeFields],
-  [Compaction, Shapes.compactionFields],
-  [BackgroundCompleted, Shapes.backgroundCompletedFields],
-  [SessionMetadata, Shapes.sessionMetadataFields],
-  [RestoreStarted, Shapes.restoreStartedFields],
-  [RestoreEnded, Shapes.restoreEndedFields]
-] as const
-
 describe("the event constructors' checkers", () => {
-  for (const [eventClass, check] of classes) {
+  for (const eventClass of SESSION_EVENT_CLASSES) {
+    const check = (props: unknown) => kindOf(eventClass).check(props)
     // What the constructor validates with when the checker cannot vouch: the class's fields, tag aside.
     const fields = Schema.Struct(eventClass.fields).pipe(Schema.omit("_tag"))
     const validate = ParseResult.validateEither(Schema.typeSchema(fields))
@@ -190,17 +165,48 @@ describe("the stored-event reader", () => {
   })
 })
 
+/**
+ * A generated event `append` accepts: inline bytes with their true size and hash (generated ones
+ * rarely match), tool calls without made-up stored arguments (which may collide with the input).
+ */
+const appendable = (event: SessionEvent) =>
+  withBlobs(event, {
+    state: (state) => (state._tag === "content" ? { ...state, size: state.data.length, sha256: sha256Hex(state.data) } : state),
+    toolCall: ({ storedArguments: _dropped, ...call }) => call
+  })
+
 describe("appending event class instances", () => {
-  it("encodes an instance exactly as the schema encodes it", () => {
+  it("logs an instance exactly as the schema encodes its stored form, its bytes moved into blobs", () => {
     fc.assert(
-      fc.property(events, (event) => {
+      fc.property(events.map(appendable), (event) => {
         const normalized = normalizeEvents("s", [event])
         expect(Either.isRight(normalized)).toBe(true)
         if (Either.isLeft(normalized)) return
-        expect(normalized.right.events[0]).toBe(event)
-        expect(JSON.stringify(normalized.right.encoded[0])).toBe(JSON.stringify(encodeWithSchema(event)))
+        expect(normalized.right[0]).toBe(event)
+        const separated = separateBlobs("s", normalized.right)
+        expect(Either.isRight(separated)).toBe(true)
+        if (Either.isLeft(separated)) return
+        expect(JSON.stringify(separated.right.encoded[0])).toBe(JSON.stringify(encodeWithSchema(asStored(event))))
+        if (!hasInlineBytes(event)) return
+        for (const blob of separated.right.blobs) expect(sha256Hex(blob.data)).toBe(blob.sha256)
+        expect(separated.right.blobs.length).toBeGreaterThan(0)
       }),
       { numRuns: 2000 }
     )
+  })
+
+  it("refuses inline bytes that do not match the size and hash they claim, naming the event", () => {
+    const [snapshot] = sampleEvents().filter(hasInlineBytes)
+    const damaged = withBlobs(snapshot!, { state: (state) => (state._tag === "content" ? { ...state, sha256: "0".repeat(64) } : state) })
+    const separated = separateBlobs("s", [sampleEvents()[0]!, damaged])
+    expect(Either.isLeft(separated) && separated.left.index).toBe(1)
+    expect(Either.isLeft(separated) && separated.left.message).toMatch(/do not match its size/)
+  })
+
+  it("a subclass instance or an encoded event is rebuilt as its own class", () => {
+    const [metadata] = sampleEvents()
+    class Special extends (SESSION_EVENT_CLASSES[8]) {}
+    const normalized = normalizeEvents("s", [new Special({ formatVersion: 1 }), encodeWithSchema(metadata!)])
+    expect(Either.isRight(normalized) && normalized.right.map((event) => event.constructor)).toEqual([SESSION_EVENT_CLASSES[8], SESSION_EVENT_CLASSES[8]])
   })
 })

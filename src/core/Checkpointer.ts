@@ -12,7 +12,7 @@
  * an unreferenced blob, which `sweepSnapshots` removes.
  */
 import { Chunk, Clock, Context, Effect, Either, PubSub, Schema, Stream } from "effect"
-import { decodeStoredEvent, normalizeEvents, type SessionEventInput } from "./encoding.js"
+import type { SessionEventInput } from "./encoding.js"
 import {
   CheckpointConflictError,
   CheckpointerClosedError,
@@ -23,18 +23,10 @@ import {
   InvalidSessionIdError,
   SnapshotBlobError
 } from "./errors.js"
-import {
-  blobReferences,
-  type FileSnapshotState,
-  type JsonValue,
-  type SessionEvent,
-  type SessionEventEncoded,
-  STORED_ARGUMENT_MIN_BYTES,
-  type StoredArgument,
-  type StoredEvent,
-  type StoredEventEncoded,
-  type ToolUseBlock
-} from "./events.js"
+import type { JsonValue, StoredEvent, StoredEventEncoded, ToolUseBlock } from "./events.js"
+import { blobReferences } from "./internal/blobs.js"
+import { decodeStoredEvent, normalizeEvents } from "./internal/eventCodec.js"
+import { separateBlobs } from "./internal/snapshotSeparation.js"
 import { sha256Hex } from "./sha256.js"
 import { decodeOptions, PositiveMilliseconds } from "./options.js"
 import { type FollowItem, followSession } from "./follow.js"
@@ -220,145 +212,6 @@ export interface CheckpointerDriver {
 
 const SHA256_HEX = /^[0-9a-f]{64}$/
 
-type EncodedBlock = Extract<SessionEventEncoded, { readonly _tag: "AssistantMessage" }>["content"][number]
-
-interface Separation {
-  readonly blobs: Map<string, SnapshotBlob>
-  /** `stored` references the events carry (not backed by this batch's blobs), with the index of an event naming each. */
-  readonly references: Map<string, number>
-}
-
-/**
- * A tool call's large string arguments moved into the store: each becomes a `StoredArgument`
- * and its UTF-8 bytes a blob. A string that UTF-8 cannot carry exactly (a lone surrogate) stays inline.
- */
-const separateArguments = (
-  sessionId: string,
-  index: number,
-  block: EncodedBlock,
-  separation: Separation
-): Either.Either<EncodedBlock, InvalidEventError> => {
-  if (block.type !== "tool_use") return Either.right(block)
-  const given = block.storedArguments ?? []
-  const input = block.input
-  const invalid = (detail: string) => Either.left(new InvalidEventError({ sessionId, index, detail: `tool call ${block.id}: ${detail}` }))
-  const keys = new Set<string>()
-  for (const argument of given) {
-    if (keys.has(argument.key)) return invalid(`the stored argument "${argument.key}" is listed twice`)
-    keys.add(argument.key)
-    if (input !== null && typeof input === "object" && !Array.isArray(input) && Object.hasOwn(input, argument.key)) {
-      return invalid(`"${argument.key}" is both in the input and a stored argument`)
-    }
-    if (!separation.references.has(argument.sha256)) separation.references.set(argument.sha256, index)
-  }
-  if (input === null || typeof input !== "object" || Array.isArray(input)) {
-    return given.length > 0 ? invalid("stored arguments need an input object") : Either.right(block)
-  }
-  let kept: Record<string, unknown> | undefined
-  const stored: Array<StoredArgument> = [...given]
-  for (const [key, value] of Object.entries(input)) {
-    if (typeof value !== "string" || value.length * 3 < STORED_ARGUMENT_MIN_BYTES) continue
-    const size = Buffer.byteLength(value, "utf8")
-    if (size < STORED_ARGUMENT_MIN_BYTES || !value.isWellFormed()) continue
-    const data = Buffer.from(value, "utf8")
-    const sha256 = sha256Hex(data)
-    separation.blobs.set(sha256, { sha256, data })
-    stored.push({ key, sha256, size })
-    kept ??= { ...input }
-    delete kept[key]
-  }
-  return kept === undefined ? Either.right(block) : Either.right({ ...block, input: kept as typeof input, storedArguments: stored })
-}
-
-type RestoreFileEncoded = Extract<SessionEventEncoded, { readonly _tag: "RestoreStarted" }>["files"][number]
-
-/** A snapshot's bytes, checked against the size and hash it claims, moved into the batch's blobs: its `stored` form. */
-const storeSnapshot = (
-  sessionId: string,
-  index: number,
-  path: string,
-  content: Extract<FileSnapshotState, { readonly _tag: "content" }>,
-  separation: Separation
-): Either.Either<Extract<FileSnapshotState, { readonly _tag: "stored" }>, InvalidEventError> => {
-  const { data, mode, sha256, size } = content
-  if (data.length !== size || sha256Hex(data) !== sha256) {
-    return Either.left(
-      new InvalidEventError({
-        sessionId,
-        index,
-        detail: `the snapshot of ${path} holds ${data.length} bytes that do not match its size ${size} and sha256`
-      })
-    )
-  }
-  separation.blobs.set(sha256, { sha256, data })
-  return Either.right({ _tag: "stored", sha256, size, mode })
-}
-
-/** A `stored` state names a blob already in the store, which must hold it (checked under the session's lock). */
-const noteReference = (state: FileSnapshotState, index: number, separation: Separation) => {
-  if (state._tag === "stored" && !separation.references.has(state.sha256)) separation.references.set(state.sha256, index)
-}
-
-/**
- * Move bytes out of the events into blobs: each `content` snapshot (a `FileSnapshot`'s, or what
- * a file held before a restore) becomes a `stored` reference (its bytes checked against the hash
- * the event claims), and each large string argument of a tool call a `StoredArgument`.
- */
-const separateBlobs = (
-  sessionId: string,
-  encoded: ReadonlyArray<SessionEventEncoded>,
-  events: ReadonlyArray<SessionEvent>
-): Either.Either<
-  {
-    readonly encoded: ReadonlyArray<SessionEventEncoded>
-    readonly blobs: ReadonlyArray<SnapshotBlob>
-    readonly references: ReadonlyMap<string, number>
-  },
-  InvalidEventError
-> => {
-  const separation: Separation = { blobs: new Map(), references: new Map() }
-  const separated: Array<SessionEventEncoded> = []
-  for (let index = 0; index < events.length; index++) {
-    const event = events[index]!
-    const original = encoded[index]!
-    if (original._tag === "AssistantMessage") {
-      const content: Array<EncodedBlock> = []
-      for (const block of original.content) {
-        const result = separateArguments(sessionId, index, block, separation)
-        if (Either.isLeft(result)) return Either.left(result.left)
-        content.push(result.right)
-      }
-      separated.push(content.every((block, i) => block === original.content[i]) ? original : { ...original, content })
-      continue
-    }
-    if (event._tag === "RestoreStarted") {
-      const files: Array<RestoreFileEncoded> = []
-      for (const file of event.files) {
-        if (file.before._tag !== "content") {
-          noteReference(file.before, index, separation)
-          files.push({ path: file.path, before: file.before, target: file.target })
-          continue
-        }
-        const before = storeSnapshot(sessionId, index, file.path, file.before, separation)
-        if (Either.isLeft(before)) return Either.left(before.left)
-        files.push({ path: file.path, before: before.right, target: file.target })
-      }
-      separated.push({ _tag: "RestoreStarted", checkpoint: event.checkpoint, conversation: event.conversation, files })
-      continue
-    }
-    if (event._tag !== "FileSnapshot" || event.state._tag !== "content") {
-      if (event._tag === "FileSnapshot") noteReference(event.state, index, separation)
-      separated.push(original)
-      continue
-    }
-    const state = storeSnapshot(sessionId, index, event.path, event.state, separation)
-    if (Either.isLeft(state)) return Either.left(state.left)
-    separated.push({ _tag: "FileSnapshot", toolUseId: event.toolUseId, path: event.path, state: state.right })
-  }
-  for (const sha256 of separation.blobs.keys()) separation.references.delete(sha256)
-  return Either.right({ encoded: separated, blobs: [...separation.blobs.values()], references: separation.references })
-}
-
 /**
  * Events per emitted chunk, whatever size the backend reads in: some stream operators
  * (`Stream.runFold` among them) recurse once per element of a chunk.
@@ -422,10 +275,10 @@ export const make = (driver: CheckpointerDriver) =>
           }
           const normalized = normalizeEvents(sessionId, inputs)
           if (Either.isLeft(normalized)) return Effect.fail(normalized.left)
-          if (normalized.right.encoded.length === 0) {
+          if (normalized.right.length === 0) {
             return Effect.flatMap(driver.head(sessionId), (head) => Effect.as(checkExpectedHead(sessionId, expectedHead, head), head))
           }
-          const separated = separateBlobs(sessionId, normalized.right.encoded, normalized.right.events)
+          const separated = separateBlobs(sessionId, normalized.right)
           if (Either.isLeft(separated)) return Effect.fail(separated.left)
           const { blobs, encoded, references } = separated.right
           return driver.withSession(sessionId, (session) => {

@@ -4,7 +4,6 @@
 import { sha256Hex } from "../core/sha256.js"
 import { isPlainObject } from "../core/options.js"
 import {
-  type AssistantBlock,
   AssistantMessage,
   BackgroundCompleted,
   Compaction,
@@ -18,8 +17,10 @@ import {
   SessionMetadata,
   STORED_ARGUMENT_MIN_BYTES,
   ToolResult,
+  type ToolUseBlock,
   UserMessage
 } from "../core/events.js"
+import { withBlobs } from "../core/internal/blobs.js"
 
 const awkwardText = "héllo wörld — 你好，世界 🚀 \u{1F468}\u200D\u{1F469}\u200D\u{1F467} \"quotes\" \\ back\\slash \n\r\n\t tab"
 const largeText = "0123456789abcdef".repeat(64 * 1024) // 1 MiB
@@ -29,10 +30,10 @@ const SAMPLE_SNAPSHOT_BYTES = new Uint8Array([0, 1, 2, 255, 254, 13, 10, 0])
 export const SAMPLE_RESTORE_BEFORE_BYTES = new TextEncoder().encode("the agent's version, ü\n")
 
 /** A tool call as a store keeps it: each top-level string argument of at least `STORED_ARGUMENT_MIN_BYTES` UTF-8 bytes moved out. */
-const withArgumentsStored = (block: AssistantBlock): AssistantBlock => {
-  if (block.type !== "tool_use" || !isPlainObject(block.input)) return block
-  const input: Record<string, JsonValue> = { ...block.input }
-  const storedArguments = [...(block.storedArguments ?? [])]
+const withArgumentsStored = (call: ToolUseBlock): ToolUseBlock => {
+  if (!isPlainObject(call.input)) return call
+  const input: Record<string, JsonValue> = { ...call.input }
+  const storedArguments = [...(call.storedArguments ?? [])]
   for (const [key, value] of Object.entries(input)) {
     if (typeof value !== "string" || !value.isWellFormed()) continue
     const bytes = new TextEncoder().encode(value)
@@ -40,79 +41,39 @@ const withArgumentsStored = (block: AssistantBlock): AssistantBlock => {
     storedArguments.push({ key, sha256: sha256Hex(bytes), size: bytes.length })
     delete input[key]
   }
-  return storedArguments.length === 0 ? block : { ...block, input, storedArguments }
+  return storedArguments.length === 0 ? call : { ...call, input, storedArguments }
 }
 
 /**
- * `event` as a store keeps it: a `content` snapshot becomes a `stored` reference to its bytes,
- * and a tool call's large string arguments become stored arguments.
+ * `event` as a store keeps it (whatever its kind, through its blob lens): inline bytes become a
+ * `stored` reference to them, and a tool call's large string arguments become stored arguments.
  */
-export const asStored = (event: SessionEvent): SessionEvent => {
-  switch (event._tag) {
-    case "AssistantMessage":
-      return new AssistantMessage({ ...event, content: event.content.map(withArgumentsStored) })
-    case "FileSnapshot":
-      return event.state._tag !== "content" ? event : new FileSnapshot({
-        toolUseId: event.toolUseId,
-        path: event.path,
-        state: { _tag: "stored", sha256: event.state.sha256, size: event.state.size, mode: event.state.mode }
-      })
-    case "RestoreStarted":
-      return new RestoreStarted({
-        ...event,
-        files: event.files.map((file) =>
-          file.before._tag !== "content" ? file : {
-            ...file,
-            before: { _tag: "stored", sha256: file.before.sha256, size: file.before.size, mode: file.before.mode }
-          }
-        )
-      })
-    default:
-      return event
-  }
-}
-
-/** Inline snapshot bytes with their true size and hash, as a store accepts them. */
-const withTrueHash = <S extends { readonly data: Uint8Array }>(state: S): S => ({ ...state, size: state.data.length, sha256: sha256Hex(state.data) })
+export const asStored = (event: SessionEvent): SessionEvent =>
+  withBlobs(event, {
+    state: (state) => (state._tag === "content" ? { _tag: "stored", sha256: state.sha256, size: state.size, mode: state.mode } : state),
+    toolCall: withArgumentsStored
+  })
 
 /**
- * `event` made acceptable to any store (for generated events): a `content` snapshot gets the
- * size and hash of its bytes, a `stored` reference (whose blob a fresh store lacks) becomes a
- * `missing` snapshot, and tool calls lose their stored arguments (same reason).
+ * `event` made acceptable to any store (for generated events): inline bytes get their true size
+ * and hash, a `stored` reference (whose blob a fresh store lacks) becomes `missing`, and tool
+ * calls lose their stored arguments (same reason).
  */
-export const storable = (event: SessionEvent): SessionEvent => {
-  switch (event._tag) {
-    case "AssistantMessage":
-      return new AssistantMessage({
-        ...event,
-        content: event.content.map((block) => {
-          if (block.type !== "tool_use" || block.storedArguments === undefined) return block
-          const { storedArguments: _dropped, ...rest } = block
-          return rest
-        })
-      })
-    case "FileSnapshot":
-      // A reference to a blob the store does not hold is refused: none in random events.
-      return new FileSnapshot({
-        toolUseId: event.toolUseId,
-        path: event.path,
-        state: event.state._tag === "content" ? withTrueHash(event.state) : event.state._tag === "stored" ? { _tag: "missing" } : event.state
-      })
-    case "RestoreStarted":
-      return new RestoreStarted({
-        ...event,
-        files: event.files.map((file) => ({
-          ...file,
-          before: file.before._tag === "content" ? withTrueHash(file.before) : file.before._tag === "stored" ? { _tag: "missing" } : file.before
-        }))
-      })
-    default:
-      return event
-  }
-}
+export const storable = (event: SessionEvent): SessionEvent =>
+  withBlobs(event, {
+    state: (state) =>
+      state._tag === "content"
+        ? { ...state, size: state.data.length, sha256: sha256Hex(state.data) }
+        : state._tag === "stored"
+        ? { _tag: "missing" }
+        : state,
+    toolCall: ({ storedArguments: _dropped, ...call }) => call
+  })
 
 /** One event of every kind, with every optional field set somewhere. */
-export const sampleEvents = (): ReadonlyArray<SessionEvent> => [
+export const sampleEvents = (): ReadonlyArray<SessionEvent> => samples()
+
+const samples = () => [
   new SessionMetadata({
     formatVersion: 1,
     title: awkwardText,
@@ -225,4 +186,8 @@ export const sampleEvents = (): ReadonlyArray<SessionEvent> => [
   new RestoreStarted({ checkpoint: 1, conversation: false, files: [] }),
   new RestoreEnded({ startedSeq: 24, outcome: "finished" }),
   new RestoreEnded({ startedSeq: 25, outcome: "undone" })
-]
+] as const
+
+// Every kind has a sample: a kind added without one fails to compile here, naming it.
+type Unsampled = Exclude<SessionEvent["_tag"], ReturnType<typeof samples>[number]["_tag"]>
+export const everyKindSampled: [Unsampled] extends [never] ? true : { readonly unsampled: Unsampled } = true

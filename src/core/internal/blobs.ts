@@ -1,0 +1,57 @@
+/**
+ * What the event kinds' blob lenses give the rest of the core, written once for every kind: the
+ * blobs an event references, whether it still holds bytes inline, and the event with its blob
+ * places rewritten (the conformance samples' stored and storable forms).
+ */
+import type { SessionEvent } from "../events.js"
+import type { BlobState, ToolUseBlock } from "../events/parts.js"
+import type { BlobVisitor, EventKind } from "./eventKind.js"
+import { EVENT_KINDS, isEventInstance } from "./eventTable.js"
+
+const unchangedCall = (call: ToolUseBlock): ToolUseBlock => call
+const unchangedState = (state: BlobState): BlobState => state
+
+/** Visit each blob place of `fields` (of `kind`) without changing it. */
+const visitBlobs = (kind: EventKind, fields: object, visit: Partial<BlobVisitor>): void => {
+  kind.blobs?.(fields, { state: visit.state ?? unchangedState, toolCall: visit.toolCall ?? unchangedCall })
+}
+
+/** The snapshot-store blobs an event references: stored file states and stored tool-call arguments. */
+export const blobReferences = (event: SessionEvent): ReadonlyArray<string> => {
+  const kind = EVENT_KINDS.get(event._tag)?.kind
+  if (kind?.blobs === undefined) return []
+  const hashes: Array<string> = []
+  visitBlobs(kind, event, {
+    state: (state) => {
+      if (state._tag === "stored") hashes.push(state.sha256)
+      return state
+    },
+    toolCall: (call) => {
+      for (const argument of call.storedArguments ?? []) hashes.push(argument.sha256)
+      return call
+    }
+  })
+  return hashes
+}
+
+/** Whether `fields` of `kind` hold file bytes inline (`content`), as logs from before the snapshot store can. */
+export const holdsInlineBytes = (kind: EventKind, fields: object): boolean => {
+  let inline = false
+  visitBlobs(kind, fields, {
+    state: (state) => {
+      if (state._tag === "content") inline = true
+      return state
+    }
+  })
+  return inline
+}
+
+/** `event` rebuilt (and validated) by its class with each blob place replaced by what `visit` gives back. */
+export const withBlobs = (event: SessionEvent, visit: Partial<BlobVisitor>): SessionEvent => {
+  const entry = EVENT_KINDS.get(event._tag)
+  if (entry?.kind.blobs === undefined) return event
+  const fields = entry.kind.blobs(event, { state: visit.state ?? unchangedState, toolCall: visit.toolCall ?? unchangedCall })
+  const rebuilt: unknown = Reflect.construct(entry.eventClass, [fields])
+  if (!isEventInstance(rebuilt)) throw new Error(`${event._tag} did not rebuild as an event`)
+  return rebuilt
+}
