@@ -123,7 +123,7 @@ describe("schemas and versions", () => {
     await second.append("shared-id", [message("in b"), message("again b")])
     expect(server.psql(`SELECT value FROM ${a}.lite_agent_meta WHERE key = 'schema_version'`)).toBe(String(PostgresCheckpointer.SCHEMA_VERSION))
     expect(server.psql(`SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = '${a}'`)).toBe(
-      "lite_agent_blobs,lite_agent_events,lite_agent_meta,lite_agent_sessions"
+      "lite_agent_blobs,lite_agent_events,lite_agent_meta,lite_agent_migrations,lite_agent_sessions"
     )
     expect((await first.read("shared-id")).map(contentOf)).toEqual(["in a"])
     expect((await second.read("shared-id")).map(contentOf)).toEqual(["in b", "again b"])

@@ -1,0 +1,112 @@
+/**
+ * The live feed: every change any process commits to a schema, heard through LISTEN on the
+ * channel the writers' transactions `pg_notify` (see `notifyChange` in statements.ts for the
+ * payload), as they commit. One LISTEN per checkpointer while anyone subscribes, shared through
+ * a PubSub. The connection is watched with heartbeats (a NOTIFY to itself): when it goes quiet,
+ * it is replaced, and subscribers hear `reconnected` once the new one is listening.
+ */
+import type { PgClient } from "@effect/sql-pg"
+import { Context, Duration, Effect, PubSub, RcRef, Schedule, type Scope, Stream } from "effect"
+import { StorageError } from "../../core/errors.js"
+import { toCheckpointerError } from "./pgErrors.js"
+import type { Query } from "./transactions.js"
+
+/** The channel every backend instance notifies on; the payload names the schema. */
+export const CHANGES_CHANNEL = "lite_agent_changes"
+
+/** A change to a session, as the live feed reports it. */
+export type SessionChange =
+  | {
+    readonly kind: "append" | "truncate" | "delete"
+    readonly sessionId: string
+    /** The head after the change (0 after a delete). */
+    readonly head: number
+    /** The generation after the change (`NO_GENERATION` after a delete). */
+    readonly generation: string
+  }
+  | {
+    /**
+     * The feed's connection was lost and is back: changes made in between were not heard.
+     * Re-check what you follow.
+     */
+    readonly kind: "reconnected"
+  }
+
+/** The live feed: every change any process commits to this schema, as it commits. */
+export class PostgresChanges extends Context.Tag("@lite-agent/backends/postgres/PostgresChanges")<
+  PostgresChanges,
+  { readonly changes: Stream.Stream<SessionChange> }
+>() {}
+
+/** The feed notifies itself this often; hearing nothing at all for three times as long means its connection is gone. */
+const FEED_HEARTBEAT_MS = 2000
+/** Changes a feed subscriber may fall behind by before the oldest are dropped (it then gets `reconnected`-like gaps). */
+const FEED_BUFFER = 10_000
+
+const HEARTBEAT = "heartbeat"
+
+/** A notification's payload, if it is a change to `schema` or its heartbeat. */
+const heard = (schema: string, payload: string): SessionChange | typeof HEARTBEAT | undefined => {
+  try {
+    const message = JSON.parse(payload) as { schema?: unknown; kind?: unknown; sessionId?: unknown; head?: unknown; generation?: unknown }
+    if (message.schema !== schema) return undefined
+    if (message.kind === HEARTBEAT) return HEARTBEAT
+    if ((message.kind === "append" || message.kind === "truncate" || message.kind === "delete") && typeof message.sessionId === "string") {
+      return { kind: message.kind, sessionId: message.sessionId, head: Number(message.head), generation: String(message.generation) }
+    }
+  } catch {
+    // Not one of ours.
+  }
+  return undefined
+}
+
+/** The changes to `schema`, for as long as the scope lasts; subscribing starts the LISTEN, the last subscriber leaving ends it. */
+export const makeChangeFeed = (
+  client: PgClient.PgClient,
+  schema: string,
+  query: Query
+): Effect.Effect<Stream.Stream<SessionChange>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    // Not PgClient's `notify`: it sends `NOTIFY channel, $1`, which PostgreSQL refuses (NOTIFY takes no parameters).
+    const heartbeat = Effect.ignore(query("notify", "SELECT pg_notify($1, $2)", [CHANGES_CHANNEL, JSON.stringify({ schema, kind: HEARTBEAT })]))
+    const heartbeats = Stream.fromSchedule(Schedule.spaced(Duration.millis(FEED_HEARTBEAT_MS))).pipe(
+      Stream.mapEffect(() => heartbeat),
+      Stream.drain
+    )
+    const listening = client.listen(CHANGES_CHANNEL).pipe(
+      Stream.mapError(toCheckpointerError("listen")),
+      Stream.merge(Stream.drain(Stream.concat(Stream.fromEffect(heartbeat), heartbeats)), {
+        haltStrategy: "left"
+      }),
+      Stream.timeoutFail(
+        () => new StorageError({ operation: "listen", detail: "the live feed heard nothing, not even its own heartbeat: its connection is gone" }),
+        Duration.millis(3 * FEED_HEARTBEAT_MS)
+      )
+    )
+    const feed = yield* RcRef.make({
+      acquire: Effect.gen(function*() {
+        const hub = yield* Effect.acquireRelease(PubSub.sliding<SessionChange>(FEED_BUFFER), PubSub.shutdown)
+        let lost = false
+        const listen = Stream.runForEach(listening, (payload) => {
+          const change = heard(schema, payload)
+          if (change === HEARTBEAT) {
+            if (!lost) return Effect.void
+            lost = false
+            return PubSub.publish(hub, { kind: "reconnected" })
+          }
+          return change === undefined ? Effect.void : PubSub.publish(hub, change)
+        })
+        yield* Effect.forkScoped(
+          listen.pipe(
+            Effect.catchAllCause(() => Effect.sync(() => (lost = true))),
+            Effect.zipRight(Effect.sleep(Duration.millis(250))),
+            Effect.forever
+          )
+        )
+        return hub
+      })
+    })
+    return Stream.unwrapScoped(
+      Effect.map(Effect.flatMap(RcRef.get(feed), PubSub.subscribe), (subscription) => Stream.fromQueue(subscription))
+    )
+  })
