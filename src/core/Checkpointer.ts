@@ -4,58 +4,45 @@
  * and encoding, seq allocation, expected-head checks, decoding with contiguity checks, the
  * snapshot store's rules and the closed state — so those rules are written once.
  *
- * The snapshot store: a file snapshot's bytes never enter the log. `append` takes a
- * `FileSnapshot` whose state is `content` (the bytes), stores the bytes in the session's
- * content-addressed store (by SHA-256, once per session however often they recur) and logs
- * a `stored` reference instead — blobs first, then the log, under the session's write
- * exclusion, so a logged reference always has its blob and a crash in between leaves only
- * an unreferenced blob, which `sweepSnapshots` removes.
+ * The snapshot store: file bytes never enter the log. `append` takes events holding bytes
+ * inline (a `content` file state, a tool call's large argument: each kind's blob lens says
+ * where), stores the bytes in the session's content-addressed store (by SHA-256, once per
+ * session however often they recur) and logs a reference instead — blobs first, then the log,
+ * under the session's write exclusion, so a logged reference always has its blob and a crash
+ * in between leaves only an unreferenced blob, which `sweepSnapshots` removes.
  */
-import { Chunk, Clock, Context, Effect, Either, PubSub, Schema, Stream } from "effect"
+import { Clock, Context, Effect, Either, PubSub, Schema, Stream } from "effect"
 import type { SessionEventInput } from "./encoding.js"
 import {
   CheckpointConflictError,
   CheckpointerClosedError,
   type CheckpointerError,
-  CheckpointIntegrityError,
   InvalidEventError,
   InvalidSeqError,
   InvalidSessionIdError,
   SnapshotBlobError
 } from "./errors.js"
-import type { JsonValue, StoredEvent, StoredEventEncoded, ToolUseBlock } from "./events.js"
-import { blobReferences } from "./internal/blobs.js"
-import { decodeStoredEvent, normalizeEvents } from "./internal/eventCodec.js"
+import type { JsonValue, StoredEvent, ToolUseBlock } from "./events.js"
+import { normalizeEvents } from "./internal/eventCodec.js"
+import { contiguousDecoder, referencedBlobs } from "./internal/recordDecoding.js"
 import { separateBlobs } from "./internal/snapshotSeparation.js"
 import { sha256Hex } from "./sha256.js"
 import { decodeOptions, PositiveMilliseconds } from "./options.js"
+import type { CheckpointerDriver, SessionInfo, SessionVersion, SnapshotInfo } from "./CheckpointerDriver.js"
 import { type FollowItem, followSession } from "./follow.js"
 
-export type { FollowItem } from "./follow.js"
 import { sessionIdProblem } from "./sessionId.js"
 
-/** A blob of the snapshot store: the SHA-256 of its content and the bytes it takes as stored (after the codec). */
-export interface SnapshotInfo {
-  readonly sha256: string
-  readonly storedBytes: number
-}
-
-/** Content for the snapshot store, under the hash of its bytes. */
-export interface SnapshotBlob {
-  readonly sha256: string
-  readonly data: Uint8Array
-}
-
-/**
- * Where a session's log stands: its head, and its generation — an opaque value that every
- * truncate and every delete (then re-creation) changes, and appends never do. Two equal
- * generations with heads h1 <= h2 mean the first log is a prefix of the second: what a cache
- * of the fold needs to fold only the new events.
- */
-export interface SessionVersion {
-  readonly head: number
-  readonly generation: string
-}
+export type { FollowItem } from "./follow.js"
+export {
+  type CheckpointerDriver,
+  type LockedSession,
+  NO_GENERATION,
+  type SessionInfo,
+  type SessionVersion,
+  type SnapshotBlob,
+  type SnapshotInfo
+} from "./CheckpointerDriver.js"
 
 /** What a session costs in storage. */
 export interface SessionStats {
@@ -67,15 +54,6 @@ export interface SessionStats {
   readonly snapshotBytes: number
   /** Blobs in the snapshot store. */
   readonly snapshots: number
-}
-
-/** The generation of a session that does not exist. */
-export const NO_GENERATION = "none"
-
-export interface SessionInfo {
-  readonly id: string
-  /** The session's last activity (append or truncate). */
-  readonly mtime: Date
 }
 
 export const ReadOptions = Schema.Struct({
@@ -161,54 +139,6 @@ export interface FollowOptions {
 }
 
 export class Checkpointer extends Context.Tag("@lite-agent/core/Checkpointer")<Checkpointer, CheckpointerService>() {}
-
-/** Exclusive write access to one session, handed to `make` by a driver. */
-export interface LockedSession {
-  /** The real current head, read after the exclusion was taken. */
-  readonly head: number
-  /** Store these records (seqs head+1…head+n, already encoded to JSON) atomically. */
-  readonly append: (records: ReadonlyArray<StoredEventEncoded>) => Effect.Effect<void, CheckpointerError>
-  /** Drop every record after `toSeq` (< head) atomically. */
-  readonly truncate: (toSeq: number) => Effect.Effect<void, CheckpointerError>
-  /** Store these blobs durably (as durably as `append` stores records) before returning; one already stored is kept. */
-  readonly putBlobs: (blobs: ReadonlyArray<SnapshotBlob>) => Effect.Effect<void, CheckpointerError>
-  /** Which of these hashes have no blob stored. */
-  readonly missingBlobs: (hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, CheckpointerError>
-  /** Delete these blobs (absent ones are fine), and any leftovers of blobs half-written by a crash. */
-  readonly deleteBlobs: (hashes: ReadonlyArray<string>) => Effect.Effect<void, CheckpointerError>
-  /** Every blob stored for the session, seen from inside the exclusion. */
-  readonly storedBlobs: Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
-  /** Every stored record of the session, as `read` gives them, seen from inside the exclusion (built on demand: most holders never read). */
-  readonly records: () => Stream.Stream<unknown, CheckpointerError>
-}
-
-/** The primitives a backend implements. Session ids reaching a driver are already valid. */
-export interface CheckpointerDriver {
-  /** Run `use` while holding the session's write exclusion (in-process and, where it applies, cross-process). */
-  readonly withSession: <A>(
-    sessionId: string,
-    use: (session: LockedSession) => Effect.Effect<A, CheckpointerError>
-  ) => Effect.Effect<A, CheckpointerError>
-  /** The stored records after `sinceSeq` in seq order, in their JSON form. */
-  readonly read: (sessionId: string, sinceSeq: number) => Stream.Stream<unknown, CheckpointerError>
-  readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
-  readonly version: (sessionId: string) => Effect.Effect<SessionVersion, CheckpointerError>
-  readonly list: Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError>
-  readonly delete: (sessionId: string) => Effect.Effect<void, CheckpointerError>
-  /** A blob's bytes as they were put (the backend's own encoding undone), or undefined when it is not stored. */
-  readonly readBlob: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array | undefined, CheckpointerError>
-  readonly listBlobs: (sessionId: string) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
-  /** Bytes the session's log takes as stored (0 when unknown). */
-  readonly logBytes: (sessionId: string) => Effect.Effect<number, CheckpointerError>
-  /**
-   * Signals that the session may have been changed by another process (spurious or merged
-   * signals are fine: each only makes a follower look). Without it, and for what it misses,
-   * followers poll. Changes made through this checkpointer are signalled by `make` itself.
-   */
-  readonly watch?: (sessionId: string) => Stream.Stream<unknown>
-  /** How often a follower looks when no signal came. Default 1000 ms. */
-  readonly followPollMs?: number
-}
 
 const SHA256_HEX = /^[0-9a-f]{64}$/
 
@@ -315,32 +245,12 @@ export const make = (driver: CheckpointerDriver) =>
         : Effect.zipRight(decodeOptions(ReadOptions, options, "read options"), checkSeqArgument(sessionId, "sinceSeq", sinceSeq))
       return Stream.unwrap(
         guard(sessionId, checked).pipe(
-          Effect.as(Stream.suspend(() => {
-            let expectedSeq = sinceSeq + 1
-            return Stream.mapChunksEffect(
-              driver.read(sessionId, sinceSeq),
-              (chunk): Effect.Effect<Chunk.Chunk<StoredEvent>, CheckpointerError> => {
-              // A plain loop: decoding sits on the replay hot path.
-              const raws = Chunk.toReadonlyArray(chunk)
-              const decodedChunk: Array<StoredEvent> = new Array(raws.length)
-              for (let index = 0; index < raws.length; index++) {
-                const decoded = decodeStoredEvent(sessionId, expectedSeq, raws[index])
-                if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-                if (decoded.right.seq !== expectedSeq) {
-                  return Effect.fail(
-                    new CheckpointIntegrityError({
-                      sessionId,
-                      seq: decoded.right.seq,
-                      detail: `expected seq ${expectedSeq}, found ${decoded.right.seq}: the log is not contiguous`
-                    })
-                  )
-                }
-                expectedSeq++
-                decodedChunk[index] = decoded.right
-              }
-              return Effect.succeed(Chunk.unsafeFromArray(decodedChunk))
-            }).pipe(Stream.rechunk(READ_CHUNK_EVENTS))
-          }))
+          // Suspended: each run of the stream counts seqs from the start again.
+          Effect.as(Stream.suspend(() =>
+            Stream.mapChunksEffect(driver.read(sessionId, sinceSeq), contiguousDecoder(sessionId, sinceSeq)).pipe(
+              Stream.rechunk(READ_CHUNK_EVENTS)
+            )
+          ))
         )
       )
     }
@@ -395,21 +305,6 @@ export const make = (driver: CheckpointerDriver) =>
           return data
         })
       )
-
-    /** The blobs the session's log references, read inside the exclusion. */
-    const referencedBlobs = (sessionId: string, records: Stream.Stream<unknown, CheckpointerError>) =>
-      Effect.suspend(() => {
-        let expectedSeq = 1
-        const referenced = new Set<string>()
-        return Stream.runForEach(records, (raw) =>
-          Either.match(decodeStoredEvent(sessionId, expectedSeq++, raw), {
-            onLeft: Effect.fail,
-            onRight: ({ event }) =>
-              Effect.sync(() => {
-                for (const sha256 of blobReferences(event)) referenced.add(sha256)
-              })
-          })).pipe(Effect.as(referenced))
-      })
 
     const sweepSnapshots: CheckpointerService["sweepSnapshots"] = (sessionId) =>
       guard(

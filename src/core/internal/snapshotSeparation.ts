@@ -6,7 +6,7 @@
  * blobs, which `make` stores before the records.
  */
 import { Either } from "effect"
-import type { SnapshotBlob } from "../Checkpointer.js"
+import type { SnapshotBlob } from "../CheckpointerDriver.js"
 import { InvalidEventError } from "../errors.js"
 import type { SessionEvent, SessionEventEncoded } from "../events.js"
 import { type BlobState, type JsonValue, STORED_ARGUMENT_MIN_BYTES, type StoredArgument, type ToolUseBlock } from "../events/parts.js"

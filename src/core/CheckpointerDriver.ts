@@ -1,0 +1,88 @@
+/**
+ * What a backend implements: the primitives of the storage contract. `make` (Checkpointer.ts)
+ * builds the whole `Checkpointer` service on a driver, so the rules every backend shares are
+ * written once; a backend writes only these.
+ */
+import type { Effect, Stream } from "effect"
+import type { CheckpointerError } from "./errors.js"
+import type { StoredEventEncoded } from "./events.js"
+
+/** A blob of the snapshot store: the SHA-256 of its content and the bytes it takes as stored (after the codec). */
+export interface SnapshotInfo {
+  readonly sha256: string
+  readonly storedBytes: number
+}
+
+/** Content for the snapshot store, under the hash of its bytes. */
+export interface SnapshotBlob {
+  readonly sha256: string
+  readonly data: Uint8Array
+}
+
+/**
+ * Where a session's log stands: its head, and its generation — an opaque value that every
+ * truncate and every delete (then re-creation) changes, and appends never do. Two equal
+ * generations with heads h1 <= h2 mean the first log is a prefix of the second: what a cache
+ * of the fold needs to fold only the new events.
+ */
+export interface SessionVersion {
+  readonly head: number
+  readonly generation: string
+}
+
+/** The generation of a session that does not exist. */
+export const NO_GENERATION = "none"
+
+export interface SessionInfo {
+  readonly id: string
+  /** The session's last activity (append or truncate). */
+  readonly mtime: Date
+}
+
+/** Exclusive write access to one session, handed to `make` by a driver. */
+export interface LockedSession {
+  /** The real current head, read after the exclusion was taken. */
+  readonly head: number
+  /** Store these records (seqs head+1…head+n, already encoded to JSON) atomically. */
+  readonly append: (records: ReadonlyArray<StoredEventEncoded>) => Effect.Effect<void, CheckpointerError>
+  /** Drop every record after `toSeq` (< head) atomically. */
+  readonly truncate: (toSeq: number) => Effect.Effect<void, CheckpointerError>
+  /** Store these blobs durably (as durably as `append` stores records) before returning; one already stored is kept. */
+  readonly putBlobs: (blobs: ReadonlyArray<SnapshotBlob>) => Effect.Effect<void, CheckpointerError>
+  /** Which of these hashes have no blob stored. */
+  readonly missingBlobs: (hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, CheckpointerError>
+  /** Delete these blobs (absent ones are fine), and any leftovers of blobs half-written by a crash. */
+  readonly deleteBlobs: (hashes: ReadonlyArray<string>) => Effect.Effect<void, CheckpointerError>
+  /** Every blob stored for the session, seen from inside the exclusion. */
+  readonly storedBlobs: Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
+  /** Every stored record of the session, as `read` gives them, seen from inside the exclusion (built on demand: most holders never read). */
+  readonly records: () => Stream.Stream<unknown, CheckpointerError>
+}
+
+/** The primitives a backend implements. Session ids reaching a driver are already valid. */
+export interface CheckpointerDriver {
+  /** Run `use` while holding the session's write exclusion (in-process and, where it applies, cross-process). */
+  readonly withSession: <A>(
+    sessionId: string,
+    use: (session: LockedSession) => Effect.Effect<A, CheckpointerError>
+  ) => Effect.Effect<A, CheckpointerError>
+  /** The stored records after `sinceSeq` in seq order, in their JSON form. */
+  readonly read: (sessionId: string, sinceSeq: number) => Stream.Stream<unknown, CheckpointerError>
+  readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
+  readonly version: (sessionId: string) => Effect.Effect<SessionVersion, CheckpointerError>
+  readonly list: Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError>
+  readonly delete: (sessionId: string) => Effect.Effect<void, CheckpointerError>
+  /** A blob's bytes as they were put (the backend's own encoding undone), or undefined when it is not stored. */
+  readonly readBlob: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array | undefined, CheckpointerError>
+  readonly listBlobs: (sessionId: string) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
+  /** Bytes the session's log takes as stored (0 when unknown). */
+  readonly logBytes: (sessionId: string) => Effect.Effect<number, CheckpointerError>
+  /**
+   * Signals that the session may have been changed by another process (spurious or merged
+   * signals are fine: each only makes a follower look). Without it, and for what it misses,
+   * followers poll. Changes made through this checkpointer are signalled by `make` itself.
+   */
+  readonly watch?: (sessionId: string) => Stream.Stream<unknown>
+  /** How often a follower looks when no signal came. Default 1000 ms. */
+  readonly followPollMs?: number
+}
