@@ -3,7 +3,7 @@
  * processes. The only entry point that loads the native better-sqlite3 module.
  */
 import * as SqliteCheckpointer from "./backends/sqlite/SqliteCheckpointer.js"
-import { decodeOptionsOrThrow } from "./core/options.js"
+import { decodeOptionsOrThrow } from "./core/internal/options.js"
 import { type PromiseCheckpointerWithIntegrity, toPromiseCheckpointerWithIntegrity } from "./facade/checkpointer.js"
 
 export * as SqliteCheckpointer from "./backends/sqlite/SqliteCheckpointer.js"

@@ -12,8 +12,6 @@ export * from "./core/events.js"
 export * from "./core/encoding.js"
 export * from "./core/sessionId.js"
 export * from "./core/userCheckpoint.js"
-export { AppendOnly } from "./core/appendOnly.js"
-export { type KeyedMutex, makeKeyedMutex } from "./core/keyedMutex.js"
 export * as Session from "./core/session.js"
 export type { FollowItem, SessionStats, SessionVersion, SnapshotBlob, SnapshotInfo } from "./core/Checkpointer.js"
 export type {

@@ -4,7 +4,7 @@
  */
 import * as FileCheckpointer from "./backends/file/FileCheckpointer.js"
 import { Schema } from "effect"
-import { decodeOptionsOrThrow } from "./core/options.js"
+import { decodeOptionsOrThrow } from "./core/internal/options.js"
 import * as MemoryCheckpointer from "./backends/memory.js"
 import {
   type PromiseCheckpointer,

@@ -14,7 +14,7 @@ import { decodeStoredEvent, normalizeEvents } from "../src/core/internal/eventCo
 import { kindOf } from "../src/core/internal/eventKind.js"
 import { separateBlobs } from "../src/core/internal/snapshotSeparation.js"
 import { readStoredEvent } from "../src/core/internal/storedEventReader.js"
-import { sha256Hex } from "../src/core/sha256.js"
+import { sha256Hex } from "../src/core/internal/sha256.js"
 import { asStored, sampleEvents } from "../src/testing.js"
 
 /** A schema's answer; a value too odd for it even to describe (it throws a TypeError) counts as refused. */

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Stream } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { Busy, retryWhileBusy } from "../src/backends/busy.js"
+import { Busy, retryWhileBusy } from "../src/backends/internal/busy.js"
 import * as LockFile from "../src/backends/file/lockFile.js"
 import {
   CheckpointBusyError,
@@ -21,11 +21,11 @@ import {
   LogCodec,
   type LogCodecService,
   LogFiles,
-  makeKeyedMutex,
   SessionLock,
   StorageError,
   UserMessage
 } from "../src/core.js"
+import { makeKeyedMutex } from "../src/backends/internal/keyedMutex.js"
 
 const dirs: Array<string> = []
 const freshDir = () => {

@@ -5,7 +5,7 @@
 import { Effect, Either, Exit, Layer, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { ConfigurationError, FileTools, LiteAgent, MemoryCheckpointer, Workspace } from "../src/core.js"
-import { decodeOptions, renamedOptions } from "../src/core/options.js"
+import { decodeOptions, renamedOptions } from "../src/core/internal/options.js"
 import { scriptedLayer } from "../src/provider.js"
 import { tempDir } from "./support/agent.js"
 

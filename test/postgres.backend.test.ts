@@ -23,7 +23,7 @@ import {
   StorageError,
   UserMessage
 } from "../src/index.js"
-import { sha256Hex } from "../src/core/sha256.js"
+import { sha256Hex } from "../src/core/internal/sha256.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
 import { expectConfigurationError, thrownBy } from "./support/refusals.js"
 

@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { recordLine, headerLine } from "../src/backends/file/format.js"
 import { encodeStoredEvent } from "../src/core/encoding.js"
-import { sha256Hex } from "../src/core/sha256.js"
+import { sha256Hex } from "../src/core/internal/sha256.js"
 import {
   aes256gcmCodec,
   AssistantMessage,

@@ -25,7 +25,7 @@ import {
   UserMessage
 } from "../src/index.js"
 import { expectConfigurationError, thrownBy } from "./support/refusals.js"
-import { sha256Hex } from "../src/core/sha256.js"
+import { sha256Hex } from "../src/core/internal/sha256.js"
 
 const run = promisify(execFile)
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "lite-agent-sqlite-")), "sessions.db")

@@ -22,7 +22,7 @@ import {
   PositiveInteger,
   PositiveMilliseconds,
   quoteValue
-} from "../core/options.js"
+} from "../core/internal/options.js"
 import type * as Session from "../core/session.js"
 import * as FileTools from "../tools/FileTools.js"
 import { type InterruptedRestore, type RestoreError, type RestoreOptions, type RestoreResult, TimeTravel } from "../tools/TimeTravel.js"

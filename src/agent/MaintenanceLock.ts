@@ -10,7 +10,7 @@
  * writers from interleaving.
  */
 import { Context, Effect, Layer, Ref } from "effect"
-import { makeKeyedMutex } from "../core/keyedMutex.js"
+import { makeKeyedMutex } from "../backends/internal/keyedMutex.js"
 import { AgentBusyError } from "./errors.js"
 
 export interface BackgroundTaskInfo {

@@ -7,7 +7,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { Effect } from "effect"
-import { errnoOf as errorCode, messageOf as errorMessage } from "../core/causes.js"
+import { errnoOf as errorCode, messageOf as errorMessage } from "../backends/internal/causes.js"
 
 export interface CommandOptions {
   readonly cwd: string

@@ -19,7 +19,7 @@ import {
   UserContent,
   UserMessage
 } from "../core/events.js"
-import { AnyString, decodeOptions, PositiveInteger, quoteValue } from "../core/options.js"
+import { AnyString, decodeOptions, PositiveInteger, quoteValue } from "../core/internal/options.js"
 import { validateSessionId } from "../core/sessionId.js"
 import { RestoreInterruptedError } from "../tools/errors.js"
 import * as FileTools from "../tools/FileTools.js"

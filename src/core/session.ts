@@ -4,9 +4,9 @@
  * everything else (the conversation, the checkpoints list) is a projection of it.
  */
 import { Data, HashMap, Option } from "effect"
-import { sha256Hex } from "./sha256.js"
+import { sha256Hex } from "./internal/sha256.js"
 import type { RefusalReason } from "./errors.js"
-import { AppendOnly } from "./appendOnly.js"
+import { AppendOnly } from "./internal/appendOnly.js"
 import {
   type AssistantMessage,
   type BackgroundCompleted,

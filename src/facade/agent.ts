@@ -28,7 +28,7 @@ import {
 } from "../agent/compaction.js"
 import { SessionPointer } from "../agent/SessionPointer.js"
 import { fileToolsOptionFields } from "../tools/FileTools.js"
-import { AnyString, decodeOptionsOrThrow, described, expecting, quoteValue, recognised } from "../core/options.js"
+import { AnyString, decodeOptionsOrThrow, described, expecting, quoteValue, recognised } from "../core/internal/options.js"
 import { workdirProblem } from "../tools/Workspace.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
 import type { InterruptedRestore, RestoreOptions, RestoreResult } from "../tools/TimeTravel.js"

@@ -14,7 +14,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Effect, Layer, Predicate, Redacted, Schedule, Schema, Stream } from "effect"
 import { ConfigurationError } from "../core/errors.js"
-import { AnyString, decodeOptions, decodeOptionsOrThrow, isPlainObject, NonNegativeInteger, PositiveInteger } from "../core/options.js"
+import { AnyString, decodeOptions, decodeOptionsOrThrow, isPlainObject, NonNegativeInteger, PositiveInteger } from "../core/internal/options.js"
 import { TokenCounter } from "../agent/tokens.js"
 import type { ModelProvider } from "./ModelProvider.js"
 

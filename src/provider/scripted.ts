@@ -21,7 +21,7 @@ import {
   NonNegativeInteger,
   PositiveInteger,
   quoteValue
-} from "../core/options.js"
+} from "../core/internal/options.js"
 import { estimateTokens, jsonLength, promptCharacters, TokenCounter } from "../agent/tokens.js"
 import type { ModelProvider } from "./ModelProvider.js"
 

@@ -4,7 +4,7 @@
  */
 import { Effect, type Exit, type FastCheck as fc, type Layer, ManagedRuntime, Schema, type Scope } from "effect"
 import { Checkpointer, type CheckpointerService } from "../core/Checkpointer.js"
-import { decodeOptionsOrThrow, Flag, isPlainObject, PositiveInteger, PositiveMilliseconds, recognised } from "../core/options.js"
+import { decodeOptionsOrThrow, Flag, isPlainObject, PositiveInteger, PositiveMilliseconds, recognised } from "../core/internal/options.js"
 
 export interface ConformanceRunner {
   readonly describe: (name: string, body: () => void) => unknown

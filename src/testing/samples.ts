@@ -1,8 +1,8 @@
 /**
  * Sample events for the conformance suite, and the forms a store keeps and accepts events in.
  */
-import { sha256Hex } from "../core/sha256.js"
-import { isPlainObject } from "../core/options.js"
+import { sha256Hex } from "../core/internal/sha256.js"
+import { isPlainObject } from "../core/internal/options.js"
 import {
   AssistantMessage,
   BackgroundCompleted,

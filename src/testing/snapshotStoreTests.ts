@@ -5,7 +5,7 @@ import { Checkpointer, type CheckpointerService } from "../core/Checkpointer.js"
 import { CheckpointConflictError, InvalidEventError, SnapshotBlobError } from "../core/errors.js"
 import { AssistantMessage, FileSnapshot, type JsonValue, STORED_ARGUMENT_MIN_BYTES, UserMessage } from "../core/events.js"
 import { blobReferences } from "../core/internal/blobs.js"
-import { sha256Hex } from "../core/sha256.js"
+import { sha256Hex } from "../core/internal/sha256.js"
 import { expectFailure, readAll } from "./helpers.js"
 import { type ConformanceOptions, type ConformanceSuite, uniquePrefix } from "./runner.js"
 

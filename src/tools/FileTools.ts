@@ -12,8 +12,8 @@ import { ToolInputError, type UnsafePathError, type WorkspaceIOError } from "./e
 import { FileChange, FileSnapshot, type FileSnapshotState } from "../core/events.js"
 import * as Session from "../core/session.js"
 import { ConfigurationError } from "../core/errors.js"
-import { decodeOptions, NonNegativeInteger } from "../core/options.js"
-import { sha256Hex } from "../core/sha256.js"
+import { decodeOptions, NonNegativeInteger } from "../core/internal/options.js"
+import { sha256Hex } from "../core/internal/sha256.js"
 import * as SessionStates from "./SessionStates.js"
 import { type FileState, normalizeRelative, type PathState, Workspace } from "./Workspace.js"
 

@@ -18,7 +18,7 @@
  */
 import { Context, Effect, Layer, PubSub, type Queue, Schema, type Scope, Stream } from "effect"
 import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
-import { AbortSignalOption, decodeOptions, Flag } from "../core/options.js"
+import { AbortSignalOption, decodeOptions, Flag } from "../core/internal/options.js"
 import type { CheckpointerError, ConfigurationError, Refusal } from "../core/errors.js"
 import { type RestoreFailedError, RestoreRefusedError, type WorkspaceIOError } from "./errors.js"
 import { type CommandAfterCheckpoint, planRestore, type RestorePlan } from "../core/restore.js"

@@ -13,8 +13,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Context, Effect, Layer } from "effect"
 import { ConfigurationError } from "../core/errors.js"
-import { quoteValue } from "../core/options.js"
-import { errnoOf as codeOf, messageOf } from "../core/causes.js"
+import { quoteValue } from "../core/internal/options.js"
+import { errnoOf as codeOf, messageOf } from "../backends/internal/causes.js"
 import { UnsafePathError, WorkspaceIOError } from "./errors.js"
 
 export interface FileState {

@@ -6,7 +6,7 @@
  */
 import { posix } from "node:path"
 import { Cause, Data, Effect } from "effect"
-import { messageOf } from "../core/causes.js"
+import { messageOf } from "../backends/internal/causes.js"
 import type { CheckpointerError } from "../core/errors.js"
 import { RestoreFailedError } from "./errors.js"
 import { isWriteTemp, type PathState, type WorkspaceService } from "./Workspace.js"

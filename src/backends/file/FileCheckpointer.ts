@@ -33,7 +33,7 @@ import {
   StorageError
 } from "../../core/errors.js"
 import type { StoredEventEncoded } from "../../core/events.js"
-import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised, renamedOptions } from "../../core/options.js"
+import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised, renamedOptions } from "../../core/internal/options.js"
 import { sessionIdProblem } from "../../core/sessionId.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { makeBlobStore } from "./blobStore.js"

@@ -10,7 +10,7 @@
  */
 import * as fs from "node:fs"
 import { Context, Effect, Layer, type Scope, Stream } from "effect"
-import { errnoOf as codeOf, messageOf as describe } from "../../core/causes.js"
+import { errnoOf as codeOf, messageOf as describe } from "../internal/causes.js"
 import { StorageError } from "../../core/errors.js"
 
 export interface LogHandle {

@@ -10,7 +10,7 @@ import { promisify } from "node:util"
 import { gunzip, gzip } from "node:zlib"
 import { Context, Effect, Layer, Schema } from "effect"
 import { CodecError, ConfigurationError } from "../../core/errors.js"
-import { decodeOptionsOrThrow, expecting } from "../../core/options.js"
+import { decodeOptionsOrThrow, expecting } from "../../core/internal/options.js"
 
 export interface CodecRecord {
   readonly sessionId: string

@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { errnoOf as codeOf } from "../../core/causes.js"
+import { errnoOf as codeOf } from "../internal/causes.js"
 import { type HeldFile, type LeaseFile, type Owner, RECORD_PREFIX } from "./lockRecord.js"
 
 /** Create `path` exclusively with the owner's record in it, open for renewing. Throws EEXIST. */

@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import net from "node:net"
 import { hostname, uptime } from "node:os"
 import { join } from "node:path"
-import { errnoOf as codeOf } from "../../core/causes.js"
+import { errnoOf as codeOf } from "../internal/causes.js"
 import { type LockRecord, type Owner, OWNER_PREFIX } from "./lockRecord.js"
 
 /** Unix socket paths are limited (104 bytes on macOS, 108 on Linux, terminator included). */

@@ -4,7 +4,7 @@
  */
 import * as fs from "node:fs"
 import type net from "node:net"
-import { errnoOf as codeOf } from "../../core/causes.js"
+import { errnoOf as codeOf } from "../internal/causes.js"
 
 /** The directory beside the sessions that holds their locks (session ids never start with "."). */
 export const LOCKS_DIR = ".locks"

@@ -4,7 +4,7 @@
  */
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { errnoOf as codeOf } from "../../core/causes.js"
+import { errnoOf as codeOf } from "../internal/causes.js"
 import { holderIsDead } from "./lockLiveness.js"
 import { type Owner, readLockFile, STALE_PREFIX } from "./lockRecord.js"
 

@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { errnoOf as codeOf } from "../../core/causes.js"
+import { errnoOf as codeOf } from "../internal/causes.js"
 import { connect, holderIsDead } from "./lockLiveness.js"
 import { type Owner, OWNER_PREFIX, readLockFile, RECORD_PREFIX, STALE_PREFIX, WANTED_DIR } from "./lockRecord.js"
 

@@ -1,6 +1,6 @@
 /** PostgreSQL's failures (by SQLSTATE), as the library's errors. */
 import { SqlError } from "@effect/sql/SqlError"
-import { messageOf } from "../../core/causes.js"
+import { messageOf } from "../internal/causes.js"
 import { type CheckpointerError, CheckpointIntegrityError, ConfigurationError, StorageError } from "../../core/errors.js"
 
 export const pgErrorOf = (error: unknown): { readonly code?: string; readonly message: string } => {

@@ -8,7 +8,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Exit } from "effect"
 import { CheckpointBusyError, type CheckpointerError, StorageError } from "../../core/errors.js"
-import { Busy, retryWhileBusy } from "../busy.js"
+import { Busy, retryWhileBusy } from "../internal/busy.js"
 import { pgErrorOf, toCheckpointerError } from "./pgErrors.js"
 
 export type Execute = (statement: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SqlError>

@@ -20,7 +20,7 @@
  */
 import Database from "better-sqlite3"
 import { Context, Duration, Effect, Layer, PubSub, RcRef, Schema, Stream } from "effect"
-import { errnoOf, messageOf } from "../../core/causes.js"
+import { errnoOf, messageOf } from "../internal/causes.js"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
   type CheckpointerError,
@@ -30,9 +30,9 @@ import {
   StorageError
 } from "../../core/errors.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
-import { decodeOptions, expecting, Flag, numberAtLeast, oneOf } from "../../core/options.js"
-import { Busy, retryWhileBusy } from "../busy.js"
-import { type EventPage, type EventRow, pagedRead, parseRecord, recordOf, type StoredRecord } from "../pagedRead.js"
+import { decodeOptions, expecting, Flag, numberAtLeast, oneOf } from "../../core/internal/options.js"
+import { Busy, retryWhileBusy } from "../internal/busy.js"
+import { type EventPage, type EventRow, pagedRead, parseRecord, recordOf, type StoredRecord } from "../internal/pagedRead.js"
 import { makeGroupCommit } from "./groupCommit.js"
 
 export const SqliteCheckpointerOptions = Schema.Struct({

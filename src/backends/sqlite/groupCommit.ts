@@ -21,7 +21,7 @@
  */
 import { Cause, Effect, Either, Exit, type Scope } from "effect"
 import { CheckpointBusyError, type CheckpointerError, StorageError } from "../../core/errors.js"
-import { Busy, retryWhileBusy } from "../busy.js"
+import { Busy, retryWhileBusy } from "../internal/busy.js"
 
 /** Bodies run in one transaction at most: bounds how long one transaction keeps the event loop. */
 const MAX_BATCH = 256

@@ -10,7 +10,7 @@ import type { SnapshotBlob } from "../CheckpointerDriver.js"
 import { InvalidEventError } from "../errors.js"
 import type { SessionEvent, SessionEventEncoded } from "../events.js"
 import { type BlobState, type JsonValue, STORED_ARGUMENT_MIN_BYTES, type StoredArgument, type ToolUseBlock } from "../events/parts.js"
-import { sha256Hex } from "../sha256.js"
+import { sha256Hex } from "./sha256.js"
 import { EVENT_KINDS } from "./eventTable.js"
 
 /** A batch ready for the log: its records' events as JSON, the blobs they need, and the blobs they name that must already be stored. */

@@ -9,7 +9,7 @@
  * at its timer, so a lock that is free again is taken at once instead of up to a pause later.
  */
 import { Clock, Data, Duration, Effect, Random } from "effect"
-import { CheckpointBusyError } from "../core/errors.js"
+import { CheckpointBusyError } from "../../core/errors.js"
 
 /** An attempt's way of saying "someone else holds the lock; try again". */
 export class Busy extends Data.TaggedError("Busy")<{ readonly detail: string }> {}

@@ -6,7 +6,7 @@
  * the layers and the facade decode with the same one.
  */
 import { Either, ParseResult, Schema, type SchemaAST } from "effect"
-import { ConfigurationError } from "./errors.js"
+import { ConfigurationError } from "../errors.js"
 
 /** `schema`, whose failures read "expected <expected>, got <value>". */
 export const expecting = <A, I, R>(schema: Schema.Schema<A, I, R>, expected: string): Schema.Schema<A, I, R> =>

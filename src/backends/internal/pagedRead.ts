@@ -6,7 +6,7 @@
  * `CheckpointConflictError`, never a mix of the old log and its successor.
  */
 import { Chunk, Effect, Option, Stream } from "effect"
-import { CheckpointConflictError, type CheckpointerError, CheckpointIntegrityError } from "../core/errors.js"
+import { CheckpointConflictError, type CheckpointerError, CheckpointIntegrityError } from "../../core/errors.js"
 
 /** A stored row as the core decodes it. */
 export interface StoredRecord {
