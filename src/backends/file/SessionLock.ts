@@ -25,6 +25,7 @@ import { CheckpointBusyError, CheckpointLockLostError, ConfigurationError, Stora
 import { Busy, retryWhileBusy } from "../internal/busy.js"
 import { type DirectoryChanges, watchDirectory } from "../internal/directoryChanges.js"
 import * as LockFile from "./lockFile.js"
+import { makeTurns, type Tenure } from "./lockTurns.js"
 import type { OpenLog } from "./openLogs.js"
 
 export interface SessionLockTarget {
@@ -89,10 +90,7 @@ export const DEFAULT_LEASE_MS = 5_000
  * wake-up costs CPU the holder could use.
  */
 export const MAX_POLL_MS = 25
-/** How long a process keeps a lock others wait for before it gives way. */
-export const TURN_MS = 100
-/** How long it then stays away, for a waiter (woken by the lock's removal) to take it. */
-const AWAY_MS = 5
+export { TURN_MS } from "./lockTurns.js"
 /** A `.wanted/` mark younger than this says someone waits (waiters renew it at every attempt). */
 const WANTED_FRESH_MS = 2 * MAX_POLL_MS
 
@@ -130,17 +128,6 @@ interface HandedOn<Baton> {
   readonly baton: Baton | undefined
 }
 
-/** One process's run of holds of one session's lock (see `tenureOf`); times are `performance.now()`. */
-interface Tenure {
-  /** When the run began, or when the waiters were last looked for. */
-  since: number
-  releasedAt: number
-  /** Until when this process stays away, having given way. */
-  awayUntil: number
-  /** Holders of this process holding it now (0 or 1). */
-  holding: number
-}
-
 /** The lock-file service; its liveness sockets are closed when the scope closes. */
 export const makeNode = <Baton = OpenLog>(options: NodeSessionLockOptions = {}) =>
   Effect.gen(function*() {
@@ -172,44 +159,8 @@ export const makeNode = <Baton = OpenLog>(options: NodeSessionLockOptions = {}) 
       })
     }
 
-    /**
-     * Taking turns with other processes. A process that keeps taking a session's lock (handed on,
-     * or taken again right after letting it go) has a tenure; after `TURN_MS` of it, if someone
-     * has said they wait (`markWanted`), it lets the lock go and stays away for `AWAY_MS`.
-     */
-    const tenures = new Map<string, Tenure>()
-    const tenureOf = (key: string): Tenure => {
-      let tenure = tenures.get(key)
-      if (tenure === undefined) {
-        // Forget the sessions this process let go of long ago.
-        if (tenures.size >= 256) {
-          const old = performance.now() - 1_000
-          for (const [other, entry] of tenures) if (entry.releasedAt < old && entry.holding === 0) tenures.delete(other)
-        }
-        tenure = { since: 0, releasedAt: Number.NEGATIVE_INFINITY, awayUntil: 0, holding: 0 }
-        tenures.set(key, tenure)
-      }
-      return tenure
-    }
-    /** The holder of `key` ends its hold: whether it should give way to a waiting process now. */
-    const shouldGiveWay = (owner: LockFile.Owner, sessionId: string, tenure: Tenure) => {
-      const now = performance.now()
-      if (now - tenure.since < TURN_MS) return false
-      let wanted = false
-      try {
-        const since = LockFile.wantedSince(owner, sessionId)
-        wanted = since !== undefined && Date.now() - since < WANTED_FRESH_MS
-      } catch {
-        // Unknown: keep going, and look again after the next turn.
-      }
-      if (wanted) {
-        tenure.awayUntil = now + AWAY_MS
-        tenure.since = Number.POSITIVE_INFINITY
-      } else {
-        tenure.since = now
-      }
-      return wanted
-    }
+    // Taking turns with other processes that wait for a lock this one keeps taking.
+    const { shouldGiveWay, taken, tenureOf } = makeTurns(WANTED_FRESH_MS)
     const mutex = makeKeyedMutex()
 
     // One timer renews every lock this service holds. Unref'd: it never keeps a process alive.
@@ -344,9 +295,7 @@ export const makeNode = <Baton = OpenLog>(options: NodeSessionLockOptions = {}) 
         held.add(file)
         tenure.holding++
         counted = true
-        // A tenure starts when the lock is taken after a while without it.
-        const now = performance.now()
-        if (kept === undefined && (now - tenure.releasedAt > AWAY_MS || tenure.since === Number.POSITIVE_INFINITY)) tenure.since = now
+        taken(tenure, kept !== undefined)
         const ensureHeld = Effect.suspend((): Effect.Effect<void, CheckpointLockLostError | StorageError> => {
           try {
             if (LockFile.confirm(owner, file)) return Effect.void

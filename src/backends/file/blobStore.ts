@@ -107,3 +107,5 @@ export const makeBlobStore = ({ codec, directory, durable, files, tempSuffix }: 
 
   return { put, remove, missing, read, list }
 }
+
+export type BlobStore = ReturnType<typeof makeBlobStore>

@@ -1,0 +1,70 @@
+/**
+ * Taking turns with other processes. A process that keeps taking a session's lock (handed on,
+ * or taken again right after letting it go) has a tenure; after `TURN_MS` of it, if someone
+ * has said they wait (`markWanted`), it lets the lock go and stays away for `AWAY_MS`.
+ */
+import * as LockFile from "./lockFile.js"
+
+/** How long a process keeps a lock others wait for before it gives way. */
+export const TURN_MS = 100
+/** How long it then stays away, for a waiter (woken by the lock's removal) to take it. */
+const AWAY_MS = 5
+
+/** One process's run of holds of one session's lock; times are `performance.now()`. */
+export interface Tenure {
+  /** When the run began, or when the waiters were last looked for. */
+  since: number
+  releasedAt: number
+  /** Until when this process stays away, having given way. */
+  awayUntil: number
+  /** Holders of this process holding it now (0 or 1). */
+  holding: number
+}
+
+/** The tenures of one lock service, by lock key; `wantedFreshMs`: how young a `.wanted/` mark says someone waits. */
+export const makeTurns = (wantedFreshMs: number) => {
+  const tenures = new Map<string, Tenure>()
+
+  const tenureOf = (key: string): Tenure => {
+    let tenure = tenures.get(key)
+    if (tenure === undefined) {
+      // Forget the sessions this process let go of long ago.
+      if (tenures.size >= 256) {
+        const old = performance.now() - 1_000
+        for (const [other, entry] of tenures) if (entry.releasedAt < old && entry.holding === 0) tenures.delete(other)
+      }
+      tenure = { since: 0, releasedAt: Number.NEGATIVE_INFINITY, awayUntil: 0, holding: 0 }
+      tenures.set(key, tenure)
+    }
+    return tenure
+  }
+
+  /** The lock was taken (`handedOn`: without a break since this process's last holder). */
+  const taken = (tenure: Tenure, handedOn: boolean) => {
+    // A tenure starts when the lock is taken after a while without it.
+    const now = performance.now()
+    if (!handedOn && (now - tenure.releasedAt > AWAY_MS || tenure.since === Number.POSITIVE_INFINITY)) tenure.since = now
+  }
+
+  /** The holder of `key` ends its hold: whether it should give way to a waiting process now. */
+  const shouldGiveWay = (owner: LockFile.Owner, sessionId: string, tenure: Tenure) => {
+    const now = performance.now()
+    if (now - tenure.since < TURN_MS) return false
+    let wanted = false
+    try {
+      const since = LockFile.wantedSince(owner, sessionId)
+      wanted = since !== undefined && Date.now() - since < wantedFreshMs
+    } catch {
+      // Unknown: keep going, and look again after the next turn.
+    }
+    if (wanted) {
+      tenure.awayUntil = now + AWAY_MS
+      tenure.since = Number.POSITIVE_INFINITY
+    } else {
+      tenure.since = now
+    }
+    return wanted
+  }
+
+  return { tenureOf, taken, shouldGiveWay }
+}

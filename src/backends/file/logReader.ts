@@ -1,0 +1,79 @@
+/**
+ * Reading a session log, without its lock and without changing it: the header and committed
+ * tail (what `openLogs.ts` keeps of an open log), its version, and its records as a stream.
+ */
+import { Chunk, Effect, Option, Stream } from "effect"
+import * as Checkpointer from "../../core/Checkpointer.js"
+import { CheckpointIntegrityError, type CheckpointerError, SchemaVersionError } from "../../core/errors.js"
+import { findCommittedEnd, ForwardScanner, parseHeader, seekLine } from "./format.js"
+import type { LogFilesService, LogHandle } from "./LogFiles.js"
+import type { LogRecords } from "./logRecords.js"
+import type { LogTail } from "./openLogs.js"
+
+/** How much of a log a scan reads at a time. */
+export const READ_CHUNK_BYTES = 1024 * 1024
+/** The header is one short JSON line at the start of the log. */
+const HEADER_READ_BYTES = 4096
+/** The generation of a log written before headers carried one; its first truncate gives it a real one. */
+const LEGACY_GENERATION = "legacy"
+
+export interface LogReaderSettings {
+  readonly files: LogFilesService
+  readonly logRecords: LogRecords
+  readonly logPath: (sessionId: string) => string
+}
+
+export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings) => {
+  /** Header, committed head and end of an open log (no locking, no changes). */
+  const inspect = (
+    sessionId: string,
+    file: LogHandle
+  ): Effect.Effect<LogTail & { readonly generation: string }, CheckpointerError> =>
+    Effect.gen(function*() {
+      const size = yield* file.size
+      const start = yield* file.readAt(0, Math.min(size, HEADER_READ_BYTES))
+      const parsed = parseHeader(sessionId, start)
+      if (parsed instanceof CheckpointIntegrityError || parsed instanceof SchemaVersionError) return yield* parsed
+      yield* logRecords.checkCodec(sessionId, parsed.header)
+      const committed = yield* findCommittedEnd(file.readAt, parsed.end, size)
+      return {
+        size,
+        headerEnd: parsed.end,
+        head: committed.head,
+        committedEnd: committed.end,
+        generation: parsed.header.generation ?? LEGACY_GENERATION
+      }
+    })
+
+  /** The session's committed records after `sinceSeq`. */
+  const read = (sessionId: string, sinceSeq: number): Stream.Stream<unknown, CheckpointerError> =>
+    Stream.unwrapScoped(Effect.gen(function*() {
+      const file = yield* files.open(logPath(sessionId), "read")
+      if (file === undefined) return Stream.empty
+      // Read the log as it is now; later appends belong to a later read.
+      const { committedEnd, headerEnd } = yield* inspect(sessionId, file)
+      // A tail read starts near its first record, not at the top of the log.
+      const start = yield* seekLine(file.readAt, headerEnd, committedEnd, sinceSeq)
+      const scanner = new ForwardScanner(sessionId, start.offset, sinceSeq, start.seq)
+      return Stream.paginateChunkEffect(start.offset, (position) =>
+        Effect.gen(function*() {
+          if (position >= committedEnd) return [Chunk.empty(), Option.none()] as const
+          const bytes = yield* file.readAt(position, Math.min(READ_CHUNK_BYTES, committedEnd - position))
+          const scanned = scanner.push(bytes)
+          if (scanned instanceof CheckpointIntegrityError) return yield* scanned
+          const decoded = yield* logRecords.decode(sessionId, scanned)
+          const next = position + bytes.length
+          return [decoded, next < committedEnd && bytes.length > 0 ? Option.some(next) : Option.none()] as const
+        }))
+    }))
+
+  const version = (sessionId: string) =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* files.open(logPath(sessionId), "read")
+      if (file === undefined) return { head: 0, generation: Checkpointer.NO_GENERATION }
+      const { generation, head } = yield* inspect(sessionId, file)
+      return { head, generation }
+    }))
+
+  return { inspect, read, version }
+}
