@@ -89,4 +89,61 @@ describe("module boundaries", () => {
       .map((file) => relative(src, file))
     expect(barrels).toEqual([])
   })
+
+  it("no import cycle anywhere in src/, type-only imports included", () => {
+    const files = sourcesUnder(src)
+    const edges = new Map(
+      files.map((file) => [
+        file,
+        importsOf(file).filter((target) => target.startsWith(".")).map((target) => resolve(file, "..", target).replace(/\.js$/, ".ts"))
+      ])
+    )
+    // Tarjan's strongly connected components: any component of more than one file (or a file importing itself) is a cycle.
+    const index = new Map<string, number>()
+    const lowLink = new Map<string, number>()
+    const stack: Array<string> = []
+    const onStack = new Set<string>()
+    const cycles: Array<Array<string>> = []
+    let next = 0
+    const visit = (file: string) => {
+      index.set(file, next)
+      lowLink.set(file, next++)
+      stack.push(file)
+      onStack.add(file)
+      for (const target of edges.get(file) ?? []) {
+        if (!edges.has(target)) continue
+        if (!index.has(target)) {
+          visit(target)
+          lowLink.set(file, Math.min(lowLink.get(file)!, lowLink.get(target)!))
+        } else if (onStack.has(target)) lowLink.set(file, Math.min(lowLink.get(file)!, index.get(target)!))
+      }
+      if (lowLink.get(file) !== index.get(file)) return
+      const component: Array<string> = []
+      for (let member = stack.pop()!; ; member = stack.pop()!) {
+        onStack.delete(member)
+        component.push(relative(src, member))
+        if (member === file) break
+      }
+      if (component.length > 1 || (edges.get(file) ?? []).includes(file)) cycles.push(component.sort())
+    }
+    for (const file of files) if (!index.has(file)) visit(file)
+    expect(cycles).toEqual([])
+  })
+
+  it("no entry point re-exports from an internal/ folder", () => {
+    const leaks = ENTRY_POINTS.flatMap((entry) =>
+      [...readFileSync(join(src, entry), "utf8").matchAll(/export\s[^;]*?from\s*"([^"]+)"/g)]
+        .map((match) => match[1]!)
+        .filter((target) => target.split("/").includes("internal"))
+        .map((target) => `${entry} re-exports ${target}`)
+    )
+    expect(leaks).toEqual([])
+  })
+
+  it("no file under src/ is longer than 450 lines: one job per file", () => {
+    const long = sourcesUnder(src)
+      .map((file) => [relative(src, file), readFileSync(file, "utf8").split("\n").length] as const)
+      .filter(([, lines]) => lines > 450)
+    expect(long).toEqual([])
+  })
 })
