@@ -27,7 +27,7 @@ const largeText = "0123456789abcdef".repeat(64 * 1024) // 1 MiB
 
 const SAMPLE_SNAPSHOT_BYTES = new Uint8Array([0, 1, 2, 255, 254, 13, 10, 0])
 /** What a file held before a restore, in the sample `RestoreStarted`. */
-export const SAMPLE_RESTORE_BEFORE_BYTES = new TextEncoder().encode("the agent's version, ü\n")
+export const SAMPLE_RESTORE_BEFORE_BYTES: Uint8Array = new TextEncoder().encode("the agent's version, ü\n")
 
 /** A tool call as a store keeps it: each top-level string argument of at least `STORED_ARGUMENT_MIN_BYTES` UTF-8 bytes moved out. */
 const withArgumentsStored = (call: ToolUseBlock): ToolUseBlock => {

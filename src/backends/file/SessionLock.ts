@@ -319,7 +319,7 @@ export const makeNode = <Baton = OpenLog>(options: NodeSessionLockOptions = {}) 
           if (acquired === undefined) return
           // An interrupted holder lets go at once: whoever interrupted it may be waiting for the lock.
           const handOn = !lost && !owner.closed && !Exit.isInterrupted(exit) &&
-            !shouldGiveWay(owner, target.sessionId, tenure)
+            !shouldGiveWay(() => LockFile.wantedSince(owner, target.sessionId), tenure)
           if (handOn) {
             releaseSoon(key, { owner, file: acquired, baton })
           } else {

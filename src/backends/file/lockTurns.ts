@@ -3,8 +3,6 @@
  * or taken again right after letting it go) has a tenure; after `TURN_MS` of it, if someone
  * has said they wait (`markWanted`), it lets the lock go and stays away for `AWAY_MS`.
  */
-import * as LockFile from "./lockFile.js"
-
 /** How long a process keeps a lock others wait for before it gives way. */
 export const TURN_MS = 100
 /** How long it then stays away, for a waiter (woken by the lock's removal) to take it. */
@@ -46,13 +44,16 @@ export const makeTurns = (wantedFreshMs: number) => {
     if (!handedOn && (now - tenure.releasedAt > AWAY_MS || tenure.since === Number.POSITIVE_INFINITY)) tenure.since = now
   }
 
-  /** The holder of `key` ends its hold: whether it should give way to a waiting process now. */
-  const shouldGiveWay = (owner: LockFile.Owner, sessionId: string, tenure: Tenure) => {
+  /**
+   * The holder ends its hold: whether it should give way to a waiting process now.
+   * `wantedSince` reads when a waiter last said it waits (its `.wanted/` mark), if one did.
+   */
+  const shouldGiveWay = (wantedSince: () => number | undefined, tenure: Tenure) => {
     const now = performance.now()
     if (now - tenure.since < TURN_MS) return false
     let wanted = false
     try {
-      const since = LockFile.wantedSince(owner, sessionId)
+      const since = wantedSince()
       wanted = since !== undefined && Date.now() - since < wantedFreshMs
     } catch {
       // Unknown: keep going, and look again after the next turn.

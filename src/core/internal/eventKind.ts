@@ -24,7 +24,6 @@ export type BlobLens<Fields> = (fields: Fields, visit: BlobVisitor) => Fields
 
 /** A kind as the core's generic code (reader, blob handling) sees it: its fields as plain objects. */
 export interface EventKind {
-  readonly tag: string
   /**
    * The hand-written checker: the fields as the schema builds them from `json`, or `undefined`
    * when it cannot vouch for them (the schema then decides, and words the error). Measured ~4×
@@ -35,8 +34,13 @@ export interface EventKind {
   blobs?(fields: object, visit: BlobVisitor): object
 }
 
+/** Each kind, under the class `EventClass` made for it (which the declared class extends). */
+const kinds = new Map<Function, EventKind>()
+
 /** A kind's fields as its schema builds them (always an object). */
 type FieldsOf<Fields extends Schema.Struct.Fields> = Schema.Struct.Type<Fields> & object
+
+type SchemaClassConstructor = new(props: unknown, options?: Schema.MakeOptions) => object
 
 const validates = (options: Schema.MakeOptions | undefined): boolean =>
   options === undefined || options === false || (typeof options === "object" && options.disableValidation !== true)
@@ -54,7 +58,7 @@ export const EventClass = <Self>() =>
   type KindClass = Schema.TaggedClass<Self, Tag, { readonly _tag: Schema.tag<Tag> } & Fields>
   // TypeScript cannot extend a class whose instance type is generic, so the class is built on its
   // untyped constructor and given its type back at the end: the type `Schema.TaggedClass` gives.
-  const Base: new(props: unknown, options?: Schema.MakeOptions) => object = Schema.TaggedClass<Self>()(tag, fields) as SchemaClassConstructor
+  const Base = Schema.TaggedClass<Self>()(tag, fields) as SchemaClassConstructor
   const check = kind.check
   class Event extends Base {
     /**
@@ -68,12 +72,9 @@ export const EventClass = <Self>() =>
       else super(checked, true)
     }
   }
-  kinds.set(Event, kind.blobs === undefined ? { tag, check } : { tag, check, blobs: kind.blobs })
+  kinds.set(Event, kind.blobs === undefined ? { check } : { check, blobs: kind.blobs })
   return Event as KindClass
 }
-
-/** Each kind, under the class `EventClass` made for it (which the declared class extends). */
-const kinds = new Map<Function, EventKind>()
 
 /** The kind an event class was declared as. */
 export const kindOf = (eventClass: Function): EventKind => {
@@ -82,4 +83,3 @@ export const kindOf = (eventClass: Function): EventKind => {
   return kind
 }
 
-type SchemaClassConstructor = new(props: unknown, options?: Schema.MakeOptions) => object
