@@ -86,7 +86,7 @@ const authorization = (token: string) =>
 
 const isRouteNotFound = (error: unknown) => error instanceof RouteNotFound
 
-/** The OpenAPI description is public: it says what the routes are (as this README does), not what any session holds. */
+/** The OpenAPI description is public: it says what the routes are (as the README does), not what any session holds. */
 const OPENAPI_PATH = "/openapi.json"
 
 /** The whole application: SessionApi behind the token, `GET /openapi.json`, errors as JSON. */
@@ -113,6 +113,7 @@ export const makeApp = (settings: SessionServerSettings, agent: Option.Option<Li
           return Effect.succeed(undeclaredFailure(cause))
         })
       )
+      // The API's error encoding sets a status and a body only; a 401 also says which scheme to use.
       return response.status === 401 ? HttpServerResponse.setHeader(response, "www-authenticate", "Bearer") : response
     })
     return settings.corsOrigins.length === 0 ? app : HttpMiddleware.cors({
