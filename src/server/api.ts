@@ -89,7 +89,9 @@ export const RestoreResult = Schema.Struct({
 })
 
 /** A Server-Sent Events stream; read it with an SSE client (`EventSource`), not as one body. */
-const EventStream = HttpApiSchema.Text({ contentType: "text/event-stream" })
+const EventStream = HttpApiSchema.Text({ contentType: "text/event-stream" }).annotations({
+  description: "Server-Sent Events: `id:` a seq where there is one, `event:` the kind, `data:` JSON"
+})
 
 // ---------------------------------------------------------------------------------------
 // The token
