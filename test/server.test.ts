@@ -1,9 +1,9 @@
 /**
- * `@lite-agent/sdk/server` with real HTTP on loopback, its typed client (derived from SessionApi)
- * and a real SSE client (streamed): the token, sessions as JSON and the error statuses (each
- * pinned once with a raw request), the public OpenAPI description, a session's events followed live and
- * resumed by Last-Event-ID across forced reconnects, a truncate as `reset`, 200 clients at
- * once, and a client too slow to keep up cut off with a reason.
+ * `@lite-agent/sdk/server` with real HTTP on loopback, its typed client (derived from
+ * SessionApi) and a real SSE client (streamed): the token, CORS, sessions as JSON and the error
+ * statuses (each pinned once with a raw request), the public OpenAPI description, a session's
+ * events followed live and resumed by Last-Event-ID across forced reconnects, a truncate as
+ * `reset`, 200 clients at once, and a client too slow to keep up cut off with a reason.
  */
 import { connect } from "node:net"
 import { join } from "node:path"
