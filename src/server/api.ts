@@ -4,6 +4,9 @@
  * them. The server (handlers.ts, sse.ts) implements it; `HttpApiClient.make(SessionApi)` is
  * its typed client; `OpenApi.fromApi(SessionApi)` its description (served at /openapi.json).
  *
+ * The bodies (`setPayload`) are for the client and the description: the server decodes them
+ * itself (handlers.ts), so bad ones get its own 400/413 answers.
+ *
  * Statuses: 400 bad input (nothing changed), 401 no or a wrong token, 404 an unknown session or
  * a sessions-only server's agent routes, 409 a conflict, a busy agent or a refused restore, 413
  * a body over `maxBodyBytes`, 500 the store or the model failing.
@@ -177,6 +180,7 @@ export class AgentGroup extends HttpApiGroup.make("agent")
 export class SessionApi extends HttpApi.make("lite-agent")
   .add(SessionsGroup)
   .add(AgentGroup)
+  // One addError per error: the builder flattens a union of errors, dropping a status given to the union.
   // Bad input: nothing was changed.
   .addError(Wire.BadRequest, { status: 400 })
   .addError(Wire.InvalidSessionIdError, { status: 400 })
