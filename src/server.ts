@@ -1,7 +1,8 @@
 /**
  * `@lite-agent/sdk/server` — sessions over HTTP: JSON for sessions and checkpoints, Server-Sent
  * Events for a session's events as they land, and (with an agent) turns, restores and
- * compactions. The only entry point, besides the command, that loads `@effect/platform-node`.
+ * compactions; the API's declaration (`SessionApi`) for typed clients. The only entry point,
+ * besides the command, that loads `@effect/platform-node`.
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as SessionServer from "./server/SessionServer.js"
@@ -10,6 +11,9 @@ import { runForPromise } from "./facade/run.js"
 
 export * as SessionServer from "./server/SessionServer.js"
 export type { SessionServerOptions } from "./server/SessionServer.js"
+/** The HTTP API itself: `HttpApiClient.make(SessionApi, { baseUrl })` is a typed client, `OpenApi.fromApi(SessionApi)` its description. */
+export { AgentGroup, SessionApi, SessionsGroup } from "./server/api.js"
+export { BadRequest, NoAgent, PayloadTooLarge, SessionNotFound, Unauthorized } from "./server/wireErrors.js"
 
 export interface RunningSessionServer {
   /** `http://host:port`. */

@@ -13,6 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { sessionWithInterruptedRestore } from "./support/interruptedRestore.js"
 import { live, makeTempDir, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
+import { RestoreRefusedError } from "../src/index.js"
+import { answer, refusal } from "./support/sessionClient.js"
 import { connectSse, request, type SseMessage } from "./support/sse.js"
 
 const TOKEN = "processes-token-0123456789"
@@ -104,7 +106,7 @@ describe("lite-agent serve with an agent (scripted model)", () => {
     const refused = await request(`${server.url}/sessions/busy`, { token: TOKEN, method: "DELETE" })
     expect(refused).toMatchObject({ status: 409, json: { error: "AgentBusyError", reason: "run_in_flight" } })
     expect((await allMessages(slow.messages)).at(-1)?.event).toBe("result")
-    expect(await request(`${server.url}/sessions/busy`, { token: TOKEN })).toMatchObject({ status: 200, json: { head: 3 } })
+    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "busy" } }))).toMatchObject({ head: 3 })
 
     for (const [body, what] of [
       [{ rawBody: "{not json" }, "not JSON"],
@@ -117,8 +119,7 @@ describe("lite-agent serve with an agent (scripted model)", () => {
       expect(response.status, what).toBe(what === "too large" ? 413 : 400)
       expect(JSON.stringify(response.json), what).toContain(what)
     }
-    const session = await request(`${server.url}/sessions/work`, { token: TOKEN })
-    expect(session).toMatchObject({ status: 200, json: { head: 9 } })
+    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 9 })
   }, 60_000)
 
   it("a compaction streams its events; one whose client goes away is cancelled and writes nothing", async () => {
@@ -132,32 +133,36 @@ describe("lite-agent serve with an agent (scripted model)", () => {
     const stages = events.map((message) => JSON.parse(message.data) as { type: string; phase?: string; stage?: string })
     expect(stages.every((event) => event.type === "compaction")).toBe(true)
     expect(stages.at(-1)).toMatchObject({ phase: "done" })
-    const head = (await request(`${server.url}/sessions/work`, { token: TOKEN })).json as { head: number }
-    expect(head.head).toBe(10)
+    const { head } = await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))
+    expect(head).toBe(10)
 
     // The next summary takes 4 s; the client leaves after 1 s: the compaction is cancelled.
     const abandoned = await connectSse(`${server.url}/sessions/work/compact`, { token: TOKEN, method: "POST", body: { keepRecentTokens: 1 } })
     await sleep(1000)
     abandoned.abort()
     await sleep(4500)
-    expect(await request(`${server.url}/sessions/work`, { token: TOKEN })).toMatchObject({ json: { head: 10 } })
+    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 10 })
   }, 60_000)
 
   it("a restore that would overwrite an outside edit is 409 with each file's reason, and changes nothing", async () => {
     writeFileSync(join(workdir, "hello.txt"), "edited outside the agent\n")
-    const checkpoints = (await request(`${server.url}/sessions/work/checkpoints`, { token: TOKEN })).json as {
-      checkpoints: Array<{ seq: number; files: Array<string> }>
-    }
+    const checkpoints = await answer(server.url, TOKEN, (client) => client.sessions.checkpoints({ path: { id: "work" } }))
     const first = checkpoints.checkpoints[0]!
     expect(first.files).toEqual(["hello.txt"])
+    // The wire format of a 409 with the error's own fields, pinned with a raw request.
     const refused = await request(`${server.url}/sessions/work/restore`, { token: TOKEN, method: "POST", body: { seq: first.seq } })
     expect(refused).toMatchObject({
       status: 409,
       json: { error: "RestoreRefusedError", refusals: [{ reason: "modified_externally", path: "hello.txt" }] }
     })
-    expect(await request(`${server.url}/sessions/work`, { token: TOKEN })).toMatchObject({ json: { head: 10 } })
-    const dryRun = await request(`${server.url}/sessions/work/restore`, { token: TOKEN, method: "POST", body: { seq: first.seq, files: false, dryRun: true } })
-    expect(dryRun).toMatchObject({ status: 200, json: { dryRun: true, refusals: [] } })
+    // The typed client gets the same refusal as the agent's own error.
+    const typed = await refusal(server.url, TOKEN, (client) => client.agent.restore({ path: { id: "work" }, payload: { seq: first.seq } }))
+    expect(typed).toBeInstanceOf(RestoreRefusedError)
+    expect(typed).toMatchObject({ refusals: [{ reason: "modified_externally", path: "hello.txt" }] })
+    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 10 })
+    const dryRun = await answer(server.url, TOKEN, (client) =>
+      client.agent.restore({ path: { id: "work" }, payload: { seq: first.seq, files: false, dryRun: true } }))
+    expect(dryRun).toMatchObject({ dryRun: true, refusals: [] })
     expect(await request(`${server.url}/sessions/work/restore`, { token: TOKEN, method: "POST", body: { seq: -1 } })).toMatchObject({ status: 400 })
   }, 60_000)
 })
@@ -172,14 +177,16 @@ describe("lite-agent serve over a session whose restore a crash cut short", () =
 
     const server = await serve(["--checkpointer", `sqlite:${file}`, "--model", `scripted:${turnsFile(workdir, [{ text: "back at work" }])}`, "--workdir", workdir])
     try {
-      const listed = await request(`${server.url}/sessions/work/checkpoints`, { token: TOKEN })
-      expect(listed).toMatchObject({ status: 200, json: { interruptedRestore: { checkpoint: seq, conversation: true, files: paths } } })
+      const listed = await answer(server.url, TOKEN, (client) => client.sessions.checkpoints({ path: { id: "work" } }))
+      expect(listed).toMatchObject({ interruptedRestore: { checkpoint: seq, conversation: true, files: paths } })
       const refused = await request(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", body: { text: "go on" } })
       expect(refused).toMatchObject({ status: 409, json: { error: "RestoreInterruptedError", checkpoint: seq } })
-      const undone = await request(`${server.url}/sessions/work/restore/undo`, { token: TOKEN, method: "POST" })
-      expect(undone).toMatchObject({ status: 200, json: { resumed: true, restoredFiles: ["a.txt"] } })
+      const undone = await answer(server.url, TOKEN, (client) => client.agent.undoRestore({ path: { id: "work" } }))
+      expect(undone).toMatchObject({ resumed: true, restoredFiles: ["a.txt"] })
       for (const path of paths) expect(readFileSync(join(workdir, path), "utf8")).toBe(`two ${path}\n`)
-      expect(await request(`${server.url}/sessions/work/checkpoints`, { token: TOKEN })).toMatchObject({ json: { interruptedRestore: null } })
+      expect(await answer(server.url, TOKEN, (client) => client.sessions.checkpoints({ path: { id: "work" } }))).toMatchObject({
+        interruptedRestore: null
+      })
       const again = await connectSse(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", body: { text: "go on" } })
       expect((await allMessages(again.messages)).at(-1)?.event).toBe("result")
     } finally {
@@ -200,7 +207,7 @@ describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes o
     try {
       const first = await connectSse(`${withAgent.url}/sessions/${session}/messages`, { token: TOKEN, method: "POST", body: { text: "one" } })
       await allMessages(first.messages)
-      const head = ((await request(`${sessionsOnly.url}/sessions/${session}`, { token: TOKEN })).json as { head: number }).head
+      const { head } = await answer(sessionsOnly.url, TOKEN, (client) => client.sessions.get({ path: { id: session } }))
       expect(head).toBe(3)
 
       const watcher = await connectSse(`${sessionsOnly.url}/sessions/${session}/events`, { token: TOKEN, lastEventId: String(head) })
@@ -223,8 +230,8 @@ describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes o
       // a reset that skips them, which is what following promises but not what this test checks.
       await seenUntil(() => seen.length >= 2)
       expect(seen).toEqual(["4:UserMessage", "5:AssistantMessage"])
-      const restore = await request(`${withAgent.url}/sessions/${session}/restore`, { token: TOKEN, method: "POST", body: { seq: 4 } })
-      expect(restore.status).toBe(200)
+      const restore = await answer(withAgent.url, TOKEN, (client) => client.agent.restore({ path: { id: session }, payload: { seq: 4 } }))
+      expect(restore).toMatchObject({ conversationRestored: true })
       await seenUntil(() => seen.length >= 6)
       watcher.abort()
       await watching.catch(() => undefined)

@@ -1,8 +1,9 @@
 /**
- * `@lite-agent/sdk/server` with real HTTP on loopback and a real SSE client (fetch, streamed):
- * the token, sessions as JSON and the error statuses, a session's events followed live and
- * resumed by Last-Event-ID across forced reconnects, a truncate as `reset`, 200 clients at
- * once, and a client too slow to keep up cut off with a reason.
+ * `@lite-agent/sdk/server` with real HTTP on loopback, its typed client (derived from
+ * SessionApi) and a real SSE client (streamed): the token, CORS, sessions as JSON and the error
+ * statuses (each pinned once with a raw request), the public OpenAPI description, a session's
+ * events followed live and resumed by Last-Event-ID across forced reconnects, a truncate as
+ * `reset`, 200 clients at once, and a client too slow to keep up cut off with a reason.
  */
 import { connect } from "node:net"
 import { join } from "node:path"
@@ -12,8 +13,9 @@ import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
 import { Checkpointer, makeCheckpointer, MemoryCheckpointer } from "../src/core.js"
 import { toPromiseCheckpointer } from "../src/facade/checkpointer.js"
 import { ConfigurationError, type PromiseCheckpointerWithIntegrity, UserMessage } from "../src/index.js"
-import { type RunningSessionServer, serveSessions } from "../src/server.js"
+import { BadRequest, NoAgent, type RunningSessionServer, serveSessions, SessionNotFound, Unauthorized } from "../src/server.js"
 import { makeTempDir, removeTempDirs } from "./support/processes.js"
+import { answer, refusal } from "./support/sessionClient.js"
 import { connectSse, request, type SseMessage } from "./support/sse.js"
 
 const TOKEN = "test-token-0123456789"
@@ -48,9 +50,30 @@ describe("the token", () => {
     const generated = await serveSessions({ checkpointer })
     try {
       expect(generated.token.length).toBeGreaterThanOrEqual(32)
-      expect((await request(`${generated.url}/sessions`, { token: generated.token })).status).toBe(200)
+      expect(await answer(generated.url, generated.token, (client) => client.sessions.list())).toMatchObject({ sessions: expect.any(Array) })
     } finally {
       await generated.close()
+    }
+  })
+})
+
+describe("CORS", () => {
+  it("no CORS headers unless origins are configured; then only for those, preflights answered without the token", async () => {
+    const plain = await fetch(url("/sessions"), { headers: { authorization: `Bearer ${TOKEN}`, origin: "https://ui.example" } })
+    expect([...plain.headers.keys()].filter((name) => name.startsWith("access-control"))).toEqual([])
+    const open = await serveSessions({ checkpointer, token: TOKEN, corsOrigins: ["https://ui.example"] })
+    try {
+      const allowed = await fetch(`${open.url}/sessions`, { headers: { authorization: `Bearer ${TOKEN}`, origin: "https://ui.example" } })
+      expect(allowed.headers.get("access-control-allow-origin")).toBe("https://ui.example")
+      const other = await fetch(`${open.url}/sessions`, { headers: { authorization: `Bearer ${TOKEN}`, origin: "https://elsewhere.example" } })
+      expect(other.headers.get("access-control-allow-origin")).toBeNull()
+      const preflight = await fetch(`${open.url}/sessions/x`, { method: "OPTIONS", headers: { origin: "https://ui.example" } })
+      expect(preflight.status).toBe(204)
+      expect(preflight.headers.get("access-control-allow-headers")).toContain("authorization")
+      const refused = await fetch(`${open.url}/sessions`, { headers: { origin: "https://ui.example" } })
+      expect([refused.status, refused.headers.get("access-control-allow-origin")]).toEqual([401, "https://ui.example"])
+    } finally {
+      await open.close()
     }
   })
 })
@@ -58,13 +81,13 @@ describe("the token", () => {
 describe("sessions as JSON", () => {
   it("list, one session, its checkpoints; 404 for an unknown one, 400 for a bad id, DELETE", async () => {
     await checkpointer.append("json-a", [prompt("first"), prompt("second")])
-    const listed = await request(url("/sessions"), { token: TOKEN })
-    expect(listed.status).toBe(200)
-    expect(JSON.stringify(listed.json)).toContain(`"id":"json-a"`)
-    const one = await request(url("/sessions/json-a"), { token: TOKEN })
-    expect(one).toMatchObject({ status: 200, json: { id: "json-a", head: 2, stats: { events: 2 } } })
-    const checkpoints = await request(url("/sessions/json-a/checkpoints"), { token: TOKEN })
-    expect(checkpoints).toMatchObject({ status: 200, json: { checkpoints: [{ seq: 1, prompt: "first" }, { seq: 2, prompt: "second" }] } })
+    const listed = await answer(server.url, TOKEN, (client) => client.sessions.list())
+    expect(JSON.stringify(listed)).toContain(`"id":"json-a"`)
+    const one = await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "json-a" } }))
+    expect(one).toMatchObject({ id: "json-a", head: 2, stats: { events: 2 } })
+    const checkpoints = await answer(server.url, TOKEN, (client) => client.sessions.checkpoints({ path: { id: "json-a" } }))
+    expect(checkpoints).toMatchObject({ checkpoints: [{ seq: 1, prompt: "first" }, { seq: 2, prompt: "second" }], interruptedRestore: null })
+    // The wire format of each error status, pinned with raw requests.
     expect(await request(url("/sessions/nope"), { token: TOKEN })).toMatchObject({ status: 404, json: { error: "SessionNotFound" } })
     expect(await request(url("/sessions/nope/events"), { token: TOKEN })).toMatchObject({ status: 404 })
     expect(await request(url("/sessions/..hidden"), { token: TOKEN })).toMatchObject({ status: 400, json: { error: "BadRequest" } })
@@ -75,9 +98,44 @@ describe("sessions as JSON", () => {
       status: 404,
       json: { error: "NoAgent" }
     })
-    expect((await request(url("/sessions/json-a"), { token: TOKEN, method: "DELETE" })).status).toBe(204)
-    expect((await request(url("/sessions/json-a"), { token: TOKEN })).status).toBe(404)
+    await answer(server.url, TOKEN, (client) => client.sessions.delete({ path: { id: "json-a" } }))
+    expect(await refusal(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "json-a" } }))).toBeInstanceOf(SessionNotFound)
     expect(await checkpointer.head("json-a")).toBe(0)
+  })
+
+  it("the typed client gets each error as the server's own error class, with its fields", async () => {
+    await checkpointer.append("typed", [prompt("only")])
+    const notFound = await refusal(server.url, TOKEN, (client) => client.sessions.checkpoints({ path: { id: "nope" } }))
+    expect(notFound).toBeInstanceOf(SessionNotFound)
+    expect(notFound).toMatchObject({ message: `there is no session "nope"` })
+    expect(await refusal(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "..hidden" } }))).toBeInstanceOf(BadRequest)
+    expect(await refusal(server.url, TOKEN, (client) => client.agent.undoRestore({ path: { id: "typed" } }))).toBeInstanceOf(NoAgent)
+    expect(await refusal(server.url, "wrong-token-0123456789", (client) => client.sessions.list())).toBeInstanceOf(Unauthorized)
+  })
+})
+
+describe("the OpenAPI description", () => {
+  it("GET /openapi.json names every route and the bearer token, and needs no token itself (it describes routes, not sessions)", async () => {
+    const described = await request(url("/openapi.json"))
+    expect(described.status).toBe(200)
+    const spec = described.json as {
+      paths: Record<string, Record<string, unknown>>
+      components: { securitySchemes: Record<string, { type: string; scheme: string }> }
+    }
+    const routes = Object.entries(spec.paths).flatMap(([path, operations]) => Object.keys(operations).map((method) => `${method.toUpperCase()} ${path}`))
+    expect(routes.sort()).toEqual([
+      "DELETE /sessions/{id}",
+      "GET /sessions",
+      "GET /sessions/{id}",
+      "GET /sessions/{id}/checkpoints",
+      "GET /sessions/{id}/events",
+      "POST /sessions/{id}/compact",
+      "POST /sessions/{id}/messages",
+      "POST /sessions/{id}/restore",
+      "POST /sessions/{id}/restore/undo"
+    ])
+    expect(Object.values(spec.components.securitySchemes)).toEqual([expect.objectContaining({ type: "http", scheme: "bearer" })])
+    expect(JSON.stringify(spec.paths["/sessions/{id}/restore"])).toContain(`"409"`)
   })
 })
 

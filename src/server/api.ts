@@ -1,0 +1,209 @@
+/**
+ * The session server's HTTP API, declared once: every route, its path, body and answer, each
+ * error it can answer with and that error's status, and the bearer token in front of all of
+ * them. The server (handlers.ts, sse.ts) implements it; `HttpApiClient.make(SessionApi)` is
+ * its typed client; `OpenApi.fromApi(SessionApi)` its description (served at /openapi.json).
+ *
+ * The bodies (`setPayload`) are for the client and the description: the server decodes them
+ * itself (handlers.ts), so bad ones get its own 400/413 answers.
+ *
+ * Statuses: 400 bad input (nothing changed), 401 no or a wrong token, 404 an unknown session or
+ * a sessions-only server's agent routes, 409 a conflict, a busy agent or a refused restore, 413
+ * a body over `maxBodyBytes`, 500 the store or the model failing.
+ */
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as OpenApi from "@effect/platform/OpenApi"
+import { Schema } from "effect"
+import { Refusal } from "../core/errors.js"
+import { expecting, Flag, NonEmptyString } from "../core/internal/options.js"
+import { Wire } from "./wireErrors.js"
+
+// ---------------------------------------------------------------------------------------
+// Bodies and answers
+// ---------------------------------------------------------------------------------------
+
+export const MessageBody = Schema.Struct({ text: NonEmptyString })
+
+const NonNegativeInteger = expecting(Schema.Number.pipe(Schema.int(), Schema.nonNegative()), "a non-negative integer")
+
+export const RestoreBody = Schema.Struct({
+  seq: NonNegativeInteger,
+  files: Schema.optional(Flag),
+  conversation: Schema.optional(Flag),
+  dryRun: Schema.optional(Flag)
+})
+
+export const CompactBody = Schema.Struct({
+  instructions: Schema.optional(Schema.String),
+  /** Messages kept verbatim after the summary, at most (estimated tokens). */
+  keepRecentTokens: Schema.optional(NonNegativeInteger)
+})
+
+const SessionPath = Schema.Struct({ id: Schema.String })
+
+export const SessionList = Schema.Struct({
+  sessions: Schema.Array(Schema.Struct({ id: Schema.String, mtime: Schema.String }))
+})
+
+export const SessionSummary = Schema.Struct({
+  id: Schema.String,
+  head: Schema.Number,
+  generation: Schema.String,
+  stats: Schema.Struct({ events: Schema.Number, logBytes: Schema.Number, snapshotBytes: Schema.Number, snapshots: Schema.Number })
+})
+
+export const CheckpointList = Schema.Struct({
+  checkpoints: Schema.Array(Schema.Struct({
+    seq: Schema.Number,
+    prompt: Schema.String,
+    ts: Schema.Number,
+    files: Schema.Array(Schema.String),
+    unavailableFiles: Schema.Array(Schema.String)
+  })),
+  /** A restore a crash cut short, or null. */
+  interruptedRestore: Schema.NullOr(Schema.Struct({
+    checkpoint: Schema.Number,
+    startedSeq: Schema.Number,
+    conversation: Schema.Boolean,
+    files: Schema.Array(Schema.String)
+  }))
+})
+
+export const RestoreResult = Schema.Struct({
+  restoredFiles: Schema.Array(Schema.String),
+  conversationRestored: Schema.Boolean,
+  unverifiedFiles: Schema.Array(Schema.String),
+  commandsNotUndone: Schema.Array(Schema.Struct({ seq: Schema.Number, tool: Schema.String, input: Schema.Unknown })),
+  dryRun: Schema.Boolean,
+  plan: Schema.Array(Schema.Struct({
+    path: Schema.String,
+    action: Schema.Literal("write", "delete", "none"),
+    refusal: Schema.optionalWith(Refusal, { exact: true }),
+    unverified: Schema.Boolean,
+    alreadyRestored: Schema.Boolean
+  })),
+  refusals: Schema.Array(Refusal),
+  resumed: Schema.Boolean
+})
+
+/** A Server-Sent Events stream; read it with an SSE client (`EventSource`), not as one body. */
+const EventStream = HttpApiSchema.Text({ contentType: "text/event-stream" }).annotations({
+  description: "Server-Sent Events: `id:` a seq where there is one, `event:` the kind, `data:` JSON"
+})
+
+// ---------------------------------------------------------------------------------------
+// The token
+// ---------------------------------------------------------------------------------------
+
+/** Every route needs `Authorization: Bearer <token>`; without it, or with a wrong one, 401. */
+export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("@lite-agent/server/Authorization", {
+  failure: Wire.Unauthorized.annotations(HttpApiSchema.annotations({ status: 401 })),
+  security: { bearer: HttpApiSecurity.bearer }
+}) {}
+
+// ---------------------------------------------------------------------------------------
+// Routes
+// ---------------------------------------------------------------------------------------
+
+/** Sessions as JSON and their events as SSE: served with or without an agent. */
+export class SessionsGroup extends HttpApiGroup.make("sessions")
+  .add(HttpApiEndpoint.get("list", "/sessions").addSuccess(SessionList))
+  .add(
+    HttpApiEndpoint.get("get", "/sessions/:id").setPath(SessionPath).addSuccess(SessionSummary)
+      .addError(Wire.SessionNotFound, { status: 404 })
+  )
+  .add(
+    HttpApiEndpoint.get("checkpoints", "/sessions/:id/checkpoints").setPath(SessionPath).addSuccess(CheckpointList)
+      .addError(Wire.SessionNotFound, { status: 404 })
+  )
+  .add(
+    HttpApiEndpoint.get("events", "/sessions/:id/events").setPath(SessionPath).addSuccess(EventStream)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .annotate(
+        OpenApi.Description,
+        "The session's events as Server-Sent Events, then each new one as it lands. Resume with Last-Event-ID or ?sinceSeq=; " +
+          "?generation= makes the resume exact."
+      )
+  )
+  .add(
+    HttpApiEndpoint.del("delete", "/sessions/:id").setPath(SessionPath).addSuccess(HttpApiSchema.NoContent)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .addError(Wire.AgentBusyError, { status: 409 })
+  )
+{}
+
+/** Turns, restores and compactions: 404 `NoAgent` on a server without an agent. */
+export class AgentGroup extends HttpApiGroup.make("agent")
+  .add(
+    HttpApiEndpoint.post("messages", "/sessions/:id/messages").setPath(SessionPath).setPayload(MessageBody).addSuccess(EventStream)
+      .addError(Wire.PayloadTooLarge, { status: 413 })
+      .addError(Wire.AgentBusyError, { status: 409 })
+      .addError(Wire.RestoreInterruptedError, { status: 409 })
+      .addError(Wire.ModelError, { status: 500 })
+      .annotate(OpenApi.Description, "Runs a turn in the session (creating it); its agent events as Server-Sent Events, `result` last.")
+  )
+  .add(
+    HttpApiEndpoint.post("restore", "/sessions/:id/restore").setPath(SessionPath).setPayload(RestoreBody).addSuccess(RestoreResult)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .addError(Wire.PayloadTooLarge, { status: 413 })
+      .addError(Wire.AgentBusyError, { status: 409 })
+      .addError(Wire.RestoreRefusedError, { status: 409 })
+      .addError(Wire.RestoreInterruptedError, { status: 409 })
+      .addError(Wire.RestoreFailedError, { status: 500 })
+      .addError(Wire.WorkspaceIOError, { status: 500 })
+  )
+  .add(
+    HttpApiEndpoint.post("undoRestore", "/sessions/:id/restore/undo").setPath(SessionPath).addSuccess(RestoreResult)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .addError(Wire.AgentBusyError, { status: 409 })
+      .addError(Wire.RestoreRefusedError, { status: 409 })
+      .addError(Wire.RestoreFailedError, { status: 500 })
+      .addError(Wire.WorkspaceIOError, { status: 500 })
+  )
+  .add(
+    HttpApiEndpoint.post("compact", "/sessions/:id/compact").setPath(SessionPath).setPayload(CompactBody).addSuccess(EventStream)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .addError(Wire.PayloadTooLarge, { status: 413 })
+      .addError(Wire.AgentBusyError, { status: 409 })
+      .addError(Wire.ModelError, { status: 500 })
+      .addError(Wire.CompactionCancelledError, { status: 500 })
+      .annotate(OpenApi.Description, "Compacts the session; its `compaction` events as Server-Sent Events. A client that leaves cancels it.")
+  )
+  .addError(Wire.NoAgent, { status: 404 })
+{}
+
+export class SessionApi extends HttpApi.make("lite-agent")
+  .add(SessionsGroup)
+  .add(AgentGroup)
+  // One addError per error: the builder flattens a union of errors, dropping a status given to the union.
+  // Bad input: nothing was changed.
+  .addError(Wire.BadRequest, { status: 400 })
+  .addError(Wire.InvalidSessionIdError, { status: 400 })
+  .addError(Wire.InvalidSeqError, { status: 400 })
+  .addError(Wire.InvalidEventError, { status: 400 })
+  .addError(Wire.ConfigurationError, { status: 400 })
+  .addError(Wire.SessionsDisabledError, { status: 400 })
+  // Someone else got there first, or holds the session.
+  .addError(Wire.CheckpointConflictError, { status: 409 })
+  .addError(Wire.CheckpointBusyError, { status: 409 })
+  // The store failed: storage, integrity, a codec, a closed checkpointer.
+  .addError(Wire.EventDecodeError, { status: 500 })
+  .addError(Wire.CheckpointIntegrityError, { status: 500 })
+  .addError(Wire.SchemaVersionError, { status: 500 })
+  .addError(Wire.CodecError, { status: 500 })
+  .addError(Wire.CheckpointerClosedError, { status: 500 })
+  .addError(Wire.StorageError, { status: 500 })
+  .addError(Wire.CheckpointLockLostError, { status: 500 })
+  .addError(Wire.SnapshotBlobError, { status: 500 })
+  .middleware(Authorization)
+  .annotateContext(OpenApi.annotations({
+    title: "lite-agent session server",
+    description: "Durable agent sessions over HTTP: sessions as JSON, their events as Server-Sent Events, and, with an agent, " +
+      "turns, restores and compactions."
+  }))
+{}

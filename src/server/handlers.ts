@@ -1,0 +1,153 @@
+/**
+ * The session server's routes as SessionApi declares them (api.ts). Request bodies are read
+ * and decoded here rather than by the HttpApi builder, so a body that is not JSON, has unknown
+ * or missing fields, or is too large gets the server's own 400/413 answers (`BadRequest`,
+ * `PayloadTooLarge`) with the option decoder's messages, not the builder's generic ones.
+ */
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Effect, Either, Option, Schema, Stream } from "effect"
+import type { AgentEvent } from "../agent/AgentEvents.js"
+import type { LiteAgentService } from "../agent/LiteAgent.js"
+import { Checkpointer, type CheckpointerService, NO_GENERATION } from "../core/Checkpointer.js"
+import { jsonText } from "../core/encoding.js"
+import { decodeOptions } from "../core/internal/options.js"
+import * as Session from "../core/session.js"
+import { sessionIdProblem } from "../core/sessionId.js"
+import { CompactBody, MessageBody, RestoreBody, SessionApi } from "./api.js"
+import { makeSessionHubs } from "./SessionHub.js"
+import { followFrame, frame, framesResponse, resumePoint, type SseSettings, streamResponse } from "./sse.js"
+import { badRequest, noAgent, payloadTooLarge, sessionNotFound } from "./wireErrors.js"
+
+const checkedSessionId = (sessionId: string) => {
+  const problem = sessionIdProblem(sessionId)
+  return problem === undefined ? Effect.succeed(sessionId) : Effect.fail(badRequest(`session id ${JSON.stringify(sessionId)} ${problem}`))
+}
+
+/** The body size limit in force (`maxBodyBytes`). */
+const maxBodySize = Effect.map(HttpIncomingMessage.MaxBodySize, (size) => Option.match(size, { onNone: () => Infinity, onSome: Number }))
+
+/** The request's JSON body decoded with `schema` (unknown keys refused), or a 400 (413) saying what is wrong. */
+const requestBody = <A, I>(request: HttpServerRequest.HttpServerRequest, schema: Schema.Schema<A, I, never>, name: string) =>
+  Effect.flatMap(maxBodySize, (limit) => {
+    if (Number(request.headers["content-length"] ?? 0) > limit) return Effect.fail(payloadTooLarge(limit))
+    return request.text.pipe(
+      Effect.mapError((error) =>
+        String(error).includes("maxBytes") || String(error).includes("too large")
+          ? payloadTooLarge(limit)
+          : badRequest(`cannot read the request body: ${String(error)}`)
+      ),
+      Effect.flatMap((text) => {
+        let parsed: unknown
+        try {
+          parsed = text.trim() === "" ? {} : JSON.parse(text)
+        } catch (error) {
+          return Effect.fail(badRequest(`the request body is not JSON: ${String(error)}`))
+        }
+        return Either.match(decodeOptions(schema, parsed, name), {
+          onLeft: (error) => Effect.fail(badRequest(error.message)),
+          onRight: Effect.succeed
+        })
+      })
+    )
+  })
+
+const existing = (checkpointer: CheckpointerService, sessionId: string) =>
+  Effect.flatMap(checkpointer.version(sessionId), (version) =>
+    version.generation === NO_GENERATION ? Effect.fail(sessionNotFound(sessionId)) : Effect.succeed(version))
+
+/** A restore's result exactly as the agent gave it (snapshot bytes as base64). */
+const restoreResponse = (result: unknown) => HttpServerResponse.text(jsonText(result), { contentType: "application/json" })
+
+/** Sessions as JSON, their events as SSE. */
+export const sessionHandlers = (settings: SseSettings, agent: Option.Option<LiteAgentService>) =>
+  HttpApiBuilder.group(SessionApi, "sessions", (handlers) =>
+    Effect.gen(function*() {
+      const checkpointer = yield* Checkpointer
+      const hubs = yield* makeSessionHubs(checkpointer, followFrame)
+      return handlers
+        .handle("list", () =>
+          Effect.map(checkpointer.list(), (sessions) => ({
+            sessions: sessions.map((s) => ({ id: s.id, mtime: s.mtime.toISOString() }))
+          })))
+        .handle("get", ({ path }) =>
+          Effect.gen(function*() {
+            const sessionId = yield* checkedSessionId(path.id)
+            const version = yield* existing(checkpointer, sessionId)
+            const stats = yield* checkpointer.stats(sessionId)
+            return { id: sessionId, head: version.head, generation: version.generation, stats }
+          }))
+        .handle("checkpoints", ({ path }) =>
+          Effect.gen(function*() {
+            const sessionId = yield* checkedSessionId(path.id)
+            yield* existing(checkpointer, sessionId)
+            const { checkpoints, interruptedRestore } = yield* Option.match(agent, {
+              onSome: (a) =>
+                Effect.all({ checkpoints: a.listCheckpoints(sessionId), interruptedRestore: a.interruptedRestore(sessionId) }),
+              onNone: () =>
+                Effect.map(Stream.runFold(checkpointer.read(sessionId), Session.emptySessionState, Session.step), (state) => ({
+                  checkpoints: Session.checkpoints(state),
+                  interruptedRestore: Session.interruptedRestore(state)
+                }))
+            })
+            return { checkpoints, interruptedRestore: interruptedRestore ?? null }
+          }))
+        .handleRaw("events", ({ path, request }) =>
+          Effect.gen(function*() {
+            const sessionId = yield* checkedSessionId(path.id)
+            const { generation, sinceSeq } = yield* resumePoint(request)
+            yield* existing(checkpointer, sessionId)
+            return framesResponse(hubs.frames(sessionId, sinceSeq, generation), settings)
+          }))
+        .handle("delete", ({ path }) =>
+          Effect.gen(function*() {
+            const sessionId = yield* checkedSessionId(path.id)
+            yield* existing(checkpointer, sessionId)
+            yield* Option.match(agent, { onSome: (a) => a.deleteSession(sessionId), onNone: () => checkpointer.delete(sessionId) })
+          }))
+    }))
+
+/** Turns, restores and compactions; each answers `NoAgent` (404) on a server without an agent. */
+export const agentHandlers = (settings: SseSettings, agent: Option.Option<LiteAgentService>) =>
+  HttpApiBuilder.group(SessionApi, "agent", (handlers) =>
+    Effect.gen(function*() {
+      const checkpointer = yield* Checkpointer
+      const withAgent = Option.match(agent, { onNone: () => Effect.fail(noAgent), onSome: Effect.succeed })
+      return handlers
+        .handleRaw("messages", ({ path, request }) =>
+          Effect.gen(function*() {
+            const a = yield* withAgent
+            const sessionId = yield* checkedSessionId(path.id)
+            const { text } = yield* requestBody(request, MessageBody, "message")
+            return yield* streamResponse(a.run(text, { sessionId }), (event: AgentEvent) => frame({ event: event.type, data: event }), settings)
+          }))
+        .handleRaw("restore", ({ path, request }) =>
+          Effect.gen(function*() {
+            const a = yield* withAgent
+            const sessionId = yield* checkedSessionId(path.id)
+            const { seq, ...options } = yield* requestBody(request, RestoreBody, "restore")
+            yield* existing(checkpointer, sessionId)
+            return restoreResponse(yield* a.restore(sessionId, seq, options))
+          }))
+        .handle("undoRestore", ({ path }) =>
+          Effect.gen(function*() {
+            const a = yield* withAgent
+            const sessionId = yield* checkedSessionId(path.id)
+            yield* existing(checkpointer, sessionId)
+            return restoreResponse(yield* a.undoInterruptedRestore(sessionId))
+          }))
+        .handleRaw("compact", ({ path, request }) =>
+          Effect.gen(function*() {
+            const a = yield* withAgent
+            const sessionId = yield* checkedSessionId(path.id)
+            const { instructions, keepRecentTokens } = yield* requestBody(request, CompactBody, "compact")
+            yield* existing(checkpointer, sessionId)
+            return yield* streamResponse(
+              a.compactRun(instructions, { sessionId, ...(keepRecentTokens === undefined ? {} : { keepRecentTokens }) }),
+              (event) => frame({ event: event.type, data: event }),
+              settings
+            )
+          }))
+    }))
