@@ -11,7 +11,13 @@ import { InvalidEventError } from "../errors.js"
 import type { SessionEvent, SessionEventEncoded } from "../events.js"
 import { type BlobState, type JsonValue, STORED_ARGUMENT_MIN_BYTES, type StoredArgument, type ToolUseBlock } from "../events/parts.js"
 import { sha256Hex } from "./sha256.js"
+import type { BlobVisitor, EventKind } from "./eventKind.js"
 import { EVENT_KINDS } from "./eventTable.js"
+
+/** The blob lens of each kind that has one, by tag. */
+const BLOB_LENSES: ReadonlyMap<string, NonNullable<EventKind["blobs"]>> = new Map(
+  [...EVENT_KINDS].flatMap(([tag, { kind }]) => (kind.blobs === undefined ? [] : [[tag, kind.blobs] as const]))
+)
 
 /** A batch ready for the log: its records' events as JSON, the blobs they need, and the blobs they name that must already be stored. */
 export interface SeparatedBatch {
@@ -24,6 +30,8 @@ export interface SeparatedBatch {
 interface Separation {
   readonly blobs: Map<string, SnapshotBlob>
   readonly references: Map<string, number>
+  /** The index of the event being separated. */
+  index: number
   /** The first thing wrong with an event, once the lens has visited it. */
   problem: string | undefined
 }
@@ -59,10 +67,10 @@ const storeArguments = (separation: Separation, index: number, call: ToolUseBloc
     separation.problem ??= `tool call ${call.id}: ${detail}`
     return call
   }
-  const keys = new Set<string>()
+  const keys = given.length === 0 ? undefined : new Set<string>()
   for (const argument of given) {
-    if (keys.has(argument.key)) return invalid(`the stored argument "${argument.key}" is listed twice`)
-    keys.add(argument.key)
+    if (keys!.has(argument.key)) return invalid(`the stored argument "${argument.key}" is listed twice`)
+    keys!.add(argument.key)
     if (isJsonObject(input) && Object.hasOwn(input, argument.key)) return invalid(`"${argument.key}" is both in the input and a stored argument`)
     noteReference(separation, argument.sha256, index)
   }
@@ -96,19 +104,22 @@ const logged = (fields: object): SessionEventEncoded => fields as SessionEventEn
  * event and its JSON, and none are left), so no schema runs here.
  */
 export const separateBlobs = (sessionId: string, events: ReadonlyArray<SessionEvent>): Either.Either<SeparatedBatch, InvalidEventError> => {
-  const separation: Separation = { blobs: new Map(), references: new Map(), problem: undefined }
+  const separation: Separation = { blobs: new Map(), references: new Map(), index: 0, problem: undefined }
+  // One visitor for the batch: every append of an assistant message passes through it.
+  const visitor: BlobVisitor = {
+    state: (state, path) => storeState(separation, separation.index, state, path),
+    toolCall: (call) => storeArguments(separation, separation.index, call)
+  }
   const encoded: Array<SessionEventEncoded> = new Array(events.length)
   for (let index = 0; index < events.length; index++) {
     const event = events[index]!
-    const lens = EVENT_KINDS.get(event._tag)?.kind.blobs
+    const lens = BLOB_LENSES.get(event._tag)
     if (lens === undefined) {
       encoded[index] = logged({ ...event })
       continue
     }
-    const separated = lens(event, {
-      state: (state, path) => storeState(separation, index, state, path),
-      toolCall: (call) => storeArguments(separation, index, call)
-    })
+    separation.index = index
+    const separated = lens(event, visitor)
     if (separation.problem !== undefined) return Either.left(new InvalidEventError({ sessionId, index, detail: separation.problem }))
     // The lens hands back the event itself when it had nothing to rewrite, and fresh fields otherwise.
     encoded[index] = logged(separated === event ? { ...event } : separated)
