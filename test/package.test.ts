@@ -29,6 +29,8 @@ beforeAll(async () => {
   mkdirSync(join(consumerDir, "node_modules", "@effect"), { recursive: true })
   symlinkSync(join(root, "node_modules", "effect"), join(consumerDir, "node_modules", "effect"), "dir")
   symlinkSync(join(root, "node_modules", "@effect", "ai"), join(consumerDir, "node_modules", "@effect", "ai"), "dir")
+  // The typed client of the server's API (a README sample) is built with @effect/platform's HttpApiClient.
+  symlinkSync(join(root, "node_modules", "@effect", "platform"), join(consumerDir, "node_modules", "@effect", "platform"), "dir")
   writeFileSync(join(consumerDir, "package.json"), JSON.stringify({ name: "consumer", type: "module", private: true }))
   writeFileSync(
     join(consumerDir, "tsconfig.json"),

@@ -124,6 +124,9 @@ const expectedOutput: Record<string, (stdout: string) => void> = {
     expect(stdout).toContain("tool: 'shell', input: { command: 'date > built.txt' }")
     expect(stdout).toContain('greeting.txt: "hello\\n"')
   },
+  "typed-client.ts": (stdout) => {
+    expect(stdout).toContain("1 session, head 1, checkpoint: Refactor src/auth.ts")
+  },
   "promise-checkpointer.ts": (stdout) => {
     expect(stdout).toContain("conflict in demo: expected 0, actual 1")
     expect(stdout).toContain("1 UserMessage")
