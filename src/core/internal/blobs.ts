@@ -11,9 +11,15 @@ import { EVENT_KINDS, isEventInstance } from "./eventTable.js"
 const unchangedCall = (call: ToolUseBlock): ToolUseBlock => call
 const unchangedState = (state: BlobState): BlobState => state
 
+/** A visitor that leaves alone the places `visit` does not name. */
+const completed = (visit: Partial<BlobVisitor>): BlobVisitor => ({
+  state: visit.state ?? unchangedState,
+  toolCall: visit.toolCall ?? unchangedCall
+})
+
 /** Visit each blob place of `fields` (of `kind`) without changing it. */
 const visitBlobs = (kind: EventKind, fields: object, visit: Partial<BlobVisitor>): void => {
-  kind.blobs?.(fields, { state: visit.state ?? unchangedState, toolCall: visit.toolCall ?? unchangedCall })
+  kind.blobs?.(fields, completed(visit))
 }
 
 /** The snapshot-store blobs an event references: stored file states and stored tool-call arguments. */
@@ -34,23 +40,28 @@ export const blobReferences = (event: SessionEvent): ReadonlyArray<string> => {
   return hashes
 }
 
+let inlineSeen = false
+// Made once: the replay asks this of every event of a kind with a lens.
+const inlineDetector: BlobVisitor = {
+  state: (state) => {
+    if (state._tag === "content") inlineSeen = true
+    return state
+  },
+  toolCall: unchangedCall
+}
+
 /** Whether `fields` of `kind` hold file bytes inline (`content`), as logs from before the snapshot store can. */
 export const holdsInlineBytes = (kind: EventKind, fields: object): boolean => {
-  let inline = false
-  visitBlobs(kind, fields, {
-    state: (state) => {
-      if (state._tag === "content") inline = true
-      return state
-    }
-  })
-  return inline
+  inlineSeen = false
+  kind.blobs?.(fields, inlineDetector)
+  return inlineSeen
 }
 
 /** `event` rebuilt (and validated) by its class with each blob place replaced by what `visit` gives back. */
 export const withBlobs = (event: SessionEvent, visit: Partial<BlobVisitor>): SessionEvent => {
   const entry = EVENT_KINDS.get(event._tag)
   if (entry?.kind.blobs === undefined) return event
-  const fields = entry.kind.blobs(event, { state: visit.state ?? unchangedState, toolCall: visit.toolCall ?? unchangedCall })
+  const fields = entry.kind.blobs(event, completed(visit))
   const rebuilt: unknown = Reflect.construct(entry.eventClass, [fields])
   if (!isEventInstance(rebuilt)) throw new Error(`${event._tag} did not rebuild as an event`)
   return rebuilt
