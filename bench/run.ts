@@ -74,8 +74,8 @@ if (runs("postgres")) {
 }
 if (runs("server")) {
   printTable(
-    "Session server: appended event to SSE client (an event every 10 ms; appends from a second checkpointer)",
-    ["backend", "latency p50 / p99, 1 client", "p50 / p99, 100 clients", "events/s to 100 clients", "vs memory", "delivered"],
+    "Session server under many SSE followers (2,000 appends at 80/s from another process; server, clients and writer in separate processes)",
+    ["load", "server", "append→receipt p50 / p99", "p99 vs bare", "server CPU per delivery", "vs bare", "peak RSS", "GET /sessions p99", "delivered"],
     await runServerBench()
   )
 }

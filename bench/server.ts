@@ -1,142 +1,181 @@
 /**
- * The session server's benchmarks: how long an appended event takes to reach SSE clients
- * (p50/p99, 1 and 100 clients) and how many events a second reach 100 clients, per backend.
- * The appends come from a second checkpointer on the same store, as another process's would
- * (memory: the server's own), so each backend's change signal is on the path. The memory
- * backend (in-process notification, no storage) is the baseline of the same run.
+ * The session server under many followers, in real processes on loopback: the server in one
+ * (bench/server-process.ts), the SSE clients in another (bench/sse-clients.ts), the writer and a
+ * probe of `GET /sessions` in this one. Two loads: 300 clients following one session while 2,000
+ * events are appended at 80/s, and 1,000 clients spread over 100 sessions (10 each) while 2,000
+ * events are appended to them in turn at the same rate. Per backend (file, SQLite, PostgreSQL):
+ * append→receipt p50/p99, the server's CPU time per delivered event, its peak RSS, and how long
+ * `GET /sessions` takes meanwhile — against a bare `node:http` server writing the same frames to
+ * the same clients, measured in the same run.
  */
-import { mkdtempSync } from "node:fs"
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { createInterface, type Interface } from "node:readline"
 import { setTimeout as sleep } from "node:timers/promises"
-import { postgresCheckpointer } from "../src/checkpoint-postgres.js"
-import { sqliteCheckpointer } from "../src/checkpoint-sqlite.js"
-import { fileCheckpointer, memoryCheckpointer, type PromiseCheckpointer, UserMessage } from "../src/index.js"
-import { serveSessions } from "../src/server.js"
 import { startPostgres } from "../test/support/postgres.js"
-import { connectSse } from "../test/support/sse.js"
+import { BENCH_TOKEN, openStore, timedEvent } from "./server-process.js"
 
-const TOKEN = "bench-token-0123456789"
-const now = () => Number(process.hrtime.bigint()) / 1e6
+const EVENTS = 2000
+const PER_SECOND = 80
+
+interface Load {
+  readonly name: string
+  readonly sessions: ReadonlyArray<string>
+  readonly perSession: number
+}
+
+const LOADS: ReadonlyArray<Load> = [
+  { name: "300 clients, one session", sessions: ["s0"], perSession: 300 },
+  { name: "1,000 clients over 100 sessions", sessions: Array.from({ length: 100 }, (_, i) => `s${i}`), perSession: 10 }
+]
+
+interface Measured {
+  readonly p50: number
+  readonly p99: number
+  readonly delivered: number
+  readonly expected: number
+  readonly disordered: number
+  readonly cpuMs: number
+  readonly peakRssMb: number
+  readonly probeP99: number
+  readonly probes: number
+}
+
+const node = (script: string, args: ReadonlyArray<string>) =>
+  spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, script), ...args], { stdio: ["pipe", "pipe", "inherit"] })
+
+/** The next line of `lines` that `accept` takes. */
+const lineOf = (lines: Interface, accept: (line: string) => boolean) =>
+  new Promise<string>((resolve, reject) => {
+    const onLine = (line: string) => {
+      if (!accept(line)) return
+      lines.off("line", onLine)
+      resolve(line)
+    }
+    lines.on("line", onLine)
+    lines.once("close", () => reject(new Error("the process ended first")))
+  })
+
+const CLOCK_TICKS_PER_SECOND = 100
+/** A live process's CPU time (user + system) and peak resident memory, from /proc. */
+const processStats = (child: ChildProcess) => {
+  const stat = readFileSync(`/proc/${child.pid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  const cpuMs = ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND
+  const peakKb = Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))?.[1])
+  return { cpuMs, peakRssMb: peakKb / 1024 }
+}
+
 const percentile = (values: Array<number>, p: number) => {
   const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN
 }
 
-type Backend = "memory" | "file" | "sqlite" | "postgres"
+type Served = { readonly kind: "lite"; readonly backend: string; readonly store: string } | { readonly kind: "bare" }
 
-interface Stores {
-  readonly served: PromiseCheckpointer
-  readonly writer: PromiseCheckpointer
-  readonly close: () => Promise<void>
-}
-
-const storesFor = (backend: Backend, postgresUrl: string, run: number): Stores => {
-  const dir = mkdtempSync(join(tmpdir(), "bench-server-"))
-  const open = (): PromiseCheckpointer => {
-    switch (backend) {
-      case "memory":
-        throw new Error("unreachable")
-      case "file":
-        return fileCheckpointer({ dir })
-      case "sqlite":
-        return sqliteCheckpointer({ file: join(dir, "s.db") })
-      case "postgres":
-        return postgresCheckpointer({ url: postgresUrl, schema: `bench_server_${run}` })
-    }
-  }
-  if (backend === "memory") {
-    const memory = memoryCheckpointer()
-    return { served: memory, writer: memory, close: () => memory.close() }
-  }
-  const served = open()
-  const writer = open()
-  return { served, writer, close: async () => {
-    await served.close()
-    await writer.close()
-  } }
-}
-
-/** Clients following one session, recording when each event arrives. */
-const follow = async (url: string, session: string, clients: number, onEvent: (client: number, seq: number, data: string) => void) => {
-  const connections = await Promise.all(
-    Array.from({ length: clients }, () => connectSse(`${url}/sessions/${session}/events`, { token: TOKEN, lastEventId: "1" }))
-  )
-  const reading = connections.map(async (connection, client) => {
-    for await (const message of connection.messages) if (message.event === "event") onEvent(client, Number(message.id), message.data)
-  })
-  return {
-    stop: async () => {
-      for (const connection of connections) connection.abort()
-      await Promise.allSettled(reading)
-    }
-  }
-}
-
-const measure = async (backend: Backend, postgresUrl: string, run: number) => {
-  const stores = storesFor(backend, postgresUrl, run)
-  const server = await serveSessions({ checkpointer: stores.served, token: TOKEN, sseBufferEvents: 100_000 })
-  const rows: Record<string, number> = {}
+const measure = async (load: Load, served: Served): Promise<Measured> => {
+  const writer = served.kind === "lite" ? openStore(served.backend, served.store) : undefined
+  // Every session exists (one event) before its clients arrive; they follow from its head.
+  if (writer !== undefined) for (const session of load.sessions) await writer.append(session, [timedEvent()])
+  const server = served.kind === "lite"
+    ? node("server-process.ts", ["lite", JSON.stringify({ backend: served.backend, store: served.store })])
+    : node("server-process.ts", ["bare", JSON.stringify({ sessions: load.sessions, events: EVENTS, perSecond: PER_SECOND })])
+  const serverLines = createInterface({ input: server.stdout! })
   try {
-    for (const clients of [1, 100]) {
-      const session = `latency-${clients}`
-      await stores.writer.append(session, [new UserMessage({ content: "start" })])
-      const latencies: Array<number> = []
-      const follower = await follow(server.url, session, clients, (_client, _seq, data) => {
-        const sent = Number(/"content":"t([0-9.]+)"/.exec(data)?.[1])
-        if (!Number.isNaN(sent)) latencies.push(now() - sent)
-      })
-      await sleep(300)
-      const events = 200
-      for (let i = 0; i < events; i++) {
-        await stores.writer.append(session, [new UserMessage({ content: `t${now()}` })])
-        await sleep(10)
+    const url = (await lineOf(serverLines, (line) => line.startsWith("ready "))).slice("ready ".length)
+    const expected = EVENTS / load.sessions.length
+    const clients = node("sse-clients.ts", [JSON.stringify({ url, sessions: load.sessions, perSession: load.perSession, expected, lastEventId: "1" })])
+    const clientLines = createInterface({ input: clients.stdout! })
+    const result = lineOf(clientLines, (line) => line.startsWith("{"))
+    await lineOf(clientLines, (line) => line === "ready")
+    const before = processStats(server)
+
+    let writing = true
+    const probes: Array<number> = []
+    const probing = (async () => {
+      while (writing) {
+        const started = performance.now()
+        const response = await fetch(`${url}/sessions`, { headers: { authorization: `Bearer ${BENCH_TOKEN}` } })
+        await response.arrayBuffer()
+        probes.push(performance.now() - started)
+        await sleep(100)
       }
-      const deadline = Date.now() + 20_000
-      while (latencies.length < events * clients && Date.now() < deadline) await sleep(20)
-      await follower.stop()
-      rows[`p50 ${clients}`] = percentile(latencies, 50)
-      rows[`p99 ${clients}`] = percentile(latencies, 99)
-      rows[`delivered ${clients}`] = latencies.length / (events * clients)
+    })()
+    if (writer === undefined) {
+      server.stdin!.write("go\n")
+      await lineOf(serverLines, (line) => line === "written")
+    } else {
+      const started = performance.now()
+      for (let i = 0; i < EVENTS; i++) {
+        const wait = started + (i * 1000) / PER_SECOND - performance.now()
+        if (wait > 0) await sleep(wait)
+        await writer.append(load.sessions[i % load.sessions.length]!, [timedEvent()])
+      }
     }
-    // Throughput to 100 clients: 1,000 events appended in batches as fast as the store takes them.
-    const session = "throughput"
-    await stores.writer.append(session, [new UserMessage({ content: "start" })])
-    const total = 1_000
-    let delivered = 0
-    const follower = await follow(server.url, session, 100, () => delivered++)
-    await sleep(300)
-    const started = now()
-    for (let i = 0; i < total; i += 500) {
-      await stores.writer.append(session, Array.from({ length: 500 }, (_, k) => new UserMessage({ content: `e${i + k}` })))
+    // Every delivery, or two minutes after the last append.
+    const late = setTimeout(() => clients.stdin!.write("stop\n"), 120_000)
+    const measured = JSON.parse(await result) as { delivered: number; expected: number; disordered: number; p50: number; p99: number }
+    clearTimeout(late)
+    writing = false
+    await probing
+    const after = processStats(server)
+    clients.kill()
+    return {
+      ...measured,
+      cpuMs: after.cpuMs - before.cpuMs,
+      peakRssMb: after.peakRssMb,
+      probeP99: percentile(probes, 99),
+      probes: probes.length
     }
-    const deadline = Date.now() + 120_000
-    while (delivered < total * 100 && Date.now() < deadline) await sleep(20)
-    rows["events/s to 100"] = delivered / ((now() - started) / 1000)
-    await follower.stop()
   } finally {
-    await server.close()
-    await stores.close()
+    server.kill("SIGKILL")
+    await writer?.close()
   }
-  return rows
 }
+
+const fixed = (value: number, digits = 0) => value.toFixed(digits)
 
 export const runServerBench = async () => {
   const postgres = await startPostgres()
+  const rows: Array<Array<string>> = []
   try {
-    const results: Array<[Backend, Record<string, number>]> = []
     let run = 0
-    for (const backend of ["memory", "file", "sqlite", "postgres"] as const) results.push([backend, await measure(backend, postgres.url, ++run)])
-    const baseline = results[0]![1]
-    return results.map(([backend, rows]) => [
-      backend,
-      `${rows["p50 1"]!.toFixed(1)} / ${rows["p99 1"]!.toFixed(1)} ms`,
-      `${rows["p50 100"]!.toFixed(1)} / ${rows["p99 100"]!.toFixed(1)} ms`,
-      `${rows["events/s to 100"]!.toFixed(0)}/s`,
-      `${(rows["events/s to 100"]! / baseline["events/s to 100"]!).toFixed(2)}×`,
-      `${(Math.min(rows["delivered 1"]!, rows["delivered 100"]!) * 100).toFixed(0)}%`
-    ])
+    for (const load of LOADS) {
+      const bare = await measure(load, { kind: "bare" })
+      const perDelivery = (m: Measured) => (m.cpuMs * 1000) / Math.max(1, m.delivered)
+      rows.push([
+        load.name,
+        "bare node:http",
+        `${fixed(bare.p50, 1)} / ${fixed(bare.p99, 1)} ms`,
+        "1.00×",
+        `${fixed(perDelivery(bare), 1)} µs`,
+        "1.00×",
+        `${fixed(bare.peakRssMb)} MB`,
+        `${fixed(bare.probeP99, 1)} ms`,
+        `${fixed((100 * bare.delivered) / bare.expected, 1)}%`
+      ])
+      for (const backend of ["file", "sqlite", "postgres"]) {
+        run++
+        const dir = mkdtempSync(join(tmpdir(), "bench-server-"))
+        const store = backend === "file" ? dir : backend === "sqlite" ? join(dir, "s.db") : `${postgres.url} bench_server_${process.pid}_${run}`
+        const m = await measure(load, { kind: "lite", backend, store })
+        rows.push([
+          load.name,
+          backend,
+          `${fixed(m.p50, 1)} / ${fixed(m.p99, 1)} ms`,
+          `${fixed(m.p99 / bare.p99, 2)}×`,
+          `${fixed(perDelivery(m), 1)} µs`,
+          `${fixed(perDelivery(m) / perDelivery(bare), 2)}×`,
+          `${fixed(m.peakRssMb)} MB (${fixed(m.peakRssMb - 2 * bare.peakRssMb)} over 2× bare)`,
+          `${fixed(m.probeP99, 1)} ms`,
+          `${fixed((100 * m.delivered) / m.expected, 1)}%${m.disordered > 0 ? `, ${m.disordered} out of order` : ""}`
+        ])
+      }
+    }
   } finally {
     postgres.destroy()
   }
+  return rows
 }

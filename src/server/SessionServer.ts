@@ -26,7 +26,8 @@ import { ConfigurationError } from "../core/errors.js"
 import { decodeOptions, expecting, NonEmptyString, PositiveInteger, PositiveMilliseconds } from "../core/internal/options.js"
 import { Authorization, SessionApi } from "./api.js"
 import { agentHandlers, sessionHandlers } from "./handlers.js"
-import { routeNotFound, unauthorized, undeclaredFailure } from "./wireErrors.js"
+import { makeSseResponses } from "./sse.js"
+import { payloadTooLarge, routeNotFound, unauthorized, undeclaredFailure } from "./wireErrors.js"
 
 export const SessionServerOptions = Schema.Struct({
   /** The address to listen on. Default "127.0.0.1"; any other than loopback needs `token`. */
@@ -70,13 +71,18 @@ export const resolveSettings = (options: SessionServerOptions, generatedToken: s
 // The app: the token, CORS, body limit, what no route declares
 // ---------------------------------------------------------------------------------------
 
+/** The scheme is case-insensitive (RFC 9110 §11.1); the token is not. */
+const BEARER = /^bearer +/i
+
 const tokenMatches = (header: string | undefined, token: string) => {
-  const expected = Buffer.from(`Bearer ${token}`)
-  const given = Buffer.from(header ?? "")
+  const scheme = header === undefined ? null : BEARER.exec(header)
+  if (header === undefined || scheme === null) return false
+  const expected = Buffer.from(token)
+  const given = Buffer.from(header.slice(scheme[0].length))
   return given.length === expected.length && timingSafeEqual(given, expected)
 }
 
-/** The bearer token, compared in constant time with the whole `Authorization` header. */
+/** The bearer token, compared in constant time. */
 const authorization = (token: string) =>
   Layer.succeed(Authorization, {
     bearer: () =>
@@ -89,11 +95,20 @@ const isRouteNotFound = (error: unknown) => error instanceof RouteNotFound
 /** The OpenAPI description is public: it says what the routes are (as the README does), not what any session holds. */
 const OPENAPI_PATH = "/openapi.json"
 
+/** 413, and the connection closes once it is sent: the rest of the body is never read. */
+const tooLarge = (limit: number) =>
+  HttpServerResponse.unsafeJson(
+    { error: "PayloadTooLarge", message: payloadTooLarge(limit).message },
+    { status: 413, headers: { connection: "close" } }
+  )
+
 /** The whole application: SessionApi behind the token, `GET /openapi.json`, errors as JSON. */
 export const makeApp = (settings: SessionServerSettings, agent: Option.Option<LiteAgentService>) =>
   Effect.gen(function*() {
+    const sse = makeSseResponses(settings)
+    yield* Effect.addFinalizer(() => Effect.sync(() => sse.clients.closeAll()))
     const implemented = HttpApiBuilder.api(SessionApi).pipe(
-      Layer.provide([sessionHandlers(settings, agent), agentHandlers(settings, agent), authorization(settings.token)])
+      Layer.provide([sessionHandlers(settings, sse, agent), agentHandlers(sse, agent), authorization(settings.token)])
     )
     const built = yield* Layer.build(Layer.mergeAll(implemented, HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer))
     const api = yield* Effect.provide(HttpApiBuilder.httpApp, built)
@@ -101,6 +116,8 @@ export const makeApp = (settings: SessionServerSettings, agent: Option.Option<Li
     const app = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       if (request.method === "GET" && new URL(request.url, "http://localhost").pathname === OPENAPI_PATH) return openApi
+      // A body declared over the limit is refused before any route reads (or drains) it.
+      if (Number(request.headers["content-length"] ?? 0) > settings.maxBodyBytes) return tooLarge(settings.maxBodyBytes)
       const response = yield* api.pipe(
         HttpIncomingMessage.withMaxBodySize(Option.some(settings.maxBodyBytes)),
         Effect.catchAllCause((cause) => {
@@ -114,7 +131,10 @@ export const makeApp = (settings: SessionServerSettings, agent: Option.Option<Li
         })
       )
       // The API's error encoding sets a status and a body only; a 401 also says which scheme to use.
-      return response.status === 401 ? HttpServerResponse.setHeader(response, "www-authenticate", "Bearer") : response
+      if (response.status === 401) return HttpServerResponse.setHeader(response, "www-authenticate", "Bearer")
+      // A body found over the limit while read (no Content-Length): the connection closes too.
+      if (response.status === 413) return HttpServerResponse.setHeader(response, "connection", "close")
+      return response
     })
     return settings.corsOrigins.length === 0 ? app : HttpMiddleware.cors({
       allowedOrigins: (origin) => settings.corsOrigins.includes(origin),
@@ -126,6 +146,25 @@ export const makeApp = (settings: SessionServerSettings, agent: Option.Option<Li
 // ---------------------------------------------------------------------------------------
 // Listening
 // ---------------------------------------------------------------------------------------
+
+/** What a token reachable from the network must be worth: as much as 16 random bytes. */
+const MIN_TOKEN_BITS = 128
+const MAKE_A_TOKEN = "make one with `openssl rand -hex 32`"
+
+/**
+ * A token's entropy, estimated from the token alone: its length times the Shannon entropy of
+ * its characters' frequencies. Generous to a token that only looks random, but it refuses what
+ * people actually type — a repeated letter, a word with digits — and a token of 32 random bytes
+ * in hex or base64 always passes.
+ */
+export const estimatedEntropyBits = (token: string) => {
+  const counts = new Map<string, number>()
+  for (const character of token) counts.set(character, (counts.get(character) ?? 0) + 1)
+  const length = [...token].length
+  let perCharacter = 0
+  for (const count of counts.values()) perCharacter -= (count / length) * Math.log2(count / length)
+  return perCharacter * length
+}
 
 const isLoopback = (host: string) =>
   host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
@@ -149,13 +188,23 @@ export const layer = (
     Effect.gen(function*() {
       const decoded = yield* decodeOptions(SessionServerOptions, options, { name: "server options", secrets: ["token"] })
       const host = decoded.host ?? "127.0.0.1"
-      if (!isLoopback(host) && decoded.token === undefined) {
-        return yield* new ConfigurationError({
-          option: "token",
-          detail: `listening on ${host}, which is not a loopback address, needs a token of your own (at least 16 characters)`
-        })
+      if (!isLoopback(host)) {
+        if (decoded.token === undefined) {
+          return yield* new ConfigurationError({
+            option: "token",
+            detail: `listening on ${host}, which is not a loopback address, needs a token of your own (${MAKE_A_TOKEN})`
+          })
+        }
+        const bits = estimatedEntropyBits(decoded.token)
+        if (bits < MIN_TOKEN_BITS) {
+          return yield* new ConfigurationError({
+            option: "token",
+            detail: `listening on ${host}, which is not a loopback address, needs a token of at least ${MIN_TOKEN_BITS} bits of ` +
+              `entropy; this one has about ${Math.floor(bits)} (${MAKE_A_TOKEN})`
+          })
+        }
       }
-      const settings = resolveSettings(decoded, randomBytes(24).toString("base64url"))
+      const settings = resolveSettings(decoded, randomBytes(32).toString("base64url"))
       const agent = yield* Effect.serviceOption(LiteAgent)
       const app = yield* makeApp(settings, agent)
       const server = yield* NodeHttpServer.make(() => createServer(), { host, port: decoded.port ?? 0 })

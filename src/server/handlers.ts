@@ -18,7 +18,8 @@ import * as Session from "../core/session.js"
 import { sessionIdProblem } from "../core/sessionId.js"
 import { CompactBody, MessageBody, RestoreBody, SessionApi } from "./api.js"
 import { makeSessionHubs } from "./SessionHub.js"
-import { followFrame, frame, framesResponse, resumePoint, type SseSettings, streamResponse } from "./sse.js"
+import { errorFrame, followFrame, frame, type makeSseResponses, resumePoint } from "./sse.js"
+import type { SseSettings } from "./sseClient.js"
 import { badRequest, noAgent, payloadTooLarge, sessionNotFound } from "./wireErrors.js"
 
 const checkedSessionId = (sessionId: string) => {
@@ -62,11 +63,15 @@ const existing = (checkpointer: CheckpointerService, sessionId: string) =>
 const restoreResponse = (result: unknown) => HttpServerResponse.text(jsonText(result), { contentType: "application/json" })
 
 /** Sessions as JSON, their events as SSE. */
-export const sessionHandlers = (settings: SseSettings, agent: Option.Option<LiteAgentService>) =>
+export const sessionHandlers = (
+  settings: SseSettings,
+  sse: ReturnType<typeof makeSseResponses>,
+  agent: Option.Option<LiteAgentService>
+) =>
   HttpApiBuilder.group(SessionApi, "sessions", (handlers) =>
     Effect.gen(function*() {
       const checkpointer = yield* Checkpointer
-      const hubs = yield* makeSessionHubs(checkpointer, followFrame)
+      const hubs = yield* makeSessionHubs(checkpointer, settings, followFrame, errorFrame)
       return handlers
         .handle("list", () =>
           Effect.map(checkpointer.list(), (sessions) => ({
@@ -99,7 +104,7 @@ export const sessionHandlers = (settings: SseSettings, agent: Option.Option<Lite
             const sessionId = yield* checkedSessionId(path.id)
             const { generation, sinceSeq } = yield* resumePoint(request)
             yield* existing(checkpointer, sessionId)
-            return framesResponse(hubs.frames(sessionId, sinceSeq, generation), settings)
+            return yield* sse.respond(request, (client) => hubs.serve(client, sessionId, sinceSeq, generation))
           }))
         .handle("delete", ({ path }) =>
           Effect.gen(function*() {
@@ -110,7 +115,7 @@ export const sessionHandlers = (settings: SseSettings, agent: Option.Option<Lite
     }))
 
 /** Turns, restores and compactions; each answers `NoAgent` (404) on a server without an agent. */
-export const agentHandlers = (settings: SseSettings, agent: Option.Option<LiteAgentService>) =>
+export const agentHandlers = (sse: ReturnType<typeof makeSseResponses>, agent: Option.Option<LiteAgentService>) =>
   HttpApiBuilder.group(SessionApi, "agent", (handlers) =>
     Effect.gen(function*() {
       const checkpointer = yield* Checkpointer
@@ -121,7 +126,7 @@ export const agentHandlers = (settings: SseSettings, agent: Option.Option<LiteAg
             const a = yield* withAgent
             const sessionId = yield* checkedSessionId(path.id)
             const { text } = yield* requestBody(request, MessageBody, "message")
-            return yield* streamResponse(a.run(text, { sessionId }), (event: AgentEvent) => frame({ event: event.type, data: event }), settings)
+            return yield* sse.stream(request, a.run(text, { sessionId }), (event: AgentEvent) => frame({ event: event.type, data: event }))
           }))
         .handleRaw("restore", ({ path, request }) =>
           Effect.gen(function*() {
@@ -144,10 +149,10 @@ export const agentHandlers = (settings: SseSettings, agent: Option.Option<LiteAg
             const sessionId = yield* checkedSessionId(path.id)
             const { instructions, keepRecentTokens } = yield* requestBody(request, CompactBody, "compact")
             yield* existing(checkpointer, sessionId)
-            return yield* streamResponse(
+            return yield* sse.stream(
+              request,
               a.compactRun(instructions, { sessionId, ...(keepRecentTokens === undefined ? {} : { keepRecentTokens }) }),
-              (event) => frame({ event: event.type, data: event }),
-              settings
+              (event) => frame({ event: event.type, data: event })
             )
           }))
     }))
