@@ -51,6 +51,7 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import { hostname } from "node:os"
 import { join } from "node:path"
+import { closeProbe } from "./lockClock.js"
 import { closeIdleFiles } from "./lockHolding.js"
 import { listenForLiveness } from "./lockLiveness.js"
 import { LOCKS_DIR, type LockRecord, type Owner } from "./lockRecord.js"
@@ -60,7 +61,7 @@ export { LOCKS_DIR, type HeldFile, type LockRecord, type Owner } from "./lockRec
 export { holderIsDead, kernelIdentity } from "./lockLiveness.js"
 export { clearIfStale, judge, removeStale, type Verdict } from "./lockTakeover.js"
 export { confirm, create, release, renew, renewedWithin, stillHeld } from "./lockHolding.js"
-export { markWanted, sweep, unmarkWanted, wantedSince } from "./lockWaitersAndSweep.js"
+export { markWanted, sweep, unmarkWanted, wantedAge } from "./lockWaitersAndSweep.js"
 
 export const openOwner = async (directory: string, leaseMs: number, kernel: string): Promise<Owner> => {
   const locksDir = join(directory, LOCKS_DIR)
@@ -90,6 +91,7 @@ export const openOwner = async (directory: string, leaseMs: number, kernel: stri
     holding: 0,
     closed: false,
     staleCounter: 0,
+    probe: undefined,
     judgedLive: new Map()
   }
   await sweep(owner)
@@ -101,5 +103,6 @@ export const closeOwner = (owner: Owner) => {
   owner.closed = true
   // Closing the server removes its socket file.
   owner.socket?.server.close()
+  closeProbe(owner)
   closeIdleFiles(owner)
 }

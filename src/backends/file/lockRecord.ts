@@ -37,7 +37,7 @@ export interface LeaseFile {
   readonly path: string
   readonly fd: number
   readonly ino: bigint
-  /** `performance.now()` of the last renewal. */
+  /** `monotonicNow()` of the last renewal. */
   renewedAt: number
 }
 
@@ -70,12 +70,14 @@ export interface Owner {
   holding: number
   closed: boolean
   staleCounter: number
+  /** A file this owner writes to learn the file system's time (lockClock.ts), opened on first use. */
+  probe: number | undefined
   /**
    * Locks whose holder was judged alive lately, by inode (a holder's locks are links to its
-   * record, so one inode per holder): not judged again until `until` (`performance.now()`),
-   * unless their lease runs out first.
+   * record, so one inode per holder): not judged again until `until` (`monotonicNow()`), which
+   * is never past the end of the lease they had then.
    */
-  readonly judgedLive: Map<bigint, { readonly until: number; readonly leaseMs: number }>
+  readonly judgedLive: Map<bigint, { readonly until: number }>
 }
 
 const parseRecord = (bytes: Buffer): LockRecord | undefined => {

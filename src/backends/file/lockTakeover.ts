@@ -5,6 +5,8 @@
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { errnoOf as codeOf } from "../internal/causes.js"
+import { monotonicNow } from "../internal/monotonic.js"
+import { ageOf } from "./lockClock.js"
 import { holderIsDead } from "./lockLiveness.js"
 import { type Owner, readLockFile, STALE_PREFIX } from "./lockRecord.js"
 
@@ -13,7 +15,7 @@ const LIVE_RECHECK_MS = 100
 
 export type Verdict =
   | { readonly _tag: "gone" }
-  | { readonly _tag: "live"; readonly stat: fs.BigIntStats; readonly leaseMs: number }
+  | { readonly _tag: "live"; readonly stat: fs.BigIntStats; readonly leaseMs: number; readonly ageMs: number }
   | { readonly _tag: "stale"; readonly stat: fs.BigIntStats; readonly why: "dead" | "expired" | "orphan" }
 
 /**
@@ -28,9 +30,11 @@ export const judge = async (owner: Owner, path: string): Promise<Verdict> => {
   if (record?.owner === owner.token) return { _tag: "stale", stat, why: "orphan" }
   // A holder that asked for a longer lease gets it.
   const leaseMs = Math.max(owner.leaseMs, record?.leaseMs ?? 0)
-  if (Date.now() - Number(stat.mtimeNs / 1_000_000n) > leaseMs) return { _tag: "stale", stat, why: "expired" }
+  // On the file system's clock, which stamped the renewal too (lockClock.ts).
+  const ageMs = ageOf(owner, stat)
+  if (ageMs > leaseMs) return { _tag: "stale", stat, why: "expired" }
   if (record !== undefined && (await holderIsDead(owner, record))) return { _tag: "stale", stat, why: "dead" }
-  return { _tag: "live", stat, leaseMs }
+  return { _tag: "live", stat, leaseMs, ageMs }
 }
 
 const sameFile = (a: fs.BigIntStats, b: fs.BigIntStats) => a.ino === b.ino && a.dev === b.dev && a.mtimeNs === b.mtimeNs
@@ -73,7 +77,7 @@ export const removeStale = (owner: Owner, path: string, judged: fs.BigIntStats) 
   fs.rmSync(aside, { force: true })
 }
 
-/** Whether the lock at `path` is one whose holder was judged alive lately, and its lease has not run out since. */
+/** Whether the lock at `path` is one whose holder was judged alive lately, with time left on its lease then. */
 const judgedLiveLately = (owner: Owner, path: string): boolean => {
   if (owner.judgedLive.size === 0) return false
   let stat: fs.BigIntStats
@@ -84,11 +88,9 @@ const judgedLiveLately = (owner: Owner, path: string): boolean => {
   }
   const judged = owner.judgedLive.get(stat.ino)
   if (judged === undefined) return false
-  if (performance.now() >= judged.until) {
-    owner.judgedLive.delete(stat.ino)
-    return false
-  }
-  return Date.now() - Number(stat.mtimeNs / 1_000_000n) <= judged.leaseMs
+  if (monotonicNow() < judged.until) return true
+  owner.judgedLive.delete(stat.ino)
+  return false
 }
 
 /**
@@ -101,7 +103,8 @@ export const clearIfStale = async (owner: Owner, path: string): Promise<boolean>
   if (verdict._tag === "live") {
     // One entry per holder met; many holders at once (rare) start the memory afresh.
     if (owner.judgedLive.size >= 64) owner.judgedLive.clear()
-    owner.judgedLive.set(verdict.stat.ino, { until: performance.now() + LIVE_RECHECK_MS, leaseMs: verdict.leaseMs })
+    const leaseLeftMs = verdict.leaseMs - verdict.ageMs
+    owner.judgedLive.set(verdict.stat.ino, { until: monotonicNow() + Math.min(LIVE_RECHECK_MS, leaseLeftMs) })
     return false
   }
   if (verdict._tag === "stale") removeStale(owner, path, verdict.stat)
