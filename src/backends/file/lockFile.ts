@@ -8,6 +8,7 @@
  * <dir>/.locks/.r-<token>          a holder's record (who, which kernel, which lease, which socket)
  * <dir>/.locks/.o-<token>          a holder's liveness socket, listening while it lives
  * <dir>/.locks/.stale-<token>-<n>  a stale lock being removed (a moment; leftovers are swept)
+ * <dir>/.locks/.stale-<token>-clock  an owner's clock probe, removed as soon as it is open (see Lease)
  * <dir>/.locks/.wanted/<sessionId>  touched by whoever waits for that lock (see `markWanted`)
  * ```
  *
@@ -24,8 +25,10 @@
  *   host's), through the very socket inode the holder bound (not another mount of it), and —
  *   where a full accept queue also refuses connections (macOS) — once the holder's pid is gone.
  *   Any doubt means "alive".
- * - Lease: a holder renews its lock (the file's modification time) every lease / 5 while it
- *   holds it, and a lock is never taken with less than 3/4 of a lease left. A lock not renewed
+ * - Lease: a holder renews its lock every lease / 5 while it holds it, by writing to it (so the
+ *   file system stamps its modification time), and a lock is never taken with less than 3/4 of
+ *   a lease left. Its age is judged against the file system's now, the time stamped on a probe
+ *   file the judge writes to: no process's own clock enters a lease (lockClock.ts). A lock not renewed
  *   for longer than its lease is stale whoever holds it: the holder was paused (SIGSTOP, a laptop
  *   asleep), its event loop stalled, or it runs on another kernel and died. That is the takeover
  *   bound wherever the socket cannot tell.
@@ -43,6 +46,7 @@
  * protocol's one entry point; its parts:
  * - lockRecord.ts: the layout above, the record, and the shapes of owners and held locks;
  * - lockLiveness.ts: the liveness socket, "is the holder dead?", which kernel this is;
+ * - lockClock.ts: the file system's clock, which stamps leases and measures their age;
  * - lockTakeover.ts: judging a lock someone else holds, removing a stale one;
  * - lockHolding.ts: creating, renewing, confirming and releasing a lock this process holds;
  * - lockWaitersAndSweep.ts: waiters' `.wanted/` marks, and the sweep of crash leftovers.
