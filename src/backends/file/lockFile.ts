@@ -28,7 +28,9 @@
  * - Lease: a holder renews its lock every lease / 5 while it holds it, by writing to it (so the
  *   file system stamps its modification time), and a lock is never taken with less than 3/4 of
  *   a lease left. Its age is judged against the file system's now, the time stamped on a probe
- *   file the judge writes to: no process's own clock enters a lease (lockClock.ts). A lock not renewed
+ *   file the judge writes to: no process's own clock enters a lease (lockClock.ts); a lock the
+ *   judge has seen unchanged for longer than a lease (on its monotonic clock) is expired too,
+ *   should the file system's clock have been set back since its last renewal. A lock not renewed
  *   for longer than its lease is stale whoever holds it: the holder was paused (SIGSTOP, a laptop
  *   asleep), its event loop stalled, or it runs on another kernel and died. That is the takeover
  *   bound wherever the socket cannot tell.
@@ -96,7 +98,8 @@ export const openOwner = async (directory: string, leaseMs: number, kernel: stri
     closed: false,
     staleCounter: 0,
     probe: undefined,
-    judgedLive: new Map()
+    judgedLive: new Map(),
+    seenUnchanged: new Map()
   }
   await sweep(owner)
   return owner

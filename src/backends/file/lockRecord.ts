@@ -78,6 +78,12 @@ export interface Owner {
    * is never past the end of the lease they had then.
    */
   readonly judgedLive: Map<bigint, { readonly until: number }>
+  /**
+   * Each lock met, by path, as first seen with its current inode and modification time, and
+   * since when (`monotonicNow()`): a lock seen unchanged for longer than its lease was not
+   * renewed meanwhile, whatever the clocks say.
+   */
+  readonly seenUnchanged: Map<string, { readonly ino: bigint; readonly mtimeNs: bigint; readonly since: number }>
 }
 
 const parseRecord = (bytes: Buffer): LockRecord | undefined => {

@@ -19,19 +19,37 @@ export type Verdict =
   | { readonly _tag: "stale"; readonly stat: fs.BigIntStats; readonly why: "dead" | "expired" | "orphan" }
 
 /**
+ * How long this owner has seen the lock at `path` unchanged (not renewed), on its monotonic
+ * clock: a bound that holds even when the file system's clock was set back after the lock's
+ * last renewal (its modification time then lies ahead of the file system's now).
+ */
+const unchangedFor = (owner: Owner, path: string, stat: fs.BigIntStats): number => {
+  const now = monotonicNow()
+  const seen = owner.seenUnchanged.get(path)
+  if (seen !== undefined && seen.ino === stat.ino && seen.mtimeNs === stat.mtimeNs) return now - seen.since
+  // Many locks met at once (rare) start the memory afresh.
+  if (owner.seenUnchanged.size >= 256) owner.seenUnchanged.clear()
+  owner.seenUnchanged.set(path, { ino: stat.ino, mtimeNs: stat.mtimeNs, since: now })
+  return 0
+}
+
+/**
  * Whether the lock file at `path`, which the caller does not hold, may be taken over now. The
  * caller holds the in-process mutex of the session, so a lock naming this very owner is a
  * leftover (a release that failed), not a lock in use.
  */
 export const judge = async (owner: Owner, path: string): Promise<Verdict> => {
   const found = readLockFile(path)
-  if (found === undefined) return { _tag: "gone" }
+  if (found === undefined) {
+    owner.seenUnchanged.delete(path)
+    return { _tag: "gone" }
+  }
   const { record, stat } = found
   if (record?.owner === owner.token) return { _tag: "stale", stat, why: "orphan" }
   // A holder that asked for a longer lease gets it.
   const leaseMs = Math.max(owner.leaseMs, record?.leaseMs ?? 0)
   // On the file system's clock, which stamped the renewal too (lockClock.ts).
-  const ageMs = ageOf(owner, stat)
+  const ageMs = Math.max(ageOf(owner, stat), unchangedFor(owner, path, stat))
   if (ageMs > leaseMs) return { _tag: "stale", stat, why: "expired" }
   if (record !== undefined && (await holderIsDead(owner, record))) return { _tag: "stale", stat, why: "dead" }
   return { _tag: "live", stat, leaseMs, ageMs }
