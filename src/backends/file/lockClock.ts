@@ -9,7 +9,8 @@
  */
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { type Owner, STALE_PREFIX } from "./lockRecord.js"
+import { errnoOf as codeOf } from "../internal/causes.js"
+import { type Owner, WANTED_DIR } from "./lockRecord.js"
 
 /** A record is JSON: its first byte is always "{", written over itself to renew a lease. */
 const RECORD_START = new Uint8Array([0x7b])
@@ -43,15 +44,32 @@ export const stampPath = (path: string) => {
   }
 }
 
-/** The owner's probe: a file no one else sees (unlinked at once; one left by a crash in between is swept as stale). */
+/**
+ * The owner's probe: a file no one else sees, unlinked as soon as it is open (one left by a crash
+ * in between is swept as an old mark). It is made beside the waiters' marks rather than among
+ * the locks, so that writing to it wakes no one watching for locks.
+ */
 const probeOf = (owner: Owner): number => {
-  if (owner.probe === undefined) {
-    const path = join(owner.locksDir, `${STALE_PREFIX}${owner.token}-clock`)
-    const fd = fs.openSync(path, "w", 0o600)
-    fs.rmSync(path, { force: true })
-    owner.probe = fd
+  if (owner.probe !== undefined) return owner.probe
+  const directory = join(owner.locksDir, WANTED_DIR)
+  const path = join(directory, `.clock-${owner.token}`)
+  for (let tries = 1; ; tries++) {
+    fs.mkdirSync(directory, { recursive: true, mode: 0o700 })
+    try {
+      owner.probe = fs.openSync(path, "w", 0o600)
+      fs.rmSync(path, { force: true })
+      try {
+        // Without marks, the directory goes again (as with the last mark: `unmarkWanted`).
+        fs.rmdirSync(directory)
+      } catch {
+        // Marks in it: someone waits.
+      }
+      return owner.probe
+    } catch (error) {
+      // A waiter took the (empty) directory down meanwhile: make it again.
+      if (tries === 3 || codeOf(error) !== "ENOENT") throw error
+    }
   }
-  return owner.probe
 }
 
 /**

@@ -8,8 +8,8 @@
  * <dir>/.locks/.r-<token>          a holder's record (who, which kernel, which lease, which socket)
  * <dir>/.locks/.o-<token>          a holder's liveness socket, listening while it lives
  * <dir>/.locks/.stale-<token>-<n>  a stale lock being removed (a moment; leftovers are swept)
- * <dir>/.locks/.stale-<token>-clock  an owner's clock probe, removed as soon as it is open (see Lease)
  * <dir>/.locks/.wanted/<sessionId>  touched by whoever waits for that lock (see `markWanted`)
+ * <dir>/.locks/.wanted/.clock-<token>  a lock service's clock probe, unlinked once open (see Lease)
  * ```
  *
  * - Taking the lock is creating its file exclusively: `link(record, lock)`, which fails if the

@@ -64,8 +64,9 @@ export const wantedAge = (owner: Owner, sessionId: string): number | undefined =
  * never removed here: a dead owner's lock is taken over by the next writer that needs it.
  * Removing something of a live owner can only cost it its fast takeover, never its lock.
  */
-export const sweep = async (owner: Owner, now = fileSystemNow(owner)) => {
-  const ageOf = (path: string) => now - fs.lstatSync(path).ctimeMs
+export const sweep = async (owner: Owner, now?: number) => {
+  // The file system's now, asked only when there is something to date.
+  const ageOf = (path: string) => (now ??= fileSystemNow(owner)) - fs.lstatSync(path).ctimeMs
   let names: Array<string>
   try {
     names = fs.readdirSync(owner.locksDir)
