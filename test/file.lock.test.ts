@@ -280,6 +280,15 @@ describe("taking a lock someone else holds", () => {
     expect(await withService(lock(dir, "s", 0, () => Effect.succeed("taken")))).toBe("taken")
   })
 
+  it("a lock stamped ahead of the file system's now (renewed before the clock was set back an hour) is stale once seen unrenewed for its lease", async () => {
+    const dir = freshDir()
+    fs.mkdirSync(locksOf(dir))
+    const socketId = deadSocket(join(locksOf(dir), ".o-far"))
+    // On another kernel, so its socket proves nothing: only its lease (200 ms) can tell.
+    plantLock(dir, "s", { owner: "far", socket: ".o-far", socketId, kernel: "linux:another-machine", leaseMs: 200 }, -3_600_000)
+    expect(await withService(lock(dir, "s", 10_000, () => Effect.succeed("taken")), 200)).toBe("taken")
+  })
+
   it("a lock file being written (or damaged) is judged by its age alone", async () => {
     const dir = freshDir()
     const path = plantLock(dir, "s", "")

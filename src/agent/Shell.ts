@@ -105,10 +105,11 @@ const groupRunning = (pgid: number): boolean => {
 
 /** Polls until the group has no running process or `ms` have passed; true when it is gone. */
 const waitGroupGone = async (pgid: number, ms: number): Promise<boolean> => {
-  const deadline = Date.now() + ms
+  // A monotonic clock: setting the wall clock back must not stretch the wait.
+  const deadline = performance.now() + ms
   for (;;) {
     if (!groupRunning(pgid)) return true
-    if (Date.now() >= deadline) return false
+    if (performance.now() >= deadline) return false
     await delay(POLL_MS)
   }
 }

@@ -52,10 +52,13 @@ export interface WorkerOptions {
   readonly launcher?: ReadonlyArray<string>
   /** Added to the environment. */
   readonly env?: Readonly<Record<string, string>>
+  /** Modules Node loads before the worker (`--import`), e.g. test/support/skewedClock.ts. */
+  readonly imports?: ReadonlyArray<string>
 }
 
 export const startWorker = (script: string, args: ReadonlyArray<string>, options: WorkerOptions = {}): Worker => {
-  const node = [process.execPath, "--import", "tsx", join(workers, script), ...args]
+  const imports = (options.imports ?? []).flatMap((module) => ["--import", module])
+  const node = [process.execPath, "--import", "tsx", ...imports, join(workers, script), ...args]
   const [command, ...commandArgs] = [...(options.launcher ?? []), ...node]
   const child = spawn(command!, commandArgs, {
     cwd: root,

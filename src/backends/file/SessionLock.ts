@@ -24,6 +24,7 @@ import { decodeOptions, numberAtLeast } from "../../core/internal/options.js"
 import { CheckpointBusyError, CheckpointLockLostError, ConfigurationError, StorageError } from "../../core/errors.js"
 import { Busy, retryWhileBusy } from "../internal/busy.js"
 import { type DirectoryChanges, watchDirectory } from "../internal/directoryChanges.js"
+import { monotonicNow } from "../internal/monotonic.js"
 import * as LockFile from "./lockFile.js"
 import { makeTurns, type Tenure } from "./lockTurns.js"
 import type { OpenLog } from "./openLogs.js"
@@ -155,7 +156,7 @@ export const makeNode = <Baton = OpenLog>(options: NodeSessionLockOptions = {}) 
         if (handedOn.get(key) !== kept) return
         handedOn.delete(key)
         releaseFile(kept.owner, kept.file)
-        tenureOf(key).releasedAt = performance.now()
+        tenureOf(key).releasedAt = monotonicNow()
       })
     }
 
@@ -260,7 +261,7 @@ export const makeNode = <Baton = OpenLog>(options: NodeSessionLockOptions = {}) 
                 : Effect.succeed(again)
             )
           ))
-      const away = tenure.awayUntil - performance.now()
+      const away = tenure.awayUntil - monotonicNow()
       const changes = lockChanges.get(owner)
       // Woken when the lock file is removed (not when it is made, or renewed).
       const released = changes?.next((name) => name === target.sessionId && !fs.existsSync(path))
@@ -319,12 +320,12 @@ export const makeNode = <Baton = OpenLog>(options: NodeSessionLockOptions = {}) 
           if (acquired === undefined) return
           // An interrupted holder lets go at once: whoever interrupted it may be waiting for the lock.
           const handOn = !lost && !owner.closed && !Exit.isInterrupted(exit) &&
-            !shouldGiveWay(() => LockFile.wantedSince(owner, target.sessionId), tenure)
+            !shouldGiveWay(() => LockFile.wantedAge(owner, target.sessionId), tenure)
           if (handOn) {
             releaseSoon(key, { owner, file: acquired, baton })
           } else {
             releaseFile(owner, acquired)
-            tenure.releasedAt = performance.now()
+            tenure.releasedAt = monotonicNow()
           }
         })
       const run = kept !== undefined

@@ -9,6 +9,7 @@
  * <dir>/.locks/.o-<token>          a holder's liveness socket, listening while it lives
  * <dir>/.locks/.stale-<token>-<n>  a stale lock being removed (a moment; leftovers are swept)
  * <dir>/.locks/.wanted/<sessionId>  touched by whoever waits for that lock (see `markWanted`)
+ * <dir>/.locks/.wanted/.clock-<token>  a lock service's clock probe, unlinked once open (see Lease)
  * ```
  *
  * - Taking the lock is creating its file exclusively: `link(record, lock)`, which fails if the
@@ -24,8 +25,12 @@
  *   host's), through the very socket inode the holder bound (not another mount of it), and —
  *   where a full accept queue also refuses connections (macOS) — once the holder's pid is gone.
  *   Any doubt means "alive".
- * - Lease: a holder renews its lock (the file's modification time) every lease / 5 while it
- *   holds it, and a lock is never taken with less than 3/4 of a lease left. A lock not renewed
+ * - Lease: a holder renews its lock every lease / 5 while it holds it, by writing to it (so the
+ *   file system stamps its modification time), and a lock is never taken with less than 3/4 of
+ *   a lease left. Its age is judged against the file system's now, the time stamped on a probe
+ *   file the judge writes to: no process's own clock enters a lease (lockClock.ts); a lock the
+ *   judge has seen unchanged for longer than a lease (on its monotonic clock) is expired too,
+ *   should the file system's clock have been set back since its last renewal. A lock not renewed
  *   for longer than its lease is stale whoever holds it: the holder was paused (SIGSTOP, a laptop
  *   asleep), its event loop stalled, or it runs on another kernel and died. That is the takeover
  *   bound wherever the socket cannot tell.
@@ -43,6 +48,7 @@
  * protocol's one entry point; its parts:
  * - lockRecord.ts: the layout above, the record, and the shapes of owners and held locks;
  * - lockLiveness.ts: the liveness socket, "is the holder dead?", which kernel this is;
+ * - lockClock.ts: the file system's clock, which stamps leases and measures their age;
  * - lockTakeover.ts: judging a lock someone else holds, removing a stale one;
  * - lockHolding.ts: creating, renewing, confirming and releasing a lock this process holds;
  * - lockWaitersAndSweep.ts: waiters' `.wanted/` marks, and the sweep of crash leftovers.
@@ -51,6 +57,7 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import { hostname } from "node:os"
 import { join } from "node:path"
+import { closeProbe } from "./lockClock.js"
 import { closeIdleFiles } from "./lockHolding.js"
 import { listenForLiveness } from "./lockLiveness.js"
 import { LOCKS_DIR, type LockRecord, type Owner } from "./lockRecord.js"
@@ -60,7 +67,7 @@ export { LOCKS_DIR, type HeldFile, type LockRecord, type Owner } from "./lockRec
 export { holderIsDead, kernelIdentity } from "./lockLiveness.js"
 export { clearIfStale, judge, removeStale, type Verdict } from "./lockTakeover.js"
 export { confirm, create, release, renew, renewedWithin, stillHeld } from "./lockHolding.js"
-export { markWanted, sweep, unmarkWanted, wantedSince } from "./lockWaitersAndSweep.js"
+export { markWanted, sweep, unmarkWanted, wantedAge } from "./lockWaitersAndSweep.js"
 
 export const openOwner = async (directory: string, leaseMs: number, kernel: string): Promise<Owner> => {
   const locksDir = join(directory, LOCKS_DIR)
@@ -90,7 +97,9 @@ export const openOwner = async (directory: string, leaseMs: number, kernel: stri
     holding: 0,
     closed: false,
     staleCounter: 0,
-    judgedLive: new Map()
+    probe: undefined,
+    judgedLive: new Map(),
+    seenUnchanged: new Map()
   }
   await sweep(owner)
   return owner
@@ -101,5 +110,6 @@ export const closeOwner = (owner: Owner) => {
   owner.closed = true
   // Closing the server removes its socket file.
   owner.socket?.server.close()
+  closeProbe(owner)
   closeIdleFiles(owner)
 }

@@ -6,6 +6,8 @@
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { errnoOf as codeOf } from "../internal/causes.js"
+import { monotonicNow } from "../internal/monotonic.js"
+import { stampLease } from "./lockClock.js"
 import { type HeldFile, type LeaseFile, type Owner, RECORD_PREFIX } from "./lockRecord.js"
 
 /** Create `path` exclusively with the owner's record in it, open for renewing. Throws EEXIST. */
@@ -13,7 +15,7 @@ const createWithRecord = (owner: Owner, path: string): LeaseFile => {
   const fd = fs.openSync(path, "wx", 0o600)
   try {
     fs.writeSync(fd, owner.record)
-    return { path, fd, ino: fs.fstatSync(fd, { bigint: true }).ino, renewedAt: performance.now() }
+    return { path, fd, ino: fs.fstatSync(fd, { bigint: true }).ino, renewedAt: monotonicNow() }
   } catch (error) {
     fs.rmSync(path, { force: true })
     fs.closeSync(fd)
@@ -21,16 +23,15 @@ const createWithRecord = (owner: Owner, path: string): LeaseFile => {
   }
 }
 
-/** Renew a lease: the file's modification time is what waiters judge. */
+/** Renew a lease: the file's modification time, as the file system stamps it, is what waiters judge. */
 const renewLease = (lease: LeaseFile) => {
-  const now = Date.now() / 1000
-  fs.futimesSync(lease.fd, now, now)
-  lease.renewedAt = performance.now()
+  stampLease(lease.fd)
+  lease.renewedAt = monotonicNow()
 }
 
 /** Renew a lease unless it was renewed in the last quarter of a lease. */
 const keepFresh = (owner: Owner, lease: LeaseFile) => {
-  if (performance.now() - lease.renewedAt > owner.leaseMs / 4) renewLease(lease)
+  if (monotonicNow() - lease.renewedAt > owner.leaseMs / 4) renewLease(lease)
 }
 
 const templateOf = (owner: Owner): LeaseFile => {
@@ -94,7 +95,7 @@ export const create = (owner: Owner, path: string, retried = false): HeldFile | 
 }
 
 /** Whether the held lock's lease was renewed less than `ms` ago. */
-export const renewedWithin = (held: HeldFile, ms: number): boolean => performance.now() - held.lease.renewedAt < ms
+export const renewedWithin = (held: HeldFile, ms: number): boolean => monotonicNow() - held.lease.renewedAt < ms
 
 /** Renew the lease of a held lock (for the heartbeat). */
 export const renew = (held: HeldFile) => renewLease(held.lease)

@@ -37,7 +37,7 @@ export interface LeaseFile {
   readonly path: string
   readonly fd: number
   readonly ino: bigint
-  /** `performance.now()` of the last renewal. */
+  /** `monotonicNow()` of the last renewal. */
   renewedAt: number
 }
 
@@ -70,12 +70,20 @@ export interface Owner {
   holding: number
   closed: boolean
   staleCounter: number
+  /** A file this owner writes to learn the file system's time (lockClock.ts), opened on first use. */
+  probe: number | undefined
   /**
    * Locks whose holder was judged alive lately, by inode (a holder's locks are links to its
-   * record, so one inode per holder): not judged again until `until` (`performance.now()`),
-   * unless their lease runs out first.
+   * record, so one inode per holder): not judged again until `until` (`monotonicNow()`), which
+   * is never past the end of the lease they had then.
    */
-  readonly judgedLive: Map<bigint, { readonly until: number; readonly leaseMs: number }>
+  readonly judgedLive: Map<bigint, { readonly until: number }>
+  /**
+   * Each lock met, by path, as first seen with its current inode and modification time, and
+   * since when (`monotonicNow()`): a lock seen unchanged for longer than its lease was not
+   * renewed meanwhile, whatever the clocks say.
+   */
+  readonly seenUnchanged: Map<string, { readonly ino: bigint; readonly mtimeNs: bigint; readonly since: number }>
 }
 
 const parseRecord = (bytes: Buffer): LockRecord | undefined => {

@@ -5,6 +5,8 @@
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { errnoOf as codeOf } from "../internal/causes.js"
+import { monotonicNow } from "../internal/monotonic.js"
+import { ageOf } from "./lockClock.js"
 import { holderIsDead } from "./lockLiveness.js"
 import { type Owner, readLockFile, STALE_PREFIX } from "./lockRecord.js"
 
@@ -13,8 +15,23 @@ const LIVE_RECHECK_MS = 100
 
 export type Verdict =
   | { readonly _tag: "gone" }
-  | { readonly _tag: "live"; readonly stat: fs.BigIntStats; readonly leaseMs: number }
+  | { readonly _tag: "live"; readonly stat: fs.BigIntStats; readonly leaseMs: number; readonly ageMs: number }
   | { readonly _tag: "stale"; readonly stat: fs.BigIntStats; readonly why: "dead" | "expired" | "orphan" }
+
+/**
+ * How long this owner has seen the lock at `path` unchanged (not renewed), on its monotonic
+ * clock: a bound that holds even when the file system's clock was set back after the lock's
+ * last renewal (its modification time then lies ahead of the file system's now).
+ */
+const unchangedFor = (owner: Owner, path: string, stat: fs.BigIntStats): number => {
+  const now = monotonicNow()
+  const seen = owner.seenUnchanged.get(path)
+  if (seen !== undefined && seen.ino === stat.ino && seen.mtimeNs === stat.mtimeNs) return now - seen.since
+  // Many locks met at once (rare) start the memory afresh.
+  if (owner.seenUnchanged.size >= 256) owner.seenUnchanged.clear()
+  owner.seenUnchanged.set(path, { ino: stat.ino, mtimeNs: stat.mtimeNs, since: now })
+  return 0
+}
 
 /**
  * Whether the lock file at `path`, which the caller does not hold, may be taken over now. The
@@ -23,14 +40,19 @@ export type Verdict =
  */
 export const judge = async (owner: Owner, path: string): Promise<Verdict> => {
   const found = readLockFile(path)
-  if (found === undefined) return { _tag: "gone" }
+  if (found === undefined) {
+    owner.seenUnchanged.delete(path)
+    return { _tag: "gone" }
+  }
   const { record, stat } = found
   if (record?.owner === owner.token) return { _tag: "stale", stat, why: "orphan" }
   // A holder that asked for a longer lease gets it.
   const leaseMs = Math.max(owner.leaseMs, record?.leaseMs ?? 0)
-  if (Date.now() - Number(stat.mtimeNs / 1_000_000n) > leaseMs) return { _tag: "stale", stat, why: "expired" }
+  // On the file system's clock, which stamped the renewal too (lockClock.ts).
+  const ageMs = Math.max(ageOf(owner, stat), unchangedFor(owner, path, stat))
+  if (ageMs > leaseMs) return { _tag: "stale", stat, why: "expired" }
   if (record !== undefined && (await holderIsDead(owner, record))) return { _tag: "stale", stat, why: "dead" }
-  return { _tag: "live", stat, leaseMs }
+  return { _tag: "live", stat, leaseMs, ageMs }
 }
 
 const sameFile = (a: fs.BigIntStats, b: fs.BigIntStats) => a.ino === b.ino && a.dev === b.dev && a.mtimeNs === b.mtimeNs
@@ -73,7 +95,7 @@ export const removeStale = (owner: Owner, path: string, judged: fs.BigIntStats) 
   fs.rmSync(aside, { force: true })
 }
 
-/** Whether the lock at `path` is one whose holder was judged alive lately, and its lease has not run out since. */
+/** Whether the lock at `path` is one whose holder was judged alive lately, with time left on its lease then. */
 const judgedLiveLately = (owner: Owner, path: string): boolean => {
   if (owner.judgedLive.size === 0) return false
   let stat: fs.BigIntStats
@@ -84,11 +106,9 @@ const judgedLiveLately = (owner: Owner, path: string): boolean => {
   }
   const judged = owner.judgedLive.get(stat.ino)
   if (judged === undefined) return false
-  if (performance.now() >= judged.until) {
-    owner.judgedLive.delete(stat.ino)
-    return false
-  }
-  return Date.now() - Number(stat.mtimeNs / 1_000_000n) <= judged.leaseMs
+  if (monotonicNow() < judged.until) return true
+  owner.judgedLive.delete(stat.ino)
+  return false
 }
 
 /**
@@ -101,7 +121,8 @@ export const clearIfStale = async (owner: Owner, path: string): Promise<boolean>
   if (verdict._tag === "live") {
     // One entry per holder met; many holders at once (rare) start the memory afresh.
     if (owner.judgedLive.size >= 64) owner.judgedLive.clear()
-    owner.judgedLive.set(verdict.stat.ino, { until: performance.now() + LIVE_RECHECK_MS, leaseMs: verdict.leaseMs })
+    const leaseLeftMs = verdict.leaseMs - verdict.ageMs
+    owner.judgedLive.set(verdict.stat.ino, { until: monotonicNow() + Math.min(LIVE_RECHECK_MS, leaseLeftMs) })
     return false
   }
   if (verdict._tag === "stale") removeStale(owner, path, verdict.stat)

@@ -3,12 +3,14 @@
  * or taken again right after letting it go) has a tenure; after `TURN_MS` of it, if someone
  * has said they wait (`markWanted`), it lets the lock go and stays away for `AWAY_MS`.
  */
+import { monotonicNow } from "../internal/monotonic.js"
+
 /** How long a process keeps a lock others wait for before it gives way. */
 export const TURN_MS = 100
 /** How long it then stays away, for a waiter (woken by the lock's removal) to take it. */
 const AWAY_MS = 5
 
-/** One process's run of holds of one session's lock; times are `performance.now()`. */
+/** One process's run of holds of one session's lock; times are `monotonicNow()`. */
 export interface Tenure {
   /** When the run began, or when the waiters were last looked for. */
   since: number
@@ -28,7 +30,7 @@ export const makeTurns = (wantedFreshMs: number) => {
     if (tenure === undefined) {
       // Forget the sessions this process let go of long ago.
       if (tenures.size >= 256) {
-        const old = performance.now() - 1_000
+        const old = monotonicNow() - 1_000
         for (const [other, entry] of tenures) if (entry.releasedAt < old && entry.holding === 0) tenures.delete(other)
       }
       tenure = { since: 0, releasedAt: Number.NEGATIVE_INFINITY, awayUntil: 0, holding: 0 }
@@ -40,21 +42,22 @@ export const makeTurns = (wantedFreshMs: number) => {
   /** The lock was taken (`handedOn`: without a break since this process's last holder). */
   const taken = (tenure: Tenure, handedOn: boolean) => {
     // A tenure starts when the lock is taken after a while without it.
-    const now = performance.now()
+    const now = monotonicNow()
     if (!handedOn && (now - tenure.releasedAt > AWAY_MS || tenure.since === Number.POSITIVE_INFINITY)) tenure.since = now
   }
 
   /**
    * The holder ends its hold: whether it should give way to a waiting process now.
-   * `wantedSince` reads when a waiter last said it waits (its `.wanted/` mark), if one did.
+   * `wantedAge` reads how long ago a waiter last said it waits (its `.wanted/` mark, on the
+   * file system's clock, so that no process's own clock enters it), if one did.
    */
-  const shouldGiveWay = (wantedSince: () => number | undefined, tenure: Tenure) => {
-    const now = performance.now()
+  const shouldGiveWay = (wantedAge: () => number | undefined, tenure: Tenure) => {
+    const now = monotonicNow()
     if (now - tenure.since < TURN_MS) return false
     let wanted = false
     try {
-      const since = wantedSince()
-      wanted = since !== undefined && Date.now() - since < wantedFreshMs
+      const age = wantedAge()
+      wanted = age !== undefined && age < wantedFreshMs
     } catch {
       // Unknown: keep going, and look again after the next turn.
     }

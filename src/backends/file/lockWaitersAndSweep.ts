@@ -6,6 +6,7 @@
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { errnoOf as codeOf } from "../internal/causes.js"
+import { ageOf as fileAgeOf, fileSystemNow, stampPath } from "./lockClock.js"
 import { connect, holderIsDead } from "./lockLiveness.js"
 import { type Owner, OWNER_PREFIX, readLockFile, RECORD_PREFIX, STALE_PREFIX, WANTED_DIR } from "./lockRecord.js"
 
@@ -15,8 +16,9 @@ const LEFTOVER_LEASES = 10
 const wantedDir = (owner: Owner) => join(owner.locksDir, WANTED_DIR)
 
 /**
- * Say that someone waits for the lock of `sessionId`: its `.wanted/` mark's modification time.
- * A holder that has kept the lock a while looks at it (`wantedSince`) and gives way. Never fails.
+ * Say that someone waits for the lock of `sessionId`: its `.wanted/` mark's modification time,
+ * stamped by the file system. A holder that has kept the lock a while looks at it (`wantedAge`)
+ * and gives way. Never fails.
  */
 export const markWanted = (owner: Owner, sessionId: string) => {
   const directory = wantedDir(owner)
@@ -25,16 +27,13 @@ export const markWanted = (owner: Owner, sessionId: string) => {
   // tries. A mark that cannot be made only costs this waiter its turn sooner; it never fails.
   for (let tries = 0; tries < 3; tries++) {
     try {
-      const now = new Date()
-      fs.utimesSync(path, now, now)
+      stampPath(path)
       return
     } catch (error) {
       if (codeOf(error) !== "ENOENT") return
     }
     try {
       fs.mkdirSync(directory, { recursive: true, mode: 0o700 })
-      fs.writeFileSync(path, "", { mode: 0o600, flag: "a" })
-      return
     } catch {
       // Removed again meanwhile: try again.
     }
@@ -53,9 +52,11 @@ export const unmarkWanted = (owner: Owner, sessionId: string) => {
   }
 }
 
-/** When someone last said it waits for the lock of `sessionId` (epoch ms), or undefined. */
-export const wantedSince = (owner: Owner, sessionId: string): number | undefined =>
-  fs.statSync(join(wantedDir(owner), sessionId), { throwIfNoEntry: false })?.mtimeMs
+/** How long ago (on the file system's clock) someone last said it waits for the lock of `sessionId`, or undefined. */
+export const wantedAge = (owner: Owner, sessionId: string): number | undefined => {
+  const stat = fs.statSync(join(wantedDir(owner), sessionId), { bigint: true, throwIfNoEntry: false })
+  return stat === undefined ? undefined : fileAgeOf(owner, stat)
+}
 
 /**
  * Clean up after processes that died: the records of dead owners and their sockets (unless a
@@ -63,8 +64,9 @@ export const wantedSince = (owner: Owner, sessionId: string): number | undefined
  * never removed here: a dead owner's lock is taken over by the next writer that needs it.
  * Removing something of a live owner can only cost it its fast takeover, never its lock.
  */
-export const sweep = async (owner: Owner, now = Date.now()) => {
-  const ageOf = (path: string) => now - fs.lstatSync(path).ctimeMs
+export const sweep = async (owner: Owner, now?: number) => {
+  // The file system's now, asked only when there is something to date.
+  const ageOf = (path: string) => (now ??= fileSystemNow(owner)) - fs.lstatSync(path).ctimeMs
   let names: Array<string>
   try {
     names = fs.readdirSync(owner.locksDir)

@@ -1,15 +1,17 @@
 /**
  * Waiting for a lock held by another process, written once for every backend: try, and while
  * the attempt reports `Busy`, pause and try again — jittered exponential back-off from 1 ms,
- * capped — until a time limit; then `CheckpointBusyError`. The pauses are `Effect.sleep`s, so
+ * capped — until a time limit (measured on a monotonic clock: setting the wall clock back or
+ * forward neither stretches nor cuts the wait); then `CheckpointBusyError`. The pauses are `Effect.sleep`s, so
  * the event loop keeps running, and waiting can be interrupted like any other sleep.
  *
  * A backend that can tell when the lock may have been released (a file-system event where the
  * holder writes or releases) passes it as `wakeUp`: a pause then ends at that signal rather than
  * at its timer, so a lock that is free again is taken at once instead of up to a pause later.
  */
-import { Clock, Data, Duration, Effect, Random } from "effect"
+import { Data, Duration, Effect, Random } from "effect"
 import { CheckpointBusyError } from "../../core/errors.js"
+import { monotonicMillis } from "./monotonic.js"
 
 /** An attempt's way of saying "someone else holds the lock; try again". */
 export class Busy extends Data.TaggedError("Busy")<{ readonly detail: string }> {}
@@ -46,11 +48,11 @@ export const retryWhileBusy = <A, E, R>(
 ): Effect.Effect<A, Exclude<E, Busy> | CheckpointBusyError, R> => {
   const isBusy = (error: E | Busy): error is Busy => error instanceof Busy
   const giveUp = (started: number, busy: Busy) =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    Effect.flatMap(monotonicMillis, (now) =>
       Effect.fail(
         new CheckpointBusyError({
           ...(options.sessionId === undefined ? {} : { sessionId: options.sessionId }),
-          waitedMs: now - started,
+          waitedMs: Math.round(now - started),
           detail: busy.detail
         })
       ))
@@ -59,7 +61,7 @@ export const retryWhileBusy = <A, E, R>(
       ? Effect.sleep(Duration.millis(ms))
       : Effect.raceFirst(Effect.sleep(Duration.millis(ms)), options.wakeUp)
   const again = (started: number, tries: number, busy: Busy): Effect.Effect<A, Exclude<E, Busy> | CheckpointBusyError, R> =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    Effect.flatMap(monotonicMillis, (now) => {
       const elapsed = now - started
       if (elapsed >= options.timeoutMs) return giveUp(started, busy)
       // The second attempt is immediate; then the back-off, never past the time limit.
@@ -73,6 +75,6 @@ export const retryWhileBusy = <A, E, R>(
     })
   // The first attempt usually succeeds: the clock is read only once there is something to wait for.
   return Effect.catchIf(attempt, isBusy, (busy) =>
-    Effect.flatMap(Clock.currentTimeMillis, (started) =>
+    Effect.flatMap(monotonicMillis, (started) =>
       options.timeoutMs <= 0 ? giveUp(started, busy) : again(started, 1, busy)))
 }

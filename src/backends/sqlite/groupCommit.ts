@@ -22,6 +22,7 @@
 import { Cause, Effect, Either, Exit, type Scope } from "effect"
 import { CheckpointBusyError, type CheckpointerError, StorageError } from "../../core/errors.js"
 import { Busy, retryWhileBusy } from "../internal/busy.js"
+import { monotonicNow } from "../internal/monotonic.js"
 
 /** Bodies run in one transaction at most: bounds how long one transaction keeps the event loop. */
 const MAX_BATCH = 256
@@ -80,6 +81,7 @@ class Outcome<A> {
 
 interface Request {
   readonly sessionId: string | undefined
+  /** When it was queued (`monotonicNow()`). */
   readonly arrived: number
   /** The caller's body; its value settles the caller's outcome, once committed. */
   readonly body: Effect.Effect<() => void, CheckpointerError>
@@ -160,13 +162,13 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
      */
     let contendedUntil = 0
     const sawBusy = () => {
-      contendedUntil = Date.now() + CONTENDED_MS
+      contendedUntil = monotonicNow() + CONTENDED_MS
     }
     /** Until when mutations of this process count as concurrent: one arrived while another was under way. */
     let concurrentUntil = 0
     /** Gathering only pays when the lock is contended and there are mutations to gather. */
     const gathering = () => {
-      const now = Date.now()
+      const now = monotonicNow()
       return now < contendedUntil && now < concurrentUntil
     }
 
@@ -186,7 +188,7 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
       const oldest = waiting[0]
       if (oldest === undefined) return
 
-      const now = Date.now()
+      const now = monotonicNow()
       const began = yield* Effect.either(begin(Math.max(0, oldest.arrived + options.busyTimeoutMs - now), oldest.sessionId))
       if (Either.isRight(began)) {
         return yield* Effect.ensuring(
@@ -200,7 +202,7 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
       }
       const error = began.left
       if (!(error instanceof CheckpointBusyError)) return failAll(waiting.splice(0), asStorage(error))
-      const later = Date.now()
+      const later = monotonicNow()
       // The oldest always goes (its time is up); others too once theirs is.
       const expired = waiting.filter((request, index) => index === 0 || request.arrived + options.busyTimeoutMs <= later)
       for (const request of expired) {
@@ -208,7 +210,7 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
         request.fail(Cause.fail(
           new CheckpointBusyError({
             ...(request.sessionId === undefined ? {} : { sessionId: request.sessionId }),
-            waitedMs: later - request.arrived,
+            waitedMs: Math.round(later - request.arrived),
             detail: error.detail
           })
         ))
@@ -282,7 +284,7 @@ export const makeGroupCommit = (options: GroupCommitOptions): Effect.Effect<Grou
 
     const run = <A>(sessionId: string | undefined, body: Effect.Effect<A, CheckpointerError>): Effect.Effect<A, CheckpointerError> =>
       Effect.suspend(() => {
-        const arrived = Date.now()
+        const arrived = monotonicNow()
         if (leading || waiting.length > 0) {
           concurrentUntil = arrived + CONTENDED_MS
           return queued(sessionId, body, arrived)
