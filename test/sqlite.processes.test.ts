@@ -479,7 +479,7 @@ const overwritePages = (file: string, first: number, last: number) => {
 }
 
 describe("sqlite backend: damaged database files", () => {
-  it("pages 2..4 (the schema's tables) overwritten: every call, checkIntegrity included, is CheckpointIntegrityError; the file is not touched", async () => {
+  it("pages 2..4 (the schema's tables) overwritten: checkIntegrity reports ok: false, every other call is CheckpointIntegrityError; the file is not touched", async () => {
     const { file, sessions } = await buildDatabase("corrupt-schema")
     const raw = new Database(file, { readonly: true })
     const roots = raw.prepare("SELECT name, rootpage FROM sqlite_master ORDER BY rootpage").all()
@@ -495,12 +495,15 @@ describe("sqlite backend: damaged database files", () => {
     overwritePages(file, 2, 4)
     const damaged = readFileSync(file)
 
-    // Opening reads the schema's migration table, so the checkpointer cannot even be built:
-    // checkIntegrity rejects rather than reporting { ok: false }.
+    // Opening reads only the header's schema version (the database is current, so nothing is
+    // migrated): the checkpointer is built, its integrity check reports the damage, and every
+    // call that reads the damaged tables is refused.
     const checkpointer = sqliteCheckpointer({ file })
     try {
+      const report = await checkpointer.checkIntegrity()
+      expect(report.ok).toBe(false)
+      expect(report.detail).toMatch(/malformed/)
       const calls: Array<[string, () => Promise<unknown>]> = [
-        ["checkIntegrity", () => checkpointer.checkIntegrity()],
         ["head", () => checkpointer.head(sessions[0]!)],
         ["read", () => checkpointer.read(sessions[1]!)],
         ["list", () => checkpointer.list()],

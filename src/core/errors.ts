@@ -107,13 +107,22 @@ export class CheckpointerClosedError extends Schema.TaggedError<CheckpointerClos
   }
 }
 
-/** The storage medium failed (I/O error, disk full, permission denied). */
+/**
+ * The storage medium failed (I/O error, disk full, permission denied, a read-only store).
+ * `code` is the storage's own name for the failure, when it gives one (SQLite: `SQLITE_FULL`,
+ * `SQLITE_IOERR_WRITE`, `SQLITE_READONLY`, …).
+ */
 export class StorageError extends Schema.TaggedError<StorageError>()(
   "StorageError",
-  { operation: Schema.String, detail: Schema.String, cause: Schema.optional(Schema.Defect) }
+  {
+    operation: Schema.String,
+    detail: Schema.String,
+    code: Schema.optional(Schema.String),
+    cause: Schema.optional(Schema.Defect)
+  }
 ) {
   override get message(): string {
-    return `storage error during ${this.operation}: ${this.detail}`
+    return `storage error during ${this.operation}${this.code === undefined ? "" : ` (${this.code})`}: ${this.detail}`
   }
 }
 

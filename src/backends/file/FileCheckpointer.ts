@@ -31,6 +31,7 @@ import * as Checkpointer from "../../core/Checkpointer.js"
 import { ConfigurationError, type CheckpointerError, StorageError } from "../../core/errors.js"
 import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised, renamedOptions } from "../../core/internal/options.js"
 import { sessionIdProblem } from "../../core/sessionId.js"
+import { errnoOf } from "../internal/causes.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { makeBlobStore } from "./blobStore.js"
 import { isLogCodec, jsonCodec, LogCodec } from "./codec.js"
@@ -110,13 +111,24 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     const { busyTimeoutMs, dir, synchronous } = yield* resolveOptions(options)
     const durable = synchronous === "full"
 
-    // The directory must exist (it is created), be a directory, and be readable and writable.
-    const realDir = yield* files.prepareDirectory(dir).pipe(
-      Effect.mapError((e) => new ConfigurationError({ option: "dir", detail: `${dir}: ${e.detail}` }))
-    )
+    // The directory must exist (it is created), be a directory, and be readable and writable;
+    // one that exists but cannot be written (a read-only mount, no write permission) is opened for reading only.
+    const prepared = yield* Effect.either(files.prepareDirectory(dir))
+    const readOnlyDir = prepared._tag === "Left" ? yield* files.readableDirectory(dir) : undefined
+    if (prepared._tag === "Left" && readOnlyDir === undefined) {
+      return yield* new ConfigurationError({ option: "dir", detail: `${dir}: ${prepared.left.detail}` })
+    }
+    const realDir = prepared._tag === "Right" ? prepared.right : readOnlyDir!
+    /** Every mutation of a directory open for reading only, refused before it takes a lock. */
+    const writesRefused = prepared._tag === "Right" ? undefined : new StorageError({
+      operation: "write",
+      ...(prepared.left.cause === undefined ? {} : { code: errnoOf(prepared.left.cause) ?? "EACCES" }),
+      detail: `${dir} is open for reading only (it cannot be written: ${prepared.left.detail}): appends, truncates and ` +
+        `deletes are refused; make it writable by this process and open it again`
+    })
     const trashDir = join(realDir, ".trash")
     // Leftovers of deletes interrupted by a crash; harmless if another process races us.
-    yield* files.remove(trashDir).pipe(Effect.ignore)
+    if (writesRefused === undefined) yield* files.remove(trashDir).pipe(Effect.ignore)
 
     const sessionDir = (sessionId: string) => join(realDir, sessionId)
     const logPath = (sessionId: string) => join(realDir, sessionId, LOG_FILE)
@@ -143,7 +155,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     })
 
     const withSession: Checkpointer.CheckpointerDriver["withSession"] = (sessionId, use) =>
-      withSessionLock(sessionId, (held) =>
+      writesRefused !== undefined ? Effect.fail(writesRefused) : withSessionLock(sessionId, (held) =>
         Effect.flatMap(openLogs.take(sessionId, held.inherited), (log) =>
           log === undefined
             ? use(newSession(held, sessionId))
@@ -164,7 +176,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     })
 
     const remove = (sessionId: string) =>
-      withSessionLock(sessionId, (held) =>
+      writesRefused !== undefined ? Effect.fail(writesRefused) : withSessionLock(sessionId, (held) =>
         Effect.gen(function*() {
           if ((yield* files.modifiedAt(sessionDir(sessionId))) === undefined) return
           const doomed = join(trashDir, `${sessionId}.${yield* randomSuffix}`)

@@ -48,6 +48,8 @@ export interface LogFilesService {
   readonly identify: (path: string) => Effect.Effect<string | undefined, StorageError>
   /** Create `path` if needed and check it is a readable, writable directory; its real path. */
   readonly prepareDirectory: (path: string) => Effect.Effect<string, StorageError>
+  /** The real path of `path` when it is an existing directory this process can read (written or not), else `undefined`. */
+  readonly readableDirectory: (path: string) => Effect.Effect<string | undefined, StorageError>
   /**
    * The names of entries of directory `path` as they change (a name may be missing), for as
    * long as the file system reports them; it ends when watching stops working. Without it,
@@ -182,6 +184,16 @@ export const node: LogFilesService = {
       if (!fs.statSync(path).isDirectory()) throw new Error("is not a directory")
       fs.accessSync(path, fs.constants.R_OK | fs.constants.W_OK | fs.constants.X_OK)
       return fs.realpathSync(path)
+    }),
+  readableDirectory: (path) =>
+    attempt("open directory", () => {
+      try {
+        if (!fs.statSync(path).isDirectory()) return undefined
+        fs.accessSync(path, fs.constants.R_OK | fs.constants.X_OK)
+        return fs.realpathSync(path)
+      } catch {
+        return undefined
+      }
     })
 }
 

@@ -17,10 +17,11 @@
  * - One connection per checkpointer, used by one fiber at a time: a reader never runs a
  *   statement inside a transaction still open (it would see writes that may yet roll back).
  * - Reads are forward scans in pages, outside any write transaction.
+ * - Opening (./openDatabase.ts) falls back to read-only for a database this process cannot
+ *   write, whose mutations are then refused; the write lock is taken at open only to migrate
+ *   (./schema.ts). What SQLite throws becomes the library's errors in ./sqliteErrors.ts.
  */
-import Database from "better-sqlite3"
 import { Context, Duration, Effect, Layer, PubSub, RcRef, Schema, Stream } from "effect"
-import { errnoOf, messageOf } from "../internal/causes.js"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
   type CheckpointerError,
@@ -31,9 +32,14 @@ import {
 } from "../../core/errors.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { decodeOptions, expecting, Flag, numberAtLeast, oneOf } from "../../core/internal/options.js"
-import { Busy, retryWhileBusy } from "../internal/busy.js"
+import { retryWhileBusy } from "../internal/busy.js"
 import { type EventPage, type EventRow, pagedRead, parseRecord, recordOf, type StoredRecord } from "../internal/pagedRead.js"
 import { makeGroupCommit } from "./groupCommit.js"
+import { openDatabase } from "./openDatabase.js"
+import { migrate, SCHEMA_VERSION, schemaVersionOf } from "./schema.js"
+import { makeSqliteErrors } from "./sqliteErrors.js"
+
+export { SCHEMA_VERSION } from "./schema.js"
 
 export const SqliteCheckpointerOptions = Schema.Struct({
   /** Path of the database file; `":memory:"` for a temporary database private to this process. */
@@ -47,8 +53,6 @@ export const SqliteCheckpointerOptions = Schema.Struct({
 })
 export interface SqliteCheckpointerOptions extends Schema.Schema.Type<typeof SqliteCheckpointerOptions> {}
 
-/** The schema version this code writes and reads (`PRAGMA user_version`). */
-export const SCHEMA_VERSION = 2
 /** SQLite before this has a WAL-reset bug that can corrupt a database under concurrent writers. */
 export const MINIMUM_SQLITE_VERSION = "3.51.3"
 
@@ -91,78 +95,19 @@ const resolveOptions = (input: SqliteCheckpointerOptions) =>
     integrityCheckOnOpen: options.integrityCheckOnOpen ?? false
   }))
 
-const BUSY_CODES: ReadonlySet<string> = new Set(["SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY", "SQLITE_LOCKED"])
-const isBusy = (error: unknown) => BUSY_CODES.has(errnoOf(error) ?? "")
-const isCorrupt = (error: unknown) => {
-  const code = errnoOf(error)
-  return code === "SQLITE_CORRUPT" || code === "SQLITE_NOTADB"
-}
-
-/** Map what SQLite throws to the library's errors. */
-const toCheckpointerError = (operation: string) => (error: unknown): CheckpointerError =>
-  isCorrupt(error)
-    ? new CheckpointIntegrityError({ detail: `${operation}: ${messageOf(error)}` })
-    : new StorageError({ operation, detail: messageOf(error), cause: error })
-
-/** What a statement threw, as the library's error: `Busy` while another connection holds a lock. */
-const failure = (operation: string, error: unknown): CheckpointerError | Busy =>
-  isBusy(error) ? new Busy({ detail: `${operation}: another connection held the database lock` }) : toCheckpointerError(operation)(error)
-
-/** Statements inside a write transaction: the lock is held, so busy cannot happen. */
-const inTransaction = <A>(operation: string, run: () => A): Effect.Effect<A, CheckpointerError> =>
-  Effect.try({ try: run, catch: toCheckpointerError(operation) })
-
-/**
- * The schema, created in one immediate transaction and marked with `user_version`. The
- * `lite_agent_migrations` table is kept as earlier versions (which used @effect/sql's migrator)
- * left it, so they can still open a database this version created.
- */
-const MIGRATIONS: ReadonlyArray<{ readonly id: number; readonly name: string; readonly sql: string }> = [
-  {
-    id: 1,
-    name: "sessions_and_events",
-    sql: `CREATE TABLE IF NOT EXISTS lite_agent_sessions (
-        id TEXT PRIMARY KEY NOT NULL,
-        head INTEGER NOT NULL,
-        mtime INTEGER NOT NULL,
-        generation INTEGER NOT NULL
-      ) STRICT;
-      CREATE TABLE IF NOT EXISTS lite_agent_events (
-        session_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        ts INTEGER NOT NULL,
-        event TEXT NOT NULL,
-        PRIMARY KEY (session_id, seq)
-      ) STRICT, WITHOUT ROWID;`
-  },
-  {
-    // The snapshot store: blobs written in the same transaction as the events that reference them.
-    id: 2,
-    name: "snapshot_blobs",
-    sql: `CREATE TABLE IF NOT EXISTS lite_agent_blobs (
-      session_id TEXT NOT NULL,
-      sha256 TEXT NOT NULL,
-      data BLOB NOT NULL,
-      PRIMARY KEY (session_id, sha256)
-    ) STRICT, WITHOUT ROWID;`
-  }
-]
-const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS lite_agent_migrations (
-  migration_id integer PRIMARY KEY NOT NULL,
-  created_at datetime NOT NULL DEFAULT current_timestamp,
-  name VARCHAR(255) NOT NULL
-)`
-
 /** A new generation: random, so a deleted and re-created session never reuses one. */
 const NEW_GENERATION = "abs(random() % 9007199254740991)"
 
 export const make = (options: SqliteCheckpointerOptions) =>
   Effect.gen(function*() {
     const config = yield* resolveOptions(options)
-    const db = yield* Effect.try({
-      try: () => new Database(config.file),
-      catch: (error) => new ConfigurationError({ option: "file", detail: `cannot open ${config.file}: ${messageOf(error)}` })
-    })
+    const opened = openDatabase(config.file)
+    if (opened instanceof StorageError || opened instanceof ConfigurationError) return yield* opened
+    const { db, readOnly } = opened
+    const { failure, toCheckpointerError } = makeSqliteErrors(db, config.file)
+    /** Statements inside a write transaction: the lock is held, so busy cannot happen. */
+    const inTransaction = <A>(operation: string, run: () => A): Effect.Effect<A, CheckpointerError> =>
+      Effect.try({ try: run, catch: toCheckpointerError(operation) })
     const prepared = (statement: string) => {
       const compiled = db.prepare(statement)
       return () => void compiled.run()
@@ -203,7 +148,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
     const versionProblem = sqliteVersionProblem(version)
     if (versionProblem !== undefined) return yield* new ConfigurationError({ option: "file", detail: versionProblem })
     yield* read("open", pragma(`busy_timeout = ${NATIVE_BUSY_TIMEOUT_MS}`))
-    const found = Number(yield* read("open", pragma("user_version")))
+    const found = yield* read("open", () => schemaVersionOf(db))
     if (found > SCHEMA_VERSION) {
       return yield* new SchemaVersionError({ found, supported: SCHEMA_VERSION, detail: config.file })
     }
@@ -222,26 +167,32 @@ export const make = (options: SqliteCheckpointerOptions) =>
         return yield* new CheckpointIntegrityError({ detail: `${config.file} failed PRAGMA quick_check: ${report.detail}` })
       }
     }
-    if (config.file !== ":memory:") yield* read("open", pragma("journal_mode = WAL"))
     yield* read("open", pragma(`synchronous = ${config.synchronous === "full" ? "FULL" : "NORMAL"}`))
-
-    yield* transactions.run(
-      undefined,
-      writing("migrate", () => {
-        const current = Number(db.pragma("user_version", { simple: true }))
-        if (current > SCHEMA_VERSION) return new SchemaVersionError({ found: current, supported: SCHEMA_VERSION, detail: config.file })
-        db.exec(MIGRATIONS_TABLE)
-        const applied = new Set(db.prepare("SELECT migration_id FROM lite_agent_migrations").pluck().all() as Array<number>)
-        const record = db.prepare("INSERT INTO lite_agent_migrations (migration_id, name) VALUES (?, ?)")
-        for (const migration of MIGRATIONS) {
-          if (applied.has(migration.id)) continue
-          db.exec(migration.sql)
-          record.run(migration.id, migration.name)
-        }
-        if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`)
-        return undefined
-      }).pipe(Effect.flatMap((refused) => (refused === undefined ? Effect.void : Effect.fail(refused))))
-    )
+    if (readOnly !== undefined) {
+      // Nothing can be created or migrated: the tables must be there as this version reads them.
+      if (found !== SCHEMA_VERSION) {
+        return yield* new StorageError({
+          operation: "open",
+          code: "SQLITE_READONLY",
+          detail: `${config.file} is at schema version ${found}, and bringing it to ${SCHEMA_VERSION} needs writing, but it is ` +
+            `read-only here (${readOnly}): open it once where it can be written`
+        })
+      }
+    } else {
+      // Changing the journal mode and migrating take the write lock, so they are done only when
+      // needed: a process opening a current database never waits for another's writes.
+      if (config.file !== ":memory:" && String(yield* read("open", pragma("journal_mode"))) !== "wal") {
+        yield* read("open", pragma("journal_mode = WAL"))
+      }
+      if (found !== SCHEMA_VERSION) {
+        yield* transactions.run(
+          undefined,
+          writing("migrate", () => migrate(db, config.file)).pipe(
+            Effect.flatMap((refused) => (refused === undefined ? Effect.void : Effect.fail(refused)))
+          )
+        )
+      }
+    }
 
     // ------------------------------------------------------------------------------------
     // Statements, prepared once the schema exists
@@ -340,9 +291,17 @@ export const make = (options: SqliteCheckpointerOptions) =>
       )
     })
 
+    /** Every mutation of a database open for reading only, refused before it waits for anything. */
+    const writesRefused = new StorageError({
+      operation: "write",
+      code: "SQLITE_READONLY",
+      detail: `${config.file} is open for reading only (${readOnly}): appends, truncates and deletes are refused; ` +
+        `make the file and its directory writable by this process and open it again`
+    })
+
     const driver: Checkpointer.CheckpointerDriver = {
       withSession: (sessionId, use) =>
-        transactions.run(
+        readOnly !== undefined ? Effect.fail(writesRefused) : transactions.run(
           sessionId,
           // One step: the head read and the holder made together (the body runs inside the lock).
           Effect.suspend(() => {
@@ -378,7 +337,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
       listBlobs: (sessionId) => read("list snapshots", () => sql.listBlobs.all(sessionId)),
       list: read("list", () => sql.list.all().map((row) => ({ id: row.id, mtime: new Date(row.mtime) }))),
       delete: (sessionId) =>
-        transactions.run(
+        readOnly !== undefined ? Effect.fail(writesRefused) : transactions.run(
           sessionId,
           writing("delete", () => {
             sql.deleteEvents.run(sessionId)
