@@ -45,6 +45,8 @@ export const openStore = (backend: string, store: string): PromiseCheckpointer =
 const serveLite = async (config: { readonly backend: string; readonly store: string }) => {
   const checkpointer = openStore(config.backend, config.store)
   const server = await serveSessions({ checkpointer, token: BENCH_TOKEN })
+  // An orderly exit on SIGINT, so a `--cpu-prof` run writes its profile.
+  process.on("SIGINT", () => process.exit(0))
   console.log(`ready ${server.url}`)
 }
 
