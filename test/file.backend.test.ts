@@ -548,3 +548,51 @@ describe("options and the directory", () => {
     expect((await c.read("s")).length).toBe(1)
   })
 })
+
+describe("followers' looks at an unchanged log", () => {
+  it("a version of a log that has not changed is its status, not a read; any change (another writer, a truncate, a delete) is seen", async () => {
+    const dir = freshDir()
+    const writer = checkpointer({ dir })
+    await writer.append("s", [message("one"), message("two")])
+    const opened: Array<string> = []
+    const node = LogFilesModule.node
+    const counting = Layer.succeed(LogFilesModule.LogFiles, {
+      ...node,
+      open: (path, mode) => Effect.zipRight(Effect.sync(() => opened.push(path)), node.open(path, mode))
+    })
+    const versions = (times: number) =>
+      Effect.flatMap(Checkpointer, (c) => Effect.forEach(Array.from({ length: times }), () => c.version("s")))
+    const inReader = <A>(program: Effect.Effect<A, unknown, Checkpointer>) =>
+      Effect.runPromise(
+        program.pipe(
+          Effect.provide(
+            FileCheckpointer.layerWithoutDependencies({ dir }).pipe(
+              Layer.provide(LogCodec.layerJson),
+              Layer.provide(counting),
+              Layer.provide(SessionLock.layerNode())
+            )
+          )
+        )
+      )
+    const seen = await inReader(Effect.gen(function*() {
+      const first = yield* versions(50)
+      const opensWhileUnchanged = opened.length
+      yield* Effect.promise(() => writer.append("s", [message("three")]))
+      const afterAppend = yield* versions(1)
+      yield* Effect.promise(() => writer.truncate("s", 1))
+      const afterTruncate = yield* versions(1)
+      yield* Effect.promise(() => writer.delete("s"))
+      const afterDelete = yield* versions(1)
+      return { first, opensWhileUnchanged, afterAppend, afterTruncate, afterDelete }
+    }))
+    expect(new Set(seen.first.map((v) => `${v.head} ${v.generation}`)).size).toBe(1)
+    expect(seen.first[0]!.head).toBe(2)
+    // 50 looks, one read of the log's tail.
+    expect(seen.opensWhileUnchanged).toBe(1)
+    expect(seen.afterAppend[0]!).toEqual({ head: 3, generation: seen.first[0]!.generation })
+    expect(seen.afterTruncate[0]!.head).toBe(1)
+    expect(seen.afterTruncate[0]!.generation).not.toBe(seen.first[0]!.generation)
+    expect(seen.afterDelete[0]!.head).toBe(0)
+    await writer.close()
+  })
+})

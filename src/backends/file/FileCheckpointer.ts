@@ -35,6 +35,7 @@ import { errnoOf } from "../internal/causes.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { makeBlobStore } from "./blobStore.js"
 import { isLogCodec, jsonCodec, LogCodec } from "./codec.js"
+import { makeLogChanges } from "./logChanges.js"
 import { makeLockedSessions } from "./lockedSessions.js"
 import { layerNode, LogFiles } from "./LogFiles.js"
 import { makeLogReader } from "./logReader.js"
@@ -85,8 +86,10 @@ export const defaultDirectory = (): string =>
   join(process.env["LITE_AGENT_HOME"] ?? join(homedir(), ".lite-agent"), "sessions")
 
 const LOG_FILE = "log"
-/** How often a follower looks without a file-system event (events can be lost, or never come on network file systems). */
-const FOLLOW_POLL_MS = 500
+/** How often the followed logs' status is looked at (file-system events can be lost, or never come on network file systems). */
+const LOG_STAT_POLL_MS = 500
+/** How often a follower reads its log's tail with no signal at all: the last resort, as the status looks cover the rest. */
+const FOLLOW_POLL_MS = 30_000
 /** A session directory's watch is renewed this often: a deleted and re-created directory is a new one to watch. */
 const WATCH_RENEW_MS = 30_000
 
@@ -193,18 +196,21 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       Effect.scoped(Effect.flatMap(files.open(logPath(sessionId), "read"), (file) => (file === undefined ? Effect.succeed(0) : file.size)))
 
     /**
-     * Wake-ups from the file system: the session's directory while it exists, else the sessions
-     * directory until the session appears. Watches are renewed now and then (a deleted
-     * directory's watch goes quiet); followers poll as well, for file systems without events.
+     * Wake-ups: from the file system's events (the session's directory while it exists, else
+     * the sessions directory until the session appears; watches are renewed now and then, as a
+     * deleted directory's watch goes quiet), and from a look at the followed logs' status every
+     * `LOG_STAT_POLL_MS` (logChanges.ts), for events that are lost or never come.
      */
+    const logChanges = makeLogChanges(logPath, LOG_STAT_POLL_MS)
     const watchFiles = files.watch
-    const watch = watchFiles === undefined ? undefined : (sessionId: string): Stream.Stream<unknown> =>
-      Stream.unwrap(
+    const fileEvents = (sessionId: string): Stream.Stream<unknown> =>
+      watchFiles === undefined ? Stream.never : Stream.unwrap(
         Effect.map(Effect.orElseSucceed(files.modifiedAt(sessionDir(sessionId)), () => undefined), (exists) =>
           exists === undefined
             ? Stream.take(Stream.filter(watchFiles(realDir), (name) => name === sessionId), 1)
             : Stream.interruptAfter(watchFiles(sessionDir(sessionId)), Duration.millis(WATCH_RENEW_MS)))
-      ).pipe(Stream.repeat(Schedule.spaced(Duration.millis(FOLLOW_POLL_MS))))
+      ).pipe(Stream.repeat(Schedule.spaced(Duration.millis(LOG_STAT_POLL_MS))))
+    const watch = (sessionId: string): Stream.Stream<unknown> => Stream.merge(fileEvents(sessionId), logChanges.changes(sessionId))
 
     const service = yield* Checkpointer.make({
       withSession,
@@ -216,7 +222,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       readBlob: blobStore.read,
       listBlobs: blobStore.list,
       logBytes,
-      ...(watch === undefined ? {} : { watch }),
+      watch,
       followPollMs: FOLLOW_POLL_MS
     })
 

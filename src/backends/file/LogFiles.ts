@@ -44,6 +44,11 @@ export interface LogFilesService {
   readonly list: (path: string) => Effect.Effect<ReadonlyArray<string>, StorageError>
   /** Modification time of a file, or `undefined` when it does not exist. */
   readonly modifiedAt: (path: string) => Effect.Effect<Date | undefined, StorageError>
+  /**
+   * A fingerprint of `path`'s metadata that changes whenever its content does (its identity,
+   * size and times), or `undefined` when nothing is there.
+   */
+  readonly status: (path: string) => Effect.Effect<string | undefined, StorageError>
   /** Which file `path` names now (as `LogHandle.identity` says it), or `undefined` when none. */
   readonly identify: (path: string) => Effect.Effect<string | undefined, StorageError>
   /** Create `path` if needed and check it is a readable, writable directory; its real path. */
@@ -157,6 +162,10 @@ export const node: LogFilesService = {
     }),
   list: (path) => attempt("list", () => fs.readdirSync(path)),
   modifiedAt: (path) => attempt("stat", () => statIfPresent(path)?.mtime),
+  status: (path) => attempt("stat", () => {
+    const stat = statIfPresent(path)
+    return stat === undefined ? undefined : `${identityOf(stat)}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`
+  }),
   identify: (path) => attempt("stat", () => {
     const stat = statIfPresent(path)
     return stat === undefined ? undefined : identityOf(stat)

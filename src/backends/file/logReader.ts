@@ -67,13 +67,31 @@ export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings)
         }))
     }))
 
-  const version = (sessionId: string) =>
+  const readVersion = (sessionId: string) =>
     Effect.scoped(Effect.gen(function*() {
       const file = yield* files.open(logPath(sessionId), "read")
       if (file === undefined) return { head: 0, generation: Checkpointer.NO_GENERATION }
       const { generation, head } = yield* inspect(sessionId, file)
       return { head, generation }
     }))
+
+  /**
+   * The last version read of each session, with the log's status then: a follower's look at a
+   * log that has not changed costs a `stat` instead of an open and a read of its tail. A log
+   * only grows in place (a rewrite is a new file), so an unchanged status is an unchanged log.
+   */
+  const lastRead = new Map<string, { readonly status: string; readonly version: { readonly head: number; readonly generation: string } }>()
+  const version = (sessionId: string) =>
+    Effect.flatMap(files.status(logPath(sessionId)), (status) => {
+      if (status === undefined) {
+        lastRead.delete(sessionId)
+        return Effect.succeed({ head: 0, generation: Checkpointer.NO_GENERATION })
+      }
+      const last = lastRead.get(sessionId)
+      if (last?.status === status) return Effect.succeed(last.version)
+      // Read after the status was taken: a change in between is a new status at the next look.
+      return Effect.tap(readVersion(sessionId), (version) => Effect.sync(() => lastRead.set(sessionId, { status, version })))
+    })
 
   return { inspect, read, version }
 }
