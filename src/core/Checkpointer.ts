@@ -11,7 +11,7 @@
  * under the session's write exclusion, so a logged reference always has its blob and a crash
  * in between leaves only an unreferenced blob, which `sweepSnapshots` removes.
  */
-import { Clock, Context, Effect, Either, PubSub, Schema, Stream } from "effect"
+import { Clock, Context, Effect, Either, Schema, Stream } from "effect"
 import type { SessionEventInput } from "./encoding.js"
 import {
   CheckpointConflictError,
@@ -27,6 +27,7 @@ import { normalizeEvents } from "./internal/eventCodec.js"
 import { contiguousDecoder, referencedBlobs } from "./internal/recordDecoding.js"
 import { separateBlobs } from "./internal/snapshotSeparation.js"
 import { sha256Hex } from "./internal/sha256.js"
+import { makeKeyedSignals } from "./internal/keyedSignals.js"
 import { decodeOptions, PositiveMilliseconds } from "./internal/options.js"
 import type { CheckpointerDriver, SessionInfo, SessionVersion, SnapshotInfo } from "./CheckpointerDriver.js"
 import { type FollowItem, followSession } from "./follow.js"
@@ -178,14 +179,16 @@ export const make = (driver: CheckpointerDriver) =>
   Effect.gen(function*() {
     // A plain flag, not a Ref: it is read on every call, and only the finalizer sets it.
     let closed = false
-    yield* Effect.addFinalizer(() => Effect.sync(() => (closed = true)))
-    // Which sessions this checkpointer changed, for its followers (other processes' changes come from `driver.watch`).
-    const changed = yield* PubSub.sliding<string>(1024)
-    yield* Effect.addFinalizer(() => PubSub.shutdown(changed))
-    // Publishing costs microseconds per append: only while someone follows.
-    let followers = 0
+    // Which sessions this checkpointer changed, for its followers (other processes' changes come
+    // from `driver.watch`). Keyed: an append wakes its own session's followers only.
+    const changed = makeKeyedSignals()
+    // Followers look once more when it closes, and hear that it did.
+    yield* Effect.addFinalizer(() => Effect.sync(() => {
+      closed = true
+      changed.signalAll()
+    }))
     const signalChange = (sessionId: string) => <A, E>(effect: Effect.Effect<A, E>) =>
-      Effect.tap(effect, () => (followers === 0 ? Effect.void : PubSub.publish(changed, sessionId)))
+      Effect.tap(effect, () => (changed.size() === 0 ? Effect.void : Effect.sync(() => changed.signal(sessionId))))
     const ensureOpen = Effect.suspend(() => (closed ? Effect.fail(new CheckpointerClosedError()) : Effect.void))
     /** `effect`, once the checkpointer is known open and the session id valid (checked synchronously: every call pays it). */
     const guard = <A>(sessionId: string, effect: Effect.Effect<A, CheckpointerError>): Effect.Effect<A, CheckpointerError> =>
@@ -360,17 +363,8 @@ export const make = (driver: CheckpointerDriver) =>
                   version: (id) => guard(id, driver.version(id)),
                   read: (id, after) => read(id, { sinceSeq: after }),
                   wakeUps: (id) =>
-                    Effect.map(
-                      Effect.zipLeft(
-                        PubSub.subscribe(changed),
-                        Effect.acquireRelease(Effect.sync(() => followers++), () => Effect.sync(() => followers--))
-                      ),
-                      (local) =>
-                        Stream.merge(
-                          Stream.filter(Stream.fromQueue(local), (changedId) => changedId === id),
-                          driver.watch?.(id) ?? Stream.never
-                        )
-                    )
+                    Effect.map(changed.subscribe(id), (local) =>
+                      driver.watch === undefined ? local : Stream.merge(local, driver.watch(id)))
                 },
                 sessionId,
                 sinceSeq,

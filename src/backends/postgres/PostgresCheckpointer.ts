@@ -95,8 +95,12 @@ export interface PostgresCheckpointerOptions extends Schema.Schema.Type<typeof P
 /** Options whose values never appear in an error. */
 const SECRETS = ["url", "password"]
 
-/** How often a follower looks regardless of notifications (a lost one is caught by this). */
-const FOLLOW_POLL_MS = 2000
+/**
+ * How often a follower looks regardless of notifications. The feed's heartbeats find a lost
+ * connection and `reconnected` wakes every follower, so this is only the last resort (a
+ * notification lost otherwise), and rare: each look is a query per follower.
+ */
+const FOLLOW_POLL_MS = 30_000
 const DEFAULT_SCHEMA = "lite_agent"
 
 /** A random generation, as an integer that survives a round trip through JavaScript numbers. */
@@ -249,13 +253,10 @@ export const makeWithClient = (
       }
     )
 
-    const changes = yield* makeChangeFeed(client, options.schema, query)
+    const feed = yield* makeChangeFeed(client, options.schema, query)
     // Followers wake on this session's notifications, and on `reconnected` (what was missed is unknown).
-    const watch = (sessionId: string): Stream.Stream<unknown> =>
-      Stream.filter(changes, (change) => change.kind === "reconnected" || change.sessionId === sessionId)
-
-    const service = yield* Checkpointer.make({ ...driver, watch, followPollMs: FOLLOW_POLL_MS })
-    return { service, integrity: { checkIntegrity }, changes: { changes } }
+    const service = yield* Checkpointer.make({ ...driver, watch: feed.wakeUps, followPollMs: FOLLOW_POLL_MS })
+    return { service, integrity: { checkIntegrity }, changes: { changes: feed.changes } }
   })
 
 const contextOf = (built: PostgresCheckpointerParts) =>

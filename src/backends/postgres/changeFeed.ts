@@ -2,12 +2,13 @@
  * The live feed: every change any process commits to a schema, heard through LISTEN on the
  * channel the writers' transactions `pg_notify` (see `notifyChange` in statements.ts for the
  * payload), as they commit. One LISTEN per checkpointer while anyone subscribes, shared through
- * a PubSub. The connection is watched with heartbeats (a NOTIFY to itself): when it goes quiet,
+ * a PubSub, and dispatched by session to followers. The connection is watched with heartbeats (a NOTIFY to itself): when it goes quiet,
  * it is replaced, and subscribers hear `reconnected` once the new one is listening.
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, PubSub, RcRef, Schedule, type Scope, Stream } from "effect"
 import { StorageError } from "../../core/errors.js"
+import { makeKeyedSignals } from "../../core/internal/keyedSignals.js"
 import { toCheckpointerError } from "./pgErrors.js"
 import type { Query } from "./transactions.js"
 
@@ -60,12 +61,23 @@ const heard = (schema: string, payload: string): SessionChange | typeof HEARTBEA
   return undefined
 }
 
+export interface ChangeFeed {
+  /** Every change to the schema. */
+  readonly changes: Stream.Stream<SessionChange>
+  /**
+   * Wake-ups for one session's followers: its own changes, and `reconnected`. Dispatched by
+   * session as each notification is heard, so a change costs work for its session's followers
+   * only; each holds one pending wake-up at most, which no burst of changes can push out.
+   */
+  readonly wakeUps: (sessionId: string) => Stream.Stream<void>
+}
+
 /** The changes to `schema`, for as long as the scope lasts; subscribing starts the LISTEN, the last subscriber leaving ends it. */
 export const makeChangeFeed = (
   client: PgClient.PgClient,
   schema: string,
   query: Query
-): Effect.Effect<Stream.Stream<SessionChange>, never, Scope.Scope> =>
+): Effect.Effect<ChangeFeed, never, Scope.Scope> =>
   Effect.gen(function*() {
     // Not PgClient's `notify`: it sends `NOTIFY channel, $1`, which PostgreSQL refuses (NOTIFY takes no parameters).
     const heartbeat = Effect.ignore(query("notify", "SELECT pg_notify($1, $2)", [CHANGES_CHANNEL, JSON.stringify({ schema, kind: HEARTBEAT })]))
@@ -83,6 +95,7 @@ export const makeChangeFeed = (
         Duration.millis(3 * FEED_HEARTBEAT_MS)
       )
     )
+    const followers = makeKeyedSignals()
     const feed = yield* RcRef.make({
       acquire: Effect.gen(function*() {
         const hub = yield* Effect.acquireRelease(PubSub.sliding<SessionChange>(FEED_BUFFER), PubSub.shutdown)
@@ -92,9 +105,12 @@ export const makeChangeFeed = (
           if (change === HEARTBEAT) {
             if (!lost) return Effect.void
             lost = false
+            followers.signalAll()
             return PubSub.publish(hub, { kind: "reconnected" })
           }
-          return change === undefined ? Effect.void : PubSub.publish(hub, change)
+          if (change === undefined) return Effect.void
+          if (change.kind !== "reconnected") followers.signal(change.sessionId)
+          return PubSub.publish(hub, change)
         })
         yield* Effect.forkScoped(
           listen.pipe(
@@ -106,7 +122,10 @@ export const makeChangeFeed = (
         return hub
       })
     })
-    return Stream.unwrapScoped(
-      Effect.map(Effect.flatMap(RcRef.get(feed), PubSub.subscribe), (subscription) => Stream.fromQueue(subscription))
-    )
+    return {
+      changes: Stream.unwrapScoped(
+        Effect.map(Effect.flatMap(RcRef.get(feed), PubSub.subscribe), (subscription) => Stream.fromQueue(subscription))
+      ),
+      wakeUps: (sessionId) => Stream.unwrapScoped(Effect.zipRight(RcRef.get(feed), followers.subscribe(sessionId)))
+    }
   })

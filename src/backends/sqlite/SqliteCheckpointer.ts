@@ -21,7 +21,7 @@
  *   write, whose mutations are then refused; the write lock is taken at open only to migrate
  *   (./schema.ts). What SQLite throws becomes the library's errors in ./sqliteErrors.ts.
  */
-import { Context, Duration, Effect, Layer, PubSub, RcRef, Schema, Stream } from "effect"
+import { Context, Effect, Layer, Schema, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
   type CheckpointerError,
@@ -34,6 +34,7 @@ import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrit
 import { decodeOptions, expecting, Flag, numberAtLeast, oneOf } from "../../core/internal/options.js"
 import { retryWhileBusy } from "../internal/busy.js"
 import { type EventPage, type EventRow, pagedRead, parseRecord, recordOf, type StoredRecord } from "../internal/pagedRead.js"
+import { makeCommitWatch } from "./commitWatch.js"
 import { makeGroupCommit } from "./groupCommit.js"
 import { openDatabase } from "./openDatabase.js"
 import { migrate, SCHEMA_VERSION, schemaVersionOf } from "./schema.js"
@@ -59,8 +60,12 @@ export const MINIMUM_SQLITE_VERSION = "3.51.3"
 const READ_PAGE_ROWS = 512
 /** How often a followed database is checked for other connections' commits (one PRAGMA, microseconds). */
 const DATA_VERSION_POLL_MS = 20
-/** How often a follower looks regardless: the data_version check already covers every commit. */
-const FOLLOW_POLL_MS = 2000
+/**
+ * How often a follower looks regardless. The data_version check covers every commit; this is
+ * the last resort for what it cannot see (a database file replaced under the open connection,
+ * a poller stopped by a defect), so it is rare: each look is a query per follower.
+ */
+const FOLLOW_POLL_MS = 30_000
 const NATIVE_BUSY_TIMEOUT_MS = 1
 /**
  * Other writers hold the lock for well under a millisecond, so the first retries come soon
@@ -347,35 +352,16 @@ export const make = (options: SqliteCheckpointerOptions) =>
         )
     }
 
-    /**
-     * Wake-ups for followers: `PRAGMA data_version` changes when another connection (another
-     * process, or another checkpointer on the file) commits. One poller per checkpointer,
-     * while anyone follows; every change wakes every follower, each of which checks its own
-     * session's version — a query of one row.
-     */
-    const dataVersion = read("watch", () => Number(db.pragma("data_version", { simple: true })))
-    const commits = yield* RcRef.make({
-      acquire: Effect.gen(function*() {
-        const hub = yield* Effect.acquireRelease(PubSub.sliding<void>(1), PubSub.shutdown)
-        let last = yield* Effect.orElseSucceed(dataVersion, () => -1)
-        yield* Effect.forkScoped(
-          Effect.forever(
-            Effect.zipRight(
-              Effect.sleep(Duration.millis(DATA_VERSION_POLL_MS)),
-              Effect.flatMap(Effect.orElseSucceed(dataVersion, () => last), (current) => {
-                if (current === last) return Effect.void
-                last = current
-                return PubSub.publish(hub, undefined)
-              })
-            )
-          )
-        )
-        return hub
-      })
+    // Other connections' commits wake the followers of the sessions they changed (./commitWatch.ts).
+    const watch = yield* makeCommitWatch({
+      dataVersion: () => Number(db.pragma("data_version", { simple: true })),
+      versionOf: (sessionId) => {
+        const row = sql.head.get(sessionId)
+        return row === undefined ? undefined : `${row.head}:${row.generation}`
+      },
+      read,
+      pollMs: DATA_VERSION_POLL_MS
     })
-    const watch = (_sessionId: string): Stream.Stream<unknown> =>
-      Stream.unwrapScoped(Effect.map(Effect.flatMap(RcRef.get(commits), PubSub.subscribe), (subscription) => Stream.fromQueue(subscription)))
-
     const service = yield* Checkpointer.make({ ...driver, watch, followPollMs: FOLLOW_POLL_MS })
     return { service, integrity: { checkIntegrity: quickCheck } }
   })
