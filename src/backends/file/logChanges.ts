@@ -9,11 +9,7 @@
  */
 import * as fs from "node:fs"
 import { Effect, Stream } from "effect"
-
-interface Followed {
-  last: string | undefined
-  readonly listeners: Set<() => void>
-}
+import { makeKeyedSignals } from "../../core/internal/keyedSignals.js"
 
 /** What a log's status says of its content: equal strings, no commit in between (but for a full look now and then). */
 const statusOf = (path: string): string | undefined => {
@@ -27,37 +23,22 @@ const statusOf = (path: string): string | undefined => {
 }
 
 export const makeLogChanges = (logPath: (sessionId: string) => string, everyMs: number) => {
-  const followed = new Map<string, Followed>()
+  const signals = makeKeyedSignals()
+  /** Each followed log's status at the last look. */
+  const seen = new Map<string, string | undefined>()
   let timer: ReturnType<typeof setInterval> | undefined
 
   const look = () => {
-    for (const [sessionId, entry] of followed) {
+    for (const sessionId of signals.keys()) {
       const now = statusOf(logPath(sessionId))
-      if (now === entry.last) continue
-      entry.last = now
-      for (const listener of entry.listeners) listener()
+      if (seen.has(sessionId) && seen.get(sessionId) === now) continue
+      // The first look at a log only notes its status: the follower reads it as it starts.
+      const first = !seen.has(sessionId)
+      seen.set(sessionId, now)
+      if (!first) signals.signal(sessionId)
     }
-  }
-
-  const add = (sessionId: string, listener: () => void) => {
-    let entry = followed.get(sessionId)
-    if (entry === undefined) {
-      entry = { last: statusOf(logPath(sessionId)), listeners: new Set() }
-      followed.set(sessionId, entry)
-    }
-    entry.listeners.add(listener)
-    if (timer === undefined) {
-      timer = setInterval(look, everyMs)
-      // Following must not keep the process alive.
-      timer.unref()
-    }
-    return entry
-  }
-
-  const remove = (sessionId: string, entry: Followed, listener: () => void) => {
-    entry.listeners.delete(listener)
-    if (entry.listeners.size === 0) followed.delete(sessionId)
-    if (followed.size === 0 && timer !== undefined) {
+    if (seen.size > signals.size()) for (const sessionId of seen.keys()) if (!signals.has(sessionId)) seen.delete(sessionId)
+    if (signals.size() === 0 && timer !== undefined) {
       clearInterval(timer)
       timer = undefined
     }
@@ -65,13 +46,14 @@ export const makeLogChanges = (logPath: (sessionId: string) => string, everyMs: 
 
   /** A signal each time `sessionId`'s log is seen changed, for as long as the stream is read. */
   const changes = (sessionId: string): Stream.Stream<void> =>
-    Stream.asyncPush<void>((emit) => {
-      const listener = () => void emit.single(undefined)
-      return Effect.acquireRelease(
-        Effect.sync(() => add(sessionId, listener)),
-        (entry) => Effect.sync(() => remove(sessionId, entry, listener))
-      )
-    }, { bufferSize: 1, strategy: "sliding" })
+    Stream.unwrapScoped(Effect.tap(signals.subscribe(sessionId), () =>
+      Effect.sync(() => {
+        if (!seen.has(sessionId)) seen.set(sessionId, statusOf(logPath(sessionId)))
+        if (timer !== undefined) return
+        timer = setInterval(look, everyMs)
+        // Following must not keep the process alive.
+        timer.unref()
+      })))
 
   return { changes }
 }
