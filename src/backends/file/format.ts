@@ -296,6 +296,9 @@ export const seekLine = <E>(
   sinceSeq: number
 ): Effect.Effect<{ readonly offset: number; readonly seq: number }, E> =>
   Effect.gen(function*() {
+    // A follower reads the last few records: its line is usually in the log's last kilobytes.
+    const nearEnd = sinceSeq > 0 ? yield* lineNearEnd(read, headerEnd, committedEnd, sinceSeq) : undefined
+    if (nearEnd !== undefined) return nearEnd
     let lo = { offset: headerEnd, seq: 1 }
     let hi = committedEnd
     while (sinceSeq > 0 && hi - lo.offset > SEEK_SPAN_BYTES) {
@@ -306,6 +309,40 @@ export const seekLine = <E>(
       else hi = middle
     }
     return lo
+  })
+
+/**
+ * The last line before `committedEnd` whose seq is at most `sinceSeq + 1`, found by reading
+ * back from the end, 4 KB then twice as much each time, for at most `SEEK_SPAN_BYTES`; undefined
+ * when it starts further back (or a line there does not parse): the binary search takes over.
+ */
+const lineNearEnd = <E>(
+  read: (position: number, length: number) => Effect.Effect<Uint8Array, E>,
+  headerEnd: number,
+  committedEnd: number,
+  sinceSeq: number
+): Effect.Effect<{ readonly offset: number; readonly seq: number } | undefined, E> =>
+  Effect.gen(function*() {
+    const line = newLineInfo()
+    let windowStart = committedEnd
+    let window = Buffer.alloc(0)
+    let blockSize = 4 * 1024
+    while (windowStart > headerEnd && committedEnd - windowStart < SEEK_SPAN_BYTES) {
+      const nextStart = Math.max(headerEnd, windowStart - blockSize)
+      window = Buffer.concat([asBuffer(yield* read(nextStart, windowStart - nextStart)), window])
+      windowStart = nextStart
+      blockSize *= 2
+      // The window ends with the newline of the last committed line; examine lines from the end.
+      let newline = window.length - 1
+      while (newline >= 0) {
+        const previous = newline === 0 ? -1 : window.lastIndexOf(NEWLINE, newline - 1)
+        if (previous < 0 && windowStart > headerEnd) break // the line starts before the window: read more
+        if (!parseLine(window, previous + 1, newline, line)) return undefined
+        if (line.seq <= sinceSeq + 1) return { offset: windowStart + previous + 1, seq: line.seq }
+        newline = previous
+      }
+    }
+    return undefined
   })
 
 /** The first whole line starting after `position` (and before `end`), or undefined. */
