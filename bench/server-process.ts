@@ -51,7 +51,7 @@ const serveLite = async (config: { readonly backend: string; readonly store: str
 }
 
 const encoder = new TextEncoder()
-/** The frame the server writes for an event (sse.ts's followFrame, spelled out so the baseline needs no Effect). */
+/** The frame the server writes for an event (sse.ts's followFrame, spelled out so the baseline loads none of the server). */
 const frameOf = (seq: number, generation: string) => {
   const data = { ...encodeStoredEvent({ seq, ts: Date.now(), event: timedEvent() }), generation }
   return encoder.encode(`id: ${seq}\nevent: event\ndata: ${jsonText(data)}\n\n`)

@@ -100,6 +100,19 @@ const followersSeeOtherConnection = async (follower: PromiseCheckpointerWithInte
   }
 }
 
+/** Two checkpointers on one store: the follower's sessions each get a first event, then followersSeeOtherConnection. */
+const followersOfOneStoreSeeAnother = async (backend: "sqlite" | "postgres", location: string) => {
+  const writer = await openStore(backend, location)
+  const follower = await openStore(backend, location)
+  try {
+    for (const session of sessions) await writer.append(session, [message("first")])
+    await followersSeeOtherConnection(follower, writer)
+  } finally {
+    await follower.close()
+    await writer.close()
+  }
+}
+
 describe("SQLite: another connection's commit wakes its session's followers only", () => {
   it("counts wake-ups per followed session while a second checkpointer appends to one", async () => {
     const file = `${makeTempDir("keyed-sqlite")}/sessions.db`
@@ -131,18 +144,8 @@ describe("SQLite: another connection's commit wakes its session's followers only
     }
   }, 120_000)
 
-  it("a follower polling every 10 minutes sees every append another checkpointer makes", async () => {
-    const file = `${makeTempDir("keyed-sqlite")}/sessions.db`
-    const writer = await openStore("sqlite", file)
-    const follower = await openStore("sqlite", file)
-    try {
-      for (const session of sessions) await writer.append(session, [message("first")])
-      await followersSeeOtherConnection(follower, writer)
-    } finally {
-      await follower.close()
-      await writer.close()
-    }
-  }, 120_000)
+  it("a follower polling every 10 minutes sees every append another checkpointer makes", () =>
+    followersOfOneStoreSeeAnother("sqlite", `${makeTempDir("keyed-sqlite")}/sessions.db`), 120_000)
 })
 
 describe("PostgreSQL: a notification wakes its session's followers only; `reconnected` wakes everyone", () => {
@@ -175,16 +178,6 @@ describe("PostgreSQL: a notification wakes its session's followers only; `reconn
     }
   }, 120_000)
 
-  it("a follower polling every 10 minutes sees every append another checkpointer makes", async () => {
-    const location = postgresLocation(server.url, `keyed_follow_${Date.now().toString(36)}`)
-    const writer = await openStore("postgres", location)
-    const follower = await openStore("postgres", location)
-    try {
-      for (const session of sessions) await writer.append(session, [message("first")])
-      await followersSeeOtherConnection(follower, writer)
-    } finally {
-      await follower.close()
-      await writer.close()
-    }
-  }, 120_000)
+  it("a follower polling every 10 minutes sees every append another checkpointer makes", () =>
+    followersOfOneStoreSeeAnother("postgres", postgresLocation(server.url, `keyed_follow_${Date.now().toString(36)}`)), 120_000)
 })

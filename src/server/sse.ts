@@ -8,14 +8,12 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Effect, Either, Option, Schema, Sink, Stream } from "effect"
 import type { FollowItem } from "../core/Checkpointer.js"
-import { encodeStoredEvent, jsonText } from "../core/encoding.js"
+import { encodeStoredEvent } from "../core/encoding.js"
 import { decodeArgument, expecting } from "../core/internal/options.js"
-import { type SseClient, SseClients, type SseSettings, writeStream } from "./sseClient.js"
-import { badRequest } from "./wireErrors.js"
+import { frame, type SseClient, SseClients, type SseSettings, writeStream } from "./sseClient.js"
 
-const encoder = new TextEncoder()
-export const frame = (fields: { readonly id?: string; readonly event: string; readonly data: unknown }) =>
-  encoder.encode(`${fields.id === undefined ? "" : `id: ${fields.id}\n`}event: ${fields.event}\ndata: ${jsonText(fields.data)}\n\n`)
+export { frame }
+import { badRequest } from "./wireErrors.js"
 
 /** A follower's item as an SSE frame: `id` is the seq (0 after a reset, so a reconnect starts the new log from the top). */
 export const followFrame = (item: FollowItem) =>

@@ -12,6 +12,7 @@
 import type { ServerResponse } from "node:http"
 import { performance } from "node:perf_hooks"
 import { Effect, Stream } from "effect"
+import { jsonText } from "../core/encoding.js"
 
 /** What the SSE streams need of the server's settings. */
 export interface SseSettings {
@@ -22,6 +23,9 @@ export interface SseSettings {
 }
 
 const encoder = new TextEncoder()
+/** One SSE message as bytes. */
+export const frame = (fields: { readonly id?: string; readonly event: string; readonly data: unknown }) =>
+  encoder.encode(`${fields.id === undefined ? "" : `id: ${fields.id}\n`}event: ${fields.event}\ndata: ${jsonText(fields.data)}\n\n`)
 const heartbeatFrame = encoder.encode(": heartbeat\n\n")
 /**
  * The first bytes of every SSE stream: the response's headers go out with them at once, so a
@@ -112,7 +116,7 @@ export class SseClient {
   }
 }
 
-export const closeFrame = (reason: string) => encoder.encode(`event: close\ndata: ${JSON.stringify({ reason })}\n\n`)
+export const closeFrame = (reason: string) => frame({ event: "close", data: { reason } })
 
 /** The server's SSE clients and the one timer that keeps them alive or cuts them off. */
 export class SseClients {

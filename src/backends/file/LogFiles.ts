@@ -84,6 +84,12 @@ const statIfPresent = (path: string): fs.BigIntStats | undefined => {
   }
 }
 
+/** `path`'s identity, size and times as one string: it changes whenever the content does; `undefined` when nothing is there. */
+export const statusOf = (path: string): string | undefined => {
+  const stat = statIfPresent(path)
+  return stat === undefined ? undefined : `${identityOf(stat)}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`
+}
+
 const handleFor = (fd: number): LogHandle => ({
   size: attempt("stat", () => fs.fstatSync(fd).size),
   identity: attempt("stat", () => identityOf(fs.fstatSync(fd, { bigint: true }))),
@@ -162,10 +168,7 @@ export const node: LogFilesService = {
     }),
   list: (path) => attempt("list", () => fs.readdirSync(path)),
   modifiedAt: (path) => attempt("stat", () => statIfPresent(path)?.mtime),
-  status: (path) => attempt("stat", () => {
-    const stat = statIfPresent(path)
-    return stat === undefined ? undefined : `${identityOf(stat)}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`
-  }),
+  status: (path) => attempt("stat", () => statusOf(path)),
   identify: (path) => attempt("stat", () => {
     const stat = statIfPresent(path)
     return stat === undefined ? undefined : identityOf(stat)

@@ -7,17 +7,15 @@
  * microseconds per followed session per look, instead of every follower reading its log's
  * tail on every poll.
  */
-import * as fs from "node:fs"
 import { Effect, Stream } from "effect"
 import { makeKeyedSignals } from "../../core/internal/keyedSignals.js"
+import { statusOf } from "./LogFiles.js"
 
-/** What a log's status says of its content: equal strings, no commit in between (but for a full look now and then). */
-const statusOf = (path: string): string | undefined => {
+/** A log's status (LogFiles' `statusOf`); a stat that fails is a status too: the next look tells. */
+const lookAt = (path: string): string | undefined => {
   try {
-    const stat = fs.statSync(path, { bigint: true, throwIfNoEntry: false })
-    return stat === undefined ? undefined : `${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}:${stat.ino}`
+    return statusOf(path)
   } catch (error) {
-    // Not a change anyone could read: the next look tells.
     return `unreadable: ${String(error)}`
   }
 }
@@ -30,7 +28,7 @@ export const makeLogChanges = (logPath: (sessionId: string) => string, everyMs: 
 
   const look = () => {
     for (const sessionId of signals.keys()) {
-      const now = statusOf(logPath(sessionId))
+      const now = lookAt(logPath(sessionId))
       if (seen.has(sessionId) && seen.get(sessionId) === now) continue
       // The first look at a log only notes its status: the follower reads it as it starts.
       const first = !seen.has(sessionId)
@@ -48,7 +46,7 @@ export const makeLogChanges = (logPath: (sessionId: string) => string, everyMs: 
   const changes = (sessionId: string): Stream.Stream<void> =>
     Stream.unwrapScoped(Effect.tap(signals.subscribe(sessionId), () =>
       Effect.sync(() => {
-        if (!seen.has(sessionId)) seen.set(sessionId, statusOf(logPath(sessionId)))
+        if (!seen.has(sessionId)) seen.set(sessionId, lookAt(logPath(sessionId)))
         if (timer !== undefined) return
         timer = setInterval(look, everyMs)
         // Following must not keep the process alive.
