@@ -75,7 +75,7 @@ if (runs("postgres")) {
 if (runs("server")) {
   printTable(
     "Session server under many SSE followers (2,000 appends at 80/s from another process; server, clients and writer in separate processes)",
-    ["load", "server", "append→receipt p50 / p99", "p99 vs bare", "server CPU per delivery", "vs bare", "peak RSS", "GET /sessions p99", "delivered"],
+    ["load", "server", "append→receipt p50 / p99", "commit→receipt p50 / p99", "its p99 vs bare", "server CPU per delivery", "vs bare", "peak RSS", "GET /sessions p99", "delivered"],
     await runServerBench()
   )
 }

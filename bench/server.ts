@@ -4,9 +4,11 @@
  * probe of `GET /sessions` in this one. Two loads: 300 clients following one session while 2,000
  * events are appended at 80/s, and 1,000 clients spread over 100 sessions (10 each) while 2,000
  * events are appended to them in turn at the same rate. Per backend (file, SQLite, PostgreSQL):
- * append→receipt p50/p99, the server's CPU time per delivered event, its peak RSS, and how long
- * `GET /sessions` takes meanwhile — against a bare `node:http` server writing the same frames to
- * the same clients, measured in the same run.
+ * append→receipt p50/p99 (from the append call) and commit→receipt (from its return: the
+ * server's own part, without the store's commit), the server's CPU time per delivered event, its
+ * peak RSS, and how long `GET /sessions` takes meanwhile — against a bare `node:http` server
+ * writing the same frames to the same clients, measured in the same run (its events have no
+ * commit: both latencies count from their making).
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, readFileSync } from "node:fs"
@@ -15,7 +17,7 @@ import { join } from "node:path"
 import { createInterface, type Interface } from "node:readline"
 import { setTimeout as sleep } from "node:timers/promises"
 import { startPostgres } from "../test/support/postgres.js"
-import { BENCH_TOKEN, openStore, timedEvent } from "./server-process.js"
+import { BENCH_TOKEN, openStore, timedEvent, wallNow } from "./server-process.js"
 
 const EVENTS = 2000
 const PER_SECOND = 80
@@ -34,6 +36,8 @@ const LOADS: ReadonlyArray<Load> = [
 interface Measured {
   readonly p50: number
   readonly p99: number
+  readonly commitP50: number
+  readonly commitP99: number
   readonly delivered: number
   readonly expected: number
   readonly disordered: number
@@ -103,6 +107,8 @@ const measure = async (load: Load, served: Served): Promise<Measured> => {
         await sleep(100)
       }
     })()
+    /** When each append returned, by session and seq (the bare baseline has no commits). */
+    const commits: Record<string, Record<string, number>> = {}
     if (writer === undefined) {
       server.stdin!.write("go\n")
       await lineOf(serverLines, (line) => line === "written")
@@ -111,12 +117,23 @@ const measure = async (load: Load, served: Served): Promise<Measured> => {
       for (let i = 0; i < EVENTS; i++) {
         const wait = started + (i * 1000) / PER_SECOND - performance.now()
         if (wait > 0) await sleep(wait)
-        await writer.append(load.sessions[i % load.sessions.length]!, [timedEvent()])
+        const session = load.sessions[i % load.sessions.length]!
+        const seq = await writer.append(session, [timedEvent()])
+        ;(commits[session] ??= {})[String(seq)] = wallNow()
       }
     }
+    clients.stdin!.write(`commits ${JSON.stringify(commits)}\n`)
     // Every delivery, or two minutes after the last append.
     const late = setTimeout(() => clients.stdin!.write("stop\n"), 120_000)
-    const measured = JSON.parse(await result) as { delivered: number; expected: number; disordered: number; p50: number; p99: number }
+    const measured = JSON.parse(await result) as {
+      delivered: number
+      expected: number
+      disordered: number
+      p50: number
+      p99: number
+      commitP50: number
+      commitP99: number
+    }
     clearTimeout(late)
     writing = false
     await probing
@@ -149,6 +166,7 @@ export const runServerBench = async () => {
         load.name,
         "bare node:http",
         `${fixed(bare.p50, 1)} / ${fixed(bare.p99, 1)} ms`,
+        `${fixed(bare.commitP50, 1)} / ${fixed(bare.commitP99, 1)} ms`,
         "1.00×",
         `${fixed(perDelivery(bare), 1)} µs`,
         "1.00×",
@@ -165,7 +183,8 @@ export const runServerBench = async () => {
           load.name,
           backend,
           `${fixed(m.p50, 1)} / ${fixed(m.p99, 1)} ms`,
-          `${fixed(m.p99 / bare.p99, 2)}×`,
+          `${fixed(m.commitP50, 1)} / ${fixed(m.commitP99, 1)} ms`,
+          `${fixed(m.commitP99 / bare.commitP99, 2)}×`,
           `${fixed(perDelivery(m), 1)} µs`,
           `${fixed(perDelivery(m) / perDelivery(bare), 2)}×`,
           `${fixed(m.peakRssMb)} MB (${fixed(m.peakRssMb - 2 * bare.peakRssMb)} over 2× bare)`,

@@ -2,18 +2,19 @@
  * Followers' wake-ups are keyed by session, on real stores: with many sessions followed, a
  * commit by another connection (as another process's would be) wakes the followers of the
  * session it changed only — each wake-up is a look (a `version` query, maybe a read), so a
- * commit must not cost a look per followed session. And no wake-up is lost: a follower polling
- * only every 10 minutes still sees every other connection's append to its session.
+ * commit must not cost a look per followed session. A SQLite commit is heard from the WAL's
+ * file events at once, not at the next poll. And no wake-up is lost: a follower polling only
+ * every 10 minutes still sees every other connection's append to its session.
  */
 import Database from "better-sqlite3"
-import { Effect, Exit, Redacted, Scope, Stream } from "effect"
+import { Effect, Exit, Redacted, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { PgClient } from "@effect/sql-pg"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { type PromiseCheckpointerWithIntegrity, UserMessage } from "../src/index.js"
 import { makeChangeFeed } from "../src/backends/postgres/changeFeed.js"
 import { makeTransactions } from "../src/backends/postgres/transactions.js"
-import { makeCommitWatch } from "../src/backends/sqlite/commitWatch.js"
+import { fileWrites, makeCommitWatch } from "../src/backends/sqlite/commitWatch.js"
 import { makeTempDir, removeTempDirs } from "./support/processes.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
 import { openStore, postgresLocation } from "./support/stores.js"
@@ -39,22 +40,23 @@ const until = async (what: string, condition: () => boolean, timeoutMs = 30_000)
 }
 
 /** Subscribe to every session's wake-ups in `scope`, counting them per session. */
-const countWakeUps = async (scope: Scope.CloseableScope, watch: (sessionId: string) => Stream.Stream<unknown>) => {
+const countWakeUps = async (
+  scope: Scope.CloseableScope,
+  watch: (sessionId: string, onChange: () => void) => Effect.Effect<void, never, Scope.Scope>
+) => {
   const counts = new Map(sessions.map((session) => [session, 0]))
   await Effect.runPromise(
-    Effect.forEach(
-      sessions,
-      (session) =>
-        Effect.forkIn(Stream.runForEach(watch(session), () => Effect.sync(() => counts.set(session, counts.get(session)! + 1))), scope),
-      { discard: true }
-    )
+    Effect.forEach(sessions, (session) => Scope.extend(watch(session, () => counts.set(session, counts.get(session)! + 1)), scope), {
+      discard: true
+    })
   )
   return counts
 }
 
 /**
- * Append to each session whose followers have not woken yet, until all have: subscriptions
- * start in their own fibers, so a first append may come before one is listening.
+ * Append to each session whose followers have not woken yet, until all have: a feed may start
+ * hearing after the subscription returns (PostgreSQL's LISTEN runs in a fiber of its own), so a
+ * first append may come before anyone is listening.
  */
 const wakeEveryone = async (writer: PromiseCheckpointerWithIntegrity, counts: Map<string, number>) => {
   for (let round = 0; [...counts.values()].some((count) => count === 0); round++) {
@@ -113,36 +115,44 @@ const followersOfOneStoreSeeAnother = async (backend: "sqlite" | "postgres", loc
   }
 }
 
+/** A commit watch on a second connection to a SQLite store, counting wake-ups while a checkpointer appends to one session. */
+const countSqliteWakeUps = async (watchOptions: { readonly pollMs: number; readonly withFileEvents: boolean }) => {
+  const file = `${makeTempDir("keyed-sqlite")}/sessions.db`
+  const writer = await openStore("sqlite", file)
+  for (const session of sessions) await writer.append(session, [message("first")])
+  const db = new Database(file)
+  const head = db.prepare<[string], { head: number; generation: number }>("SELECT head, generation FROM lite_agent_sessions WHERE id = ?")
+  const scope = Effect.runSync(Scope.make())
+  try {
+    const watch = await Effect.runPromise(Scope.extend(
+      makeCommitWatch({
+        dataVersion: () => Number(db.pragma("data_version", { simple: true })),
+        versionOf: (sessionId) => {
+          const row = head.get(sessionId)
+          return row === undefined ? undefined : `${row.head}:${row.generation}`
+        },
+        read: (_operation, run) => Effect.sync(run),
+        pollMs: watchOptions.pollMs,
+        ...(watchOptions.withFileEvents ? { hints: fileWrites(file) } : {})
+      }),
+      scope
+    ))
+    const counts = await countWakeUps(scope, watch)
+    await wakeEveryone(writer, counts)
+    await appendToOneSession(writer, counts)
+  } finally {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    db.close()
+    await writer.close()
+  }
+}
+
 describe("SQLite: another connection's commit wakes its session's followers only", () => {
-  it("counts wake-ups per followed session while a second checkpointer appends to one", async () => {
-    const file = `${makeTempDir("keyed-sqlite")}/sessions.db`
-    const writer = await openStore("sqlite", file)
-    for (const session of sessions) await writer.append(session, [message("first")])
-    const db = new Database(file)
-    const head = db.prepare<[string], { head: number; generation: number }>("SELECT head, generation FROM lite_agent_sessions WHERE id = ?")
-    const scope = Effect.runSync(Scope.make())
-    try {
-      const watch = await Effect.runPromise(Scope.extend(
-        makeCommitWatch({
-          dataVersion: () => Number(db.pragma("data_version", { simple: true })),
-          versionOf: (sessionId) => {
-            const row = head.get(sessionId)
-            return row === undefined ? undefined : `${row.head}:${row.generation}`
-          },
-          read: (_operation, run) => Effect.sync(run),
-          pollMs: 5
-        }),
-        scope
-      ))
-      const counts = await countWakeUps(scope, watch)
-      await wakeEveryone(writer, counts)
-      await appendToOneSession(writer, counts)
-    } finally {
-      await Effect.runPromise(Scope.close(scope, Exit.void))
-      db.close()
-      await writer.close()
-    }
-  }, 120_000)
+  it("counts wake-ups per followed session while a second checkpointer appends to one", () =>
+    countSqliteWakeUps({ pollMs: 5, withFileEvents: false }), 120_000)
+
+  it("with a poll of 10 minutes, the WAL's file events wake each commit's followers (and only theirs)", () =>
+    countSqliteWakeUps({ pollMs: 600_000, withFileEvents: true }), 120_000)
 
   it("a follower polling every 10 minutes sees every append another checkpointer makes", () =>
     followersOfOneStoreSeeAnother("sqlite", `${makeTempDir("keyed-sqlite")}/sessions.db`), 120_000)

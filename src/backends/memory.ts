@@ -102,6 +102,16 @@ export const makeDriver = Effect.gen(function*() {
           onNone: () => Stream.empty,
           onSome: (s) => Stream.fromChunks(...pages(Chunk.drop(s.records, sinceSeq)))
         }))),
+    readPage: (sessionId, sinceSeq, maxRecords) =>
+      Effect.map(sessionOf(sessionId), (current) =>
+        Option.match(current, {
+          onNone: () => ({ records: [], head: 0, generation: undefined }),
+          onSome: (s) => ({
+            records: Chunk.toReadonlyArray(s.records).slice(sinceSeq, sinceSeq + maxRecords),
+            head: Chunk.size(s.records),
+            generation: s.generation
+          })
+        })),
     head: (sessionId) => Effect.map(sessionOf(sessionId), headOf),
     version: (sessionId) =>
       Effect.map(sessionOf(sessionId), (current) => ({

@@ -11,7 +11,7 @@
  * under the session's write exclusion, so a logged reference always has its blob and a crash
  * in between leaves only an unreferenced blob, which `sweepSnapshots` removes.
  */
-import { Clock, Context, Effect, Either, Schema, Stream } from "effect"
+import { Chunk, Clock, Context, Effect, Either, Schema, Stream } from "effect"
 import type { SessionEventInput } from "./encoding.js"
 import {
   CheckpointConflictError,
@@ -30,7 +30,7 @@ import { sha256Hex } from "./internal/sha256.js"
 import { makeKeyedSignals } from "./internal/keyedSignals.js"
 import { decodeOptions, PositiveMilliseconds } from "./internal/options.js"
 import type { CheckpointerDriver, SessionInfo, SessionVersion, SnapshotInfo } from "./CheckpointerDriver.js"
-import { type FollowItem, followSession } from "./follow.js"
+import { FOLLOW_BATCH_EVENTS, type FollowItem, followSession } from "./follow.js"
 
 import { sessionIdProblem } from "./sessionId.js"
 
@@ -39,6 +39,7 @@ export {
   type CheckpointerDriver,
   type LockedSession,
   NO_GENERATION,
+  type RecordPage,
   type SessionInfo,
   type SessionVersion,
   type SnapshotBlob,
@@ -361,10 +362,15 @@ export const make = (driver: CheckpointerDriver) =>
               followSession(
                 {
                   version: (id) => guard(id, driver.version(id)),
-                  read: (id, after) => read(id, { sinceSeq: after }),
-                  wakeUps: (id) =>
-                    Effect.map(changed.subscribe(id), (local) =>
-                      driver.watch === undefined ? local : Stream.merge(local, driver.watch(id)))
+                  readPage: (id, after) =>
+                    guard(id, Effect.flatMap(driver.readPage(id, after, FOLLOW_BATCH_EVENTS), (page) =>
+                      Effect.map(contiguousDecoder(id, after)(Chunk.unsafeFromArray(page.records)), (events) => ({
+                        events,
+                        head: page.head,
+                        generation: page.generation
+                      })))),
+                  wakeUps: (id, wake) =>
+                    Effect.zipRight(changed.subscribe(id, wake), driver.watch === undefined ? Effect.void : driver.watch(id, wake))
                 },
                 sessionId,
                 sinceSeq,

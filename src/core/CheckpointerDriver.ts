@@ -3,7 +3,7 @@
  * builds the whole `Checkpointer` service on a driver, so the rules every backend shares are
  * written once; a backend writes only these.
  */
-import type { Effect, Stream } from "effect"
+import type { Effect, Scope, Stream } from "effect"
 import type { CheckpointerError } from "./errors.js"
 import type { StoredEventEncoded } from "./events.js"
 
@@ -39,6 +39,15 @@ export interface SessionInfo {
   readonly mtime: Date
 }
 
+/** Some of a session's records and its version, read in one snapshot: the records belong to the log of that generation. */
+export interface RecordPage {
+  /** Records in their JSON form, in seq order. */
+  readonly records: ReadonlyArray<unknown>
+  readonly head: number
+  /** The generation the records were read from (`undefined` only when there are none). */
+  readonly generation: string | undefined
+}
+
 /** Exclusive write access to one session, handed to `make` by a driver. */
 export interface LockedSession {
   /** The real current head, read after the exclusion was taken. */
@@ -68,6 +77,12 @@ export interface CheckpointerDriver {
   ) => Effect.Effect<A, CheckpointerError>
   /** The stored records after `sinceSeq` in seq order, in their JSON form. */
   readonly read: (sessionId: string, sinceSeq: number) => Stream.Stream<unknown, CheckpointerError>
+  /**
+   * The first records after `sinceSeq` (at least one when there are any, at most `maxRecords`)
+   * with the session's version, in one snapshot: a follower's look at what is new, in one step
+   * and without a stream.
+   */
+  readonly readPage: (sessionId: string, sinceSeq: number, maxRecords: number) => Effect.Effect<RecordPage, CheckpointerError>
   readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
   readonly version: (sessionId: string) => Effect.Effect<SessionVersion, CheckpointerError>
   readonly list: Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError>
@@ -78,11 +93,12 @@ export interface CheckpointerDriver {
   /** Bytes the session's log takes as stored (0 when unknown). */
   readonly logBytes: (sessionId: string) => Effect.Effect<number, CheckpointerError>
   /**
-   * Signals that the session may have been changed by another process (spurious or merged
-   * signals are fine: each only makes a follower look). Without it, and for what it misses,
-   * followers poll. Changes made through this checkpointer are signalled by `make` itself.
+   * Calls `onChange` whenever the session may have been changed by another process, for as
+   * long as the scope lasts (spurious or merged calls are fine: each only makes a follower
+   * look; `onChange` is cheap and never throws). Without it, and for what it misses, followers
+   * poll. Changes made through this checkpointer are signalled by `make` itself.
    */
-  readonly watch?: (sessionId: string) => Stream.Stream<unknown>
+  readonly watch?: (sessionId: string, onChange: () => void) => Effect.Effect<void, never, Scope.Scope>
   /** How often a follower looks when no signal came. Default 1000 ms. */
   readonly followPollMs?: number
 }

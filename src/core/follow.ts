@@ -5,9 +5,10 @@
  * backend only says when it may be worth looking again (wake-ups), and a slow poll covers
  * wake-ups that never come (a lost notification, a file system without change events).
  *
- * Each look costs one `version` and, when the head moved, a read of the new events only and a
- * second `version`: the events read are delivered only if the generation did not change in
- * between, which proves they belong to the log the follower has been reading.
+ * A look costs one `version` and, when the head moved, one page of the new events read with
+ * the version they belong to (`readPage`): the events are delivered only if that generation is
+ * the one the follower has been reading. Looks are Effects, not streams: a follower's look at
+ * one new event is the hot path of a server with many followers.
  */
 import { Chunk, Effect, Queue, type Scope, Stream } from "effect"
 import type { CheckpointerError } from "./errors.js"
@@ -37,9 +38,13 @@ export const FOLLOW_BATCH_EVENTS = 512
 
 export interface FollowSource {
   readonly version: (sessionId: string) => Effect.Effect<{ readonly head: number; readonly generation: string }, CheckpointerError>
-  readonly read: (sessionId: string, sinceSeq: number) => Stream.Stream<StoredEvent, CheckpointerError>
-  /** Signals that the session may have changed; subscribed before the first look. */
-  readonly wakeUps: (sessionId: string) => Effect.Effect<Stream.Stream<unknown>, never, Scope.Scope>
+  /** The first events after `sinceSeq` (at most `FOLLOW_BATCH_EVENTS`) and the version they were read at. */
+  readonly readPage: (
+    sessionId: string,
+    sinceSeq: number
+  ) => Effect.Effect<{ readonly events: Chunk.Chunk<StoredEvent>; readonly head: number; readonly generation: string | undefined }, CheckpointerError>
+  /** Calls `wake` whenever the session may have changed, for as long as the scope lasts; subscribed before the first look. */
+  readonly wakeUps: (sessionId: string, wake: () => void) => Effect.Effect<void, never, Scope.Scope>
 }
 
 export const followSession = (
@@ -54,13 +59,18 @@ export const followSession = (
     Effect.gen(function*() {
       // At most one pending wake-up: many changes between two looks are one look.
       const wake = yield* Queue.sliding<void>(1)
-      const signals = yield* source.wakeUps(sessionId)
-      yield* Effect.forkScoped(Stream.runForEach(signals, () => Queue.offer(wake, undefined)))
+      yield* source.wakeUps(sessionId, () => void wake.unsafeOffer(undefined))
+      // The slow poll is a wake-up too: one timer per follower, not one per wait.
+      yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(pollMs), Queue.offer(wake, undefined))))
       let after = sinceSeq
       let generation: string | undefined = knownGeneration
+      // The last look read up to the head it saw after reading: the next one waits for a wake-up.
+      let caughtUp = false
 
       const look: Effect.Effect<Chunk.Chunk<FollowItem>, CheckpointerError> = Effect.gen(function*() {
         for (;;) {
+          if (caughtUp) yield* Queue.take(wake)
+          caughtUp = false
           // Wake-ups so far are answered by this look.
           yield* Queue.takeAll(wake)
           const version = yield* source.version(sessionId)
@@ -71,21 +81,17 @@ export const followSession = (
             return Chunk.of<FollowItem>({ type: "reset", head: version.head, generation: version.generation })
           }
           if (version.head > after) {
-            const batch = yield* Stream.runCollect(
-              Stream.take(source.read(sessionId, after), Math.min(version.head - after, FOLLOW_BATCH_EVENTS))
-            ).pipe(
-              // Truncated while it paged: look again (the generation tells).
-              Effect.catchTag("CheckpointConflictError", () => Effect.succeed(Chunk.empty<StoredEvent>()))
-            )
-            const check = yield* source.version(sessionId)
-            if (check.generation !== generation) continue
-            if (Chunk.isNonEmpty(batch)) {
-              after = Chunk.lastNonEmpty(batch).seq
-              const readFrom = check.generation
-              return Chunk.map(batch, (stored): FollowItem => ({ type: "event", stored, generation: readFrom }))
+            const page = yield* source.readPage(sessionId, after)
+            // Rewritten since the version: look again (the generation tells).
+            if (page.generation !== undefined && page.generation !== generation) continue
+            if (Chunk.isNonEmpty(page.events)) {
+              after = Chunk.lastNonEmpty(page.events).seq
+              caughtUp = page.head <= after
+              const readFrom = page.generation ?? generation
+              return Chunk.map(page.events, (stored): FollowItem => ({ type: "event", stored, generation: readFrom }))
             }
           }
-          yield* Effect.race(Queue.take(wake), Effect.sleep(pollMs))
+          caughtUp = true
         }
       })
       return Stream.repeatEffectChunk(look)

@@ -26,7 +26,7 @@
  */
 import { homedir } from "node:os"
 import { join } from "node:path"
-import { Context, Duration, Effect, Layer, Random, Schedule, Schema, Stream } from "effect"
+import { Context, Duration, Effect, Layer, Random, Schema, type Scope, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import { ConfigurationError, type CheckpointerError, StorageError } from "../../core/errors.js"
 import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised, renamedOptions } from "../../core/internal/options.js"
@@ -203,18 +203,29 @@ export const make = (options: FileCheckpointerOptions = {}) =>
      */
     const logChanges = makeLogChanges(logPath, LOG_STAT_POLL_MS)
     const watchFiles = files.watch
-    const fileEvents = (sessionId: string): Stream.Stream<unknown> =>
-      watchFiles === undefined ? Stream.never : Stream.unwrap(
-        Effect.map(Effect.orElseSucceed(files.modifiedAt(sessionDir(sessionId)), () => undefined), (exists) =>
-          exists === undefined
-            ? Stream.take(Stream.filter(watchFiles(realDir), (name) => name === sessionId), 1)
-            : Stream.interruptAfter(watchFiles(sessionDir(sessionId)), Duration.millis(WATCH_RENEW_MS)))
-      ).pipe(Stream.repeat(Schedule.spaced(Duration.millis(LOG_STAT_POLL_MS))))
-    const watch = (sessionId: string): Stream.Stream<unknown> => Stream.merge(fileEvents(sessionId), logChanges.changes(sessionId))
+    /** Calls `onChange` for each file-system event of the session (or of its creation), watching again after a pause when a watch ends. */
+    const fileEvents = (sessionId: string, onChange: () => void): Effect.Effect<never> =>
+      watchFiles === undefined ? Effect.never : Effect.forever(Effect.gen(function*() {
+        const exists = yield* Effect.orElseSucceed(files.modifiedAt(sessionDir(sessionId)), () => undefined)
+        if (exists === undefined) {
+          yield* Stream.runDrain(Stream.take(Stream.filter(watchFiles(realDir), (name) => name === sessionId), 1))
+          onChange()
+        } else {
+          // One timeout per watch, not a stage per event: events are on a follower's hot path.
+          yield* Effect.timeoutOption(
+            Stream.runForEach(watchFiles(sessionDir(sessionId)), () => Effect.sync(onChange)),
+            Duration.millis(WATCH_RENEW_MS)
+          )
+        }
+        yield* Effect.sleep(Duration.millis(LOG_STAT_POLL_MS))
+      }))
+    const watch = (sessionId: string, onChange: () => void): Effect.Effect<void, never, Scope.Scope> =>
+      Effect.zipRight(logChanges.subscribe(sessionId, onChange), Effect.asVoid(Effect.forkScoped(fileEvents(sessionId, onChange))))
 
     const service = yield* Checkpointer.make({
       withSession,
       read: reader.read,
+      readPage: reader.readPage,
       head: (sessionId) => Effect.map(reader.version(sessionId), (current) => current.head),
       version: reader.version,
       list,

@@ -7,7 +7,7 @@
  * microseconds per followed session per look, instead of every follower reading its log's
  * tail on every poll.
  */
-import { Effect, Stream } from "effect"
+import { Effect, type Scope } from "effect"
 import { makeKeyedSignals } from "../../core/internal/keyedSignals.js"
 import { statusOf } from "./LogFiles.js"
 
@@ -42,16 +42,16 @@ export const makeLogChanges = (logPath: (sessionId: string) => string, everyMs: 
     }
   }
 
-  /** A signal each time `sessionId`'s log is seen changed, for as long as the stream is read. */
-  const changes = (sessionId: string): Stream.Stream<void> =>
-    Stream.unwrapScoped(Effect.tap(signals.subscribe(sessionId), () =>
+  /** Call `onChange` each time `sessionId`'s log is seen changed, for as long as the scope lasts. */
+  const subscribe = (sessionId: string, onChange: () => void): Effect.Effect<void, never, Scope.Scope> =>
+    Effect.tap(signals.subscribe(sessionId, onChange), () =>
       Effect.sync(() => {
         if (!seen.has(sessionId)) seen.set(sessionId, lookAt(logPath(sessionId)))
         if (timer !== undefined) return
         timer = setInterval(look, everyMs)
         // Following must not keep the process alive.
         timer.unref()
-      })))
+      }))
 
-  return { changes }
+  return { subscribe }
 }

@@ -4,6 +4,7 @@
  */
 import { Chunk, Effect, Option, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
+import type { RecordPage } from "../../core/CheckpointerDriver.js"
 import { CheckpointIntegrityError, type CheckpointerError, SchemaVersionError } from "../../core/errors.js"
 import { findCommittedEnd, ForwardScanner, parseHeader, seekLine } from "./format.js"
 import type { LogFilesService, LogHandle } from "./LogFiles.js"
@@ -12,6 +13,8 @@ import type { LogTail } from "./openLogs.js"
 
 /** How much of a log a scan reads at a time. */
 export const READ_CHUNK_BYTES = 1024 * 1024
+/** How much of a log a page read reads at a time: a follower's page is usually its last few records. */
+const PAGE_READ_BYTES = 64 * 1024
 /** The header is one short JSON line at the start of the log. */
 const HEADER_READ_BYTES = 4096
 /** The generation of a log written before headers carried one; its first truncate gives it a real one. */
@@ -45,26 +48,54 @@ export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings)
       }
     })
 
+  /** Where a read of an open log after `sinceSeq` starts: its committed tail and a scanner placed near the first record. */
+  const startAfter = (sessionId: string, file: LogHandle, sinceSeq: number) =>
+    Effect.gen(function*() {
+      // Read the log as it is now; later appends belong to a later read.
+      const tail = yield* inspect(sessionId, file)
+      // A tail read starts near its first record, not at the top of the log.
+      const start = yield* seekLine(file.readAt, tail.headerEnd, tail.committedEnd, sinceSeq)
+      return { tail, offset: start.offset, scanner: new ForwardScanner(sessionId, start.offset, sinceSeq, start.seq) }
+    })
+
+  /** The records in the bytes at `position` (up to `length`): the scanner checks them, the codec decodes them. */
+  const scanAt = (sessionId: string, file: LogHandle, scanner: ForwardScanner, position: number, length: number) =>
+    Effect.flatMap(file.readAt(position, length), (bytes) => {
+      const scanned = scanner.push(bytes)
+      if (scanned instanceof CheckpointIntegrityError) return Effect.fail(scanned)
+      return Effect.map(logRecords.decode(sessionId, scanned), (records) => ({ records, read: bytes.length }))
+    })
+
   /** The session's committed records after `sinceSeq`. */
   const read = (sessionId: string, sinceSeq: number): Stream.Stream<unknown, CheckpointerError> =>
     Stream.unwrapScoped(Effect.gen(function*() {
       const file = yield* files.open(logPath(sessionId), "read")
       if (file === undefined) return Stream.empty
-      // Read the log as it is now; later appends belong to a later read.
-      const { committedEnd, headerEnd } = yield* inspect(sessionId, file)
-      // A tail read starts near its first record, not at the top of the log.
-      const start = yield* seekLine(file.readAt, headerEnd, committedEnd, sinceSeq)
-      const scanner = new ForwardScanner(sessionId, start.offset, sinceSeq, start.seq)
-      return Stream.paginateChunkEffect(start.offset, (position) =>
-        Effect.gen(function*() {
-          if (position >= committedEnd) return [Chunk.empty(), Option.none()] as const
-          const bytes = yield* file.readAt(position, Math.min(READ_CHUNK_BYTES, committedEnd - position))
-          const scanned = scanner.push(bytes)
-          if (scanned instanceof CheckpointIntegrityError) return yield* scanned
-          const decoded = yield* logRecords.decode(sessionId, scanned)
-          const next = position + bytes.length
-          return [decoded, next < committedEnd && bytes.length > 0 ? Option.some(next) : Option.none()] as const
-        }))
+      const { offset, scanner, tail: { committedEnd } } = yield* startAfter(sessionId, file, sinceSeq)
+      return Stream.paginateChunkEffect(offset, (position) =>
+        position >= committedEnd
+          ? Effect.succeed([Chunk.empty(), Option.none()] as const)
+          : Effect.map(scanAt(sessionId, file, scanner, position, Math.min(READ_CHUNK_BYTES, committedEnd - position)), ({ read, records }) => {
+            const next = position + read
+            return [records, next < committedEnd && read > 0 ? Option.some(next) : Option.none()] as const
+          }))
+    }))
+
+  /** The first committed records after `sinceSeq` (at most `maxRecords`) and the version of the log they were read from. */
+  const readPage = (sessionId: string, sinceSeq: number, maxRecords: number): Effect.Effect<RecordPage, CheckpointerError> =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* files.open(logPath(sessionId), "read")
+      if (file === undefined) return { records: [], head: 0, generation: undefined }
+      const { offset, scanner, tail } = yield* startAfter(sessionId, file, sinceSeq)
+      const records: Array<unknown> = []
+      let position = offset
+      while (position < tail.committedEnd && records.length < maxRecords) {
+        const scanned = yield* scanAt(sessionId, file, scanner, position, Math.min(PAGE_READ_BYTES, tail.committedEnd - position))
+        if (scanned.read === 0) break
+        for (const record of scanned.records) records.push(record)
+        position += scanned.read
+      }
+      return { records: records.length > maxRecords ? records.slice(0, maxRecords) : records, head: tail.head, generation: tail.generation }
     }))
 
   const readVersion = (sessionId: string) =>
@@ -93,5 +124,5 @@ export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings)
       return Effect.tap(readVersion(sessionId), (version) => Effect.sync(() => lastRead.set(sessionId, { status, version })))
     })
 
-  return { inspect, read, version }
+  return { inspect, read, readPage, version }
 }

@@ -137,6 +137,16 @@ export const makeWithClient = (
 
     const now = Effect.clockWith((clock) => clock.currentTimeMillis)
 
+    /** A page of the log with the session's version, in one statement (one snapshot). */
+    const pageRead = (sessionId: string, after: number) =>
+      Effect.flatMap(
+        query<EventRow & { readonly head: string; readonly generation: string }>("read", statements.readPage, [sessionId, after]),
+        (rows) => {
+          const page = pageOfJoinedRows(sessionId, rows)
+          return page instanceof CheckpointIntegrityError ? Effect.fail(page) : Effect.succeed(page)
+        }
+      )
+
     const driver: Checkpointer.CheckpointerDriver = {
       withSession: (sessionId, use) =>
         transaction("write", sessionId, (execute) =>
@@ -206,16 +216,13 @@ export const makeWithClient = (
           sessionId,
           sinceSeq,
           pageRows: READ_PAGE_ROWS,
-          page: (after) =>
-            Effect.flatMap(
-              query<EventRow & { readonly head: string; readonly generation: string }>("read", statements.readPage, [sessionId, after]),
-              (rows) => {
-                const page = pageOfJoinedRows(sessionId, rows)
-                return page instanceof CheckpointIntegrityError ? Effect.fail(page) : Effect.succeed(page)
-              }
-            ),
+          page: (after) => pageRead(sessionId, after),
           head: driver.head(sessionId)
         }),
+      // The statement's page (READ_PAGE_ROWS) cut to size: a follower asks for no more than that.
+      readPage: (sessionId, sinceSeq, maxRecords) =>
+        Effect.map(pageRead(sessionId, sinceSeq), (page) =>
+          page.records.length > maxRecords ? { ...page, records: page.records.slice(0, maxRecords) } : page),
       head: (sessionId) => Effect.map(driver.version(sessionId), (version) => version.head),
       version: (sessionId) =>
         Effect.map(query<{ head: string; generation: string }>("version", statements.version, [sessionId]), (rows) => {

@@ -65,11 +65,11 @@ export interface ChangeFeed {
   /** Every change to the schema. */
   readonly changes: Stream.Stream<SessionChange>
   /**
-   * Wake-ups for one session's followers: its own changes, and `reconnected`. Dispatched by
-   * session as each notification is heard, so a change costs work for its session's followers
-   * only; each holds one pending wake-up at most, which no burst of changes can push out.
+   * Calls `onChange` for one session's changes, and at `reconnected`, for as long as the scope
+   * lasts. Dispatched by session as each notification is heard, so a change costs work for its
+   * session's followers only.
    */
-  readonly wakeUps: (sessionId: string) => Stream.Stream<void>
+  readonly wakeUps: (sessionId: string, onChange: () => void) => Effect.Effect<void, never, Scope.Scope>
 }
 
 /** The changes to `schema`, for as long as the scope lasts; subscribing starts the LISTEN, the last subscriber leaving ends it. */
@@ -126,6 +126,6 @@ export const makeChangeFeed = (
       changes: Stream.unwrapScoped(
         Effect.map(Effect.flatMap(RcRef.get(feed), PubSub.subscribe), (subscription) => Stream.fromQueue(subscription))
       ),
-      wakeUps: (sessionId) => Stream.unwrapScoped(Effect.zipRight(RcRef.get(feed), followers.subscribe(sessionId)))
+      wakeUps: (sessionId, onChange) => Effect.zipRight(RcRef.get(feed), followers.subscribe(sessionId, onChange))
     }
   })

@@ -34,7 +34,7 @@ import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrit
 import { decodeOptions, expecting, Flag, numberAtLeast, oneOf } from "../../core/internal/options.js"
 import { retryWhileBusy } from "../internal/busy.js"
 import { type EventPage, type EventRow, pagedRead, parseRecord, recordOf, type StoredRecord } from "../internal/pagedRead.js"
-import { makeCommitWatch } from "./commitWatch.js"
+import { fileWrites, makeCommitWatch } from "./commitWatch.js"
 import { makeGroupCommit } from "./groupCommit.js"
 import { openDatabase } from "./openDatabase.js"
 import { migrate, SCHEMA_VERSION, schemaVersionOf } from "./schema.js"
@@ -242,24 +242,28 @@ export const make = (options: SqliteCheckpointerOptions) =>
     const headOf = (sessionId: string) => sql.head.get(sessionId)?.head ?? 0
 
     /** A page of the log and the session's version, in one snapshot (a read transaction). */
-    const readPage = (sessionId: string, after: number): EventPage | CheckpointIntegrityError => {
+    const readPage = (sessionId: string, after: number, rows: number): EventPage | CheckpointIntegrityError => {
       sql.beginRead.run()
       let version: { head: number; generation: number } | undefined
-      let rows: Array<[number, number, string]>
+      let found: Array<[number, number, string]>
       try {
         version = sql.head.get(sessionId)
-        rows = sql.page.all(sessionId, after, READ_PAGE_ROWS)
+        found = sql.page.all(sessionId, after, rows)
       } finally {
         sql.endRead.run()
       }
       const records: Array<StoredRecord> = []
-      for (const [seq, ts, text] of rows) {
+      for (const [seq, ts, text] of found) {
         const record = parseRecord(sessionId, seq, ts, text)
         if (record instanceof CheckpointIntegrityError) return record
         records.push(record)
       }
       return { records, generation: version === undefined ? undefined : String(version.generation), head: version?.head ?? 0 }
     }
+
+    const pageRead = (sessionId: string, after: number, rows: number) =>
+      Effect.flatMap(read("read", () => readPage(sessionId, after, rows)), (page) =>
+        page instanceof CheckpointIntegrityError ? Effect.fail(page) : Effect.succeed(page))
 
     const lockedSession = (sessionId: string, head: number, mtime: number): Checkpointer.LockedSession => ({
       head,
@@ -324,11 +328,10 @@ export const make = (options: SqliteCheckpointerOptions) =>
           sessionId,
           sinceSeq,
           pageRows: READ_PAGE_ROWS,
-          page: (after) =>
-            Effect.flatMap(read("read", () => readPage(sessionId, after)), (page) =>
-              page instanceof CheckpointIntegrityError ? Effect.fail(page) : Effect.succeed(page)),
+          page: (after) => pageRead(sessionId, after, READ_PAGE_ROWS),
           head: read("read", () => headOf(sessionId))
         }),
+      readPage: (sessionId, sinceSeq, maxRecords) => pageRead(sessionId, sinceSeq, Math.min(maxRecords, READ_PAGE_ROWS)),
       head: (sessionId) => read("head", () => headOf(sessionId)),
       version: (sessionId) =>
         read("version", () => {
@@ -360,7 +363,8 @@ export const make = (options: SqliteCheckpointerOptions) =>
         return row === undefined ? undefined : `${row.head}:${row.generation}`
       },
       read,
-      pollMs: DATA_VERSION_POLL_MS
+      pollMs: DATA_VERSION_POLL_MS,
+      ...(config.file === ":memory:" ? {} : { hints: fileWrites(config.file) })
     })
     const service = yield* Checkpointer.make({ ...driver, watch, followPollMs: FOLLOW_POLL_MS })
     return { service, integrity: { checkIntegrity: quickCheck } }

@@ -2,16 +2,15 @@
  * Wake-ups keyed by session: a signal for one session reaches that session's subscribers only,
  * so a change costs work in proportion to who follows it, not to everyone following anything.
  *
- * Each subscriber holds one pending wake-up at most (a sliding queue of one): many signals
- * before it looks are one look, and a subscriber that is slow to look never loses the last
- * signal — there is no buffer to overflow. Signalling is synchronous, so a poller can call it
- * from inside a statement's callback.
+ * A subscriber is a callback, called synchronously by `signal` (so a poller can signal from
+ * inside a statement's callback): no stream, queue or fiber stands between a change and the
+ * follower it wakes. A follower keeps its own pending wake-up (follow.ts).
  */
-import { Effect, Queue, type Scope, Stream } from "effect"
+import { Effect, type Scope } from "effect"
 
 export interface KeyedSignals {
-  /** Wake-ups for `key`, for as long as the scope lasts (the subscription is made before this returns). */
-  readonly subscribe: (key: string) => Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
+  /** Call `onSignal` at each signal for `key`, for as long as the scope lasts (subscribed before this returns). It must not throw. */
+  readonly subscribe: (key: string, onSignal: () => void) => Effect.Effect<void, never, Scope.Scope>
   /** Wake the subscribers of `key` (none: nothing happens). */
   readonly signal: (key: string) => void
   /** Wake every subscriber: something was missed, and no one knows for which keys. */
@@ -24,31 +23,27 @@ export interface KeyedSignals {
 }
 
 export const makeKeyedSignals = (): KeyedSignals => {
-  const subscribers = new Map<string, Set<Queue.Queue<void>>>()
-  const wake = (queues: Set<Queue.Queue<void>>) => {
-    for (const queue of queues) queue.unsafeOffer(undefined)
+  const subscribers = new Map<string, Set<() => void>>()
+  const wake = (callbacks: Set<() => void>) => {
+    for (const onSignal of callbacks) onSignal()
   }
   return {
-    subscribe: (key) =>
-      Effect.map(
-        Effect.acquireRelease(
-          Effect.tap(Queue.sliding<void>(1), (queue) =>
-            Effect.sync(() => {
-              const forKey = subscribers.get(key)
-              if (forKey === undefined) subscribers.set(key, new Set([queue]))
-              else forKey.add(queue)
-            })),
-          (queue) =>
-            Effect.zipRight(
-              Effect.sync(() => {
-                const forKey = subscribers.get(key)
-                forKey?.delete(queue)
-                if (forKey?.size === 0) subscribers.delete(key)
-              }),
-              Queue.shutdown(queue)
-            )
-        ),
-        (queue) => Stream.fromQueue(queue)
+    subscribe: (key, onSignal) =>
+      Effect.acquireRelease(
+        Effect.sync(() => {
+          // A wrapper of its own: the same callback subscribed twice is two subscriptions.
+          const subscription = () => onSignal()
+          const forKey = subscribers.get(key)
+          if (forKey === undefined) subscribers.set(key, new Set([subscription]))
+          else forKey.add(subscription)
+          return subscription
+        }),
+        (subscription) =>
+          Effect.sync(() => {
+            const forKey = subscribers.get(key)
+            forKey?.delete(subscription)
+            if (forKey?.size === 0) subscribers.delete(key)
+          })
       ),
     signal: (key) => {
       const forKey = subscribers.get(key)
