@@ -171,6 +171,39 @@ describe("logs kept open between mutations", () => {
   })
 })
 
+describe("read handles kept between looks", () => {
+  it("at most 256 logs stay open for reading; a rewritten or deleted log's handle is let go; all close with the checkpointer", async () => {
+    const dir = freshDir()
+    const writer = checkpointer({ dir })
+    const reader = fileCheckpointer({ dir })
+    /** The log files this process has open, as /proc names them ("… (deleted)" once unlinked). */
+    const openLogTargets = () =>
+      readdirSync("/proc/self/fd").flatMap((fd) => {
+        try {
+          const target = readlinkSync(join("/proc/self/fd", fd))
+          return target.startsWith(dir) && target.includes("/log") ? [target] : []
+        } catch {
+          return []
+        }
+      })
+    const sessions = Array.from({ length: 300 }, (_, n) => `s${n}`)
+    for (const session of sessions) await writer.append(session, [message("one"), message("two")])
+    const writerHandles = openLogTargets().length
+    for (const session of sessions) expect(await reader.head(session)).toBe(2)
+    expect(openLogTargets().length - writerHandles).toBe(256)
+    // The last session read is kept; a rewrite gives its path a new file, read anew.
+    const last = sessions.at(-1)!
+    await writer.truncate(last, 1, 2)
+    expect(await reader.head(last)).toBe(1)
+    await writer.delete(last)
+    expect(await reader.head(last)).toBe(0)
+    expect(openLogTargets().filter((target) => target.endsWith("(deleted)"))).toEqual([])
+    await writer.close()
+    await reader.close()
+    expect(openLogTargets()).toEqual([])
+  })
+})
+
 describe("damage in the middle of a log", () => {
   it("is a typed integrity error naming the seq and offset; nothing after it is dropped silently", async () => {
     const dir = freshDir()

@@ -144,6 +144,8 @@ export const make = (options: FileCheckpointerOptions = {}) =>
 
     const logRecords = makeLogRecords(codec)
     const reader = makeLogReader({ files, logRecords, logPath })
+    // The read handles it keeps open are closed with the checkpointer.
+    yield* Effect.addFinalizer(() => reader.closeAll)
     const openLogs = yield* makeOpenLogs({ files, logPath, readTail: reader.inspect })
     const { existingSession, newSession } = makeLockedSessions({
       files,
@@ -185,6 +187,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
           const doomed = join(trashDir, `${sessionId}.${yield* randomSuffix}`)
           yield* files.makeDirectory(trashDir)
           yield* openLogs.forget(sessionId)
+          yield* reader.forget(sessionId)
           yield* held.ensureHeld
           // One rename takes the whole session out of sight; removing the files can then fail harmlessly.
           yield* files.rename(sessionDir(sessionId), doomed)

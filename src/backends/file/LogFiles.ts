@@ -84,6 +84,9 @@ const statIfPresent = (path: string): fs.BigIntStats | undefined => {
   }
 }
 
+/** The identity part of a status (`statusOf`): which file it is, as `LogHandle.identity` says it. */
+export const identityOfStatus = (status: string) => status.split(":", 2).join(":")
+
 /** `path`'s identity, size and times as one string: it changes whenever the content does; `undefined` when nothing is there. */
 export const statusOf = (path: string): string | undefined => {
   const stat = statIfPresent(path)

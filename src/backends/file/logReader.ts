@@ -9,12 +9,15 @@ import { CheckpointIntegrityError, type CheckpointerError, SchemaVersionError } 
 import { findCommittedEnd, ForwardScanner, parseHeader, seekLine } from "./format.js"
 import type { LogFilesService, LogHandle } from "./LogFiles.js"
 import type { LogRecords } from "./logRecords.js"
+import { makeReadHandles } from "./readHandles.js"
 import type { LogTail } from "./openLogs.js"
 
 /** How much of a log a scan reads at a time. */
 export const READ_CHUNK_BYTES = 1024 * 1024
 /** How much of a log a page read reads at a time: a follower's page is usually its last few records. */
 const PAGE_READ_BYTES = 64 * 1024
+/** Logs whose read handle is kept open between looks (readHandles.ts): the sessions being followed, usually. */
+const KEPT_READ_HANDLES = 256
 /** The header is one short JSON line at the start of the log. */
 const HEADER_READ_BYTES = 4096
 /** The generation of a log written before headers carried one; its first truncate gives it a real one. */
@@ -27,6 +30,7 @@ export interface LogReaderSettings {
 }
 
 export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings) => {
+  const readHandles = makeReadHandles(files, KEPT_READ_HANDLES)
   /** Header, committed head and end of an open log (no locking, no changes). */
   const inspect = (
     sessionId: string,
@@ -81,48 +85,60 @@ export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings)
           }))
     }))
 
-  /** The first committed records after `sinceSeq` (at most `maxRecords`) and the version of the log they were read from. */
-  const readPage = (sessionId: string, sinceSeq: number, maxRecords: number): Effect.Effect<RecordPage, CheckpointerError> =>
-    Effect.scoped(Effect.gen(function*() {
-      const file = yield* files.open(logPath(sessionId), "read")
-      if (file === undefined) return { records: [], head: 0, generation: undefined }
-      const { offset, scanner, tail } = yield* startAfter(sessionId, file, sinceSeq)
-      const records: Array<unknown> = []
-      let position = offset
-      while (position < tail.committedEnd && records.length < maxRecords) {
-        const scanned = yield* scanAt(sessionId, file, scanner, position, Math.min(PAGE_READ_BYTES, tail.committedEnd - position))
-        if (scanned.read === 0) break
-        for (const record of scanned.records) records.push(record)
-        position += scanned.read
-      }
-      return { records: records.length > maxRecords ? records.slice(0, maxRecords) : records, head: tail.head, generation: tail.generation }
-    }))
-
-  const readVersion = (sessionId: string) =>
-    Effect.scoped(Effect.gen(function*() {
-      const file = yield* files.open(logPath(sessionId), "read")
-      if (file === undefined) return { head: 0, generation: Checkpointer.NO_GENERATION }
-      const { generation, head } = yield* inspect(sessionId, file)
-      return { head, generation }
-    }))
-
   /**
-   * The last version read of each session, with the log's status then: a follower's look at a
-   * log that has not changed costs a `stat` instead of an open and a read of its tail. A log
-   * only grows in place (a rewrite is a new file), so an unchanged status is an unchanged log.
+   * The committed tail of each session's log as last read, with the log's status then: a
+   * follower's look at a log that has not changed costs a `stat` instead of a read of its tail.
+   * A log only grows in place (a rewrite is a new file), so an unchanged status is an unchanged log.
    */
-  const lastRead = new Map<string, { readonly status: string; readonly version: { readonly head: number; readonly generation: string } }>()
+  const lastRead = new Map<string, { readonly status: string; readonly tail: LogTail & { readonly generation: string } }>()
+  const tailAt = (sessionId: string, status: string, file: LogHandle) => {
+    const last = lastRead.get(sessionId)
+    if (last?.status === status) return Effect.succeed(last.tail)
+    // Read after the status was taken: a change in between is a new status at the next look.
+    return Effect.tap(inspect(sessionId, file), (tail) => Effect.sync(() => lastRead.set(sessionId, { status, tail })))
+  }
+
+  /** Run `use` with a read handle kept open (readHandles.ts) on the log whose status is `status`; none when there is no log. */
+  const withLog = <A>(
+    sessionId: string,
+    status: string | undefined,
+    use: (log: { readonly status: string; readonly file: LogHandle } | undefined) => Effect.Effect<A, CheckpointerError>
+  ) => {
+    if (status === undefined) lastRead.delete(sessionId)
+    return readHandles.withHandle(logPath(sessionId), status, (file) =>
+      use(status === undefined || file === undefined ? undefined : { status, file }))
+  }
+
   const version = (sessionId: string) =>
     Effect.flatMap(files.status(logPath(sessionId)), (status) => {
-      if (status === undefined) {
-        lastRead.delete(sessionId)
-        return Effect.succeed({ head: 0, generation: Checkpointer.NO_GENERATION })
-      }
-      const last = lastRead.get(sessionId)
-      if (last?.status === status) return Effect.succeed(last.version)
-      // Read after the status was taken: a change in between is a new status at the next look.
-      return Effect.tap(readVersion(sessionId), (version) => Effect.sync(() => lastRead.set(sessionId, { status, version })))
+      // An unchanged log: its version without touching a handle.
+      const last = status === undefined ? undefined : lastRead.get(sessionId)
+      if (last !== undefined && last.status === status) return Effect.succeed({ head: last.tail.head, generation: last.tail.generation })
+      return withLog(sessionId, status, (log) =>
+        log === undefined
+          ? Effect.succeed({ head: 0, generation: Checkpointer.NO_GENERATION })
+          : Effect.map(tailAt(sessionId, log.status, log.file), ({ generation, head }) => ({ head, generation })))
     })
 
-  return { inspect, read, readPage, version }
+  /** The first committed records after `sinceSeq` (at most `maxRecords`) and the version of the log they were read from. */
+  const readPage = (sessionId: string, sinceSeq: number, maxRecords: number): Effect.Effect<RecordPage, CheckpointerError> =>
+    Effect.flatMap(files.status(logPath(sessionId)), (status) => withLog(sessionId, status, (log): Effect.Effect<RecordPage, CheckpointerError> =>
+      log === undefined ? Effect.succeed({ records: [], head: 0, generation: undefined }) : Effect.gen(function*() {
+        const { file } = log
+        const tail = yield* tailAt(sessionId, log.status, file)
+        if (sinceSeq >= tail.head) return { records: [], head: tail.head, generation: tail.generation }
+        const start = yield* seekLine(file.readAt, tail.headerEnd, tail.committedEnd, sinceSeq)
+        const scanner = new ForwardScanner(sessionId, start.offset, sinceSeq, start.seq)
+        const records: Array<unknown> = []
+        let position = start.offset
+        while (position < tail.committedEnd && records.length < maxRecords) {
+          const scanned = yield* scanAt(sessionId, file, scanner, position, Math.min(PAGE_READ_BYTES, tail.committedEnd - position))
+          if (scanned.read === 0) break
+          for (const record of scanned.records) records.push(record)
+          position += scanned.read
+        }
+        return { records: records.length > maxRecords ? records.slice(0, maxRecords) : records, head: tail.head, generation: tail.generation }
+      })))
+
+  return { inspect, read, readPage, version, forget: (sessionId: string) => readHandles.forget(logPath(sessionId)), closeAll: readHandles.closeAll }
 }
