@@ -105,7 +105,7 @@ export const makeDriver = Effect.gen(function*() {
     readPage: (sessionId, sinceSeq, maxRecords) =>
       Effect.map(sessionOf(sessionId), (current) =>
         Option.match(current, {
-          onNone: () => ({ records: [], head: 0, generation: undefined }),
+          onNone: () => ({ records: [], head: 0, generation: Checkpointer.NO_GENERATION }),
           onSome: (s) => ({
             records: Chunk.toReadonlyArray(s.records).slice(sinceSeq, sinceSeq + maxRecords),
             head: Chunk.size(s.records),

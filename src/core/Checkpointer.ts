@@ -361,7 +361,6 @@ export const make = (driver: CheckpointerDriver) =>
             Effect.as(
               followSession(
                 {
-                  version: (id) => guard(id, driver.version(id)),
                   readPage: (id, after) =>
                     guard(id, Effect.flatMap(driver.readPage(id, after, FOLLOW_BATCH_EVENTS), (page) =>
                       Effect.map(contiguousDecoder(id, after)(Chunk.unsafeFromArray(page.records)), (events) => ({

@@ -44,8 +44,8 @@ export interface RecordPage {
   /** Records in their JSON form, in seq order. */
   readonly records: ReadonlyArray<unknown>
   readonly head: number
-  /** The generation the records were read from (`undefined` only when there are none). */
-  readonly generation: string | undefined
+  /** The generation the records were read from (`NO_GENERATION` when the session does not exist). */
+  readonly generation: string
 }
 
 /** Exclusive write access to one session, handed to `make` by a driver. */
@@ -79,8 +79,8 @@ export interface CheckpointerDriver {
   readonly read: (sessionId: string, sinceSeq: number) => Stream.Stream<unknown, CheckpointerError>
   /**
    * The first records after `sinceSeq` (at least one when there are any, at most `maxRecords`)
-   * with the session's version, in one snapshot: a follower's look at what is new, in one step
-   * and without a stream.
+   * with the session's version, in one snapshot (none, and the version, when nothing is new):
+   * a follower's look, in one step and without a stream.
    */
   readonly readPage: (sessionId: string, sinceSeq: number, maxRecords: number) => Effect.Effect<RecordPage, CheckpointerError>
   readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>

@@ -5,10 +5,10 @@
  * backend only says when it may be worth looking again (wake-ups), and a slow poll covers
  * wake-ups that never come (a lost notification, a file system without change events).
  *
- * A look costs one `version` and, when the head moved, one page of the new events read with
- * the version they belong to (`readPage`): the events are delivered only if that generation is
- * the one the follower has been reading. Looks are Effects, not streams: a follower's look at
- * one new event is the hot path of a server with many followers.
+ * A look is one `readPage`: the first new events with the version they were read at, in one
+ * snapshot — a generation other than the follower's is a rewrite (a `reset`), and events are
+ * delivered only with the generation they belong to. Looks are Effects, not streams: a
+ * follower's look at one new event is the hot path of a server with many followers.
  */
 import { Chunk, Effect, Queue, type Scope, Stream } from "effect"
 import type { CheckpointerError } from "./errors.js"
@@ -37,12 +37,11 @@ export type FollowItem =
 export const FOLLOW_BATCH_EVENTS = 512
 
 export interface FollowSource {
-  readonly version: (sessionId: string) => Effect.Effect<{ readonly head: number; readonly generation: string }, CheckpointerError>
   /** The first events after `sinceSeq` (at most `FOLLOW_BATCH_EVENTS`) and the version they were read at. */
   readonly readPage: (
     sessionId: string,
     sinceSeq: number
-  ) => Effect.Effect<{ readonly events: Chunk.Chunk<StoredEvent>; readonly head: number; readonly generation: string | undefined }, CheckpointerError>
+  ) => Effect.Effect<{ readonly events: Chunk.Chunk<StoredEvent>; readonly head: number; readonly generation: string }, CheckpointerError>
   /** Calls `wake` whenever the session may have changed, for as long as the scope lasts; subscribed before the first look. */
   readonly wakeUps: (sessionId: string, wake: () => void) => Effect.Effect<void, never, Scope.Scope>
 }
@@ -73,23 +72,19 @@ export const followSession = (
           caughtUp = false
           // Wake-ups so far are answered by this look.
           yield* Queue.takeAll(wake)
-          const version = yield* source.version(sessionId)
-          const rewritten = (generation !== undefined && version.generation !== generation) || after > version.head
-          generation = version.generation
+          const page = yield* source.readPage(sessionId, after)
+          const rewritten = (generation !== undefined && page.generation !== generation) || after > page.head
+          generation = page.generation
           if (rewritten && after > 0) {
+            // The page read after the old log's seq is dropped: the new log is read from its start.
             after = 0
-            return Chunk.of<FollowItem>({ type: "reset", head: version.head, generation: version.generation })
+            return Chunk.of<FollowItem>({ type: "reset", head: page.head, generation: page.generation })
           }
-          if (version.head > after) {
-            const page = yield* source.readPage(sessionId, after)
-            // Rewritten since the version: look again (the generation tells).
-            if (page.generation !== undefined && page.generation !== generation) continue
-            if (Chunk.isNonEmpty(page.events)) {
-              after = Chunk.lastNonEmpty(page.events).seq
-              caughtUp = page.head <= after
-              const readFrom = page.generation ?? generation
-              return Chunk.map(page.events, (stored): FollowItem => ({ type: "event", stored, generation: readFrom }))
-            }
+          if (Chunk.isNonEmpty(page.events)) {
+            after = Chunk.lastNonEmpty(page.events).seq
+            caughtUp = page.head <= after
+            const readFrom = page.generation
+            return Chunk.map(page.events, (stored): FollowItem => ({ type: "event", stored, generation: readFrom }))
           }
           caughtUp = true
         }

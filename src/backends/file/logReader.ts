@@ -122,8 +122,14 @@ export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings)
 
   /** The first committed records after `sinceSeq` (at most `maxRecords`) and the version of the log they were read from. */
   const readPage = (sessionId: string, sinceSeq: number, maxRecords: number): Effect.Effect<RecordPage, CheckpointerError> =>
-    Effect.flatMap(files.status(logPath(sessionId)), (status) => withLog(sessionId, status, (log): Effect.Effect<RecordPage, CheckpointerError> =>
-      log === undefined ? Effect.succeed({ records: [], head: 0, generation: undefined }) : Effect.gen(function*() {
+    Effect.flatMap(files.status(logPath(sessionId)), (status) => {
+      // Nothing new in a log that has not changed: its version without touching a handle.
+      const last = status === undefined ? undefined : lastRead.get(sessionId)
+      if (last !== undefined && last.status === status && sinceSeq >= last.tail.head) {
+        return Effect.succeed({ records: [], head: last.tail.head, generation: last.tail.generation })
+      }
+      return withLog(sessionId, status, (log): Effect.Effect<RecordPage, CheckpointerError> =>
+      log === undefined ? Effect.succeed({ records: [], head: 0, generation: Checkpointer.NO_GENERATION }) : Effect.gen(function*() {
         const { file } = log
         const tail = yield* tailAt(sessionId, log.status, file)
         if (sinceSeq >= tail.head) return { records: [], head: tail.head, generation: tail.generation }
@@ -138,7 +144,8 @@ export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings)
           position += scanned.read
         }
         return { records: records.length > maxRecords ? records.slice(0, maxRecords) : records, head: tail.head, generation: tail.generation }
-      })))
+      }))
+    })
 
   return { inspect, read, readPage, version, forget: (sessionId: string) => readHandles.forget(logPath(sessionId)), closeAll: readHandles.closeAll }
 }

@@ -6,6 +6,7 @@
  * `CheckpointConflictError`, never a mix of the old log and its successor.
  */
 import { Chunk, Effect, Option, Stream } from "effect"
+import { NO_GENERATION } from "../../core/CheckpointerDriver.js"
 import { CheckpointConflictError, type CheckpointerError, CheckpointIntegrityError } from "../../core/errors.js"
 
 /** A stored row as the core decodes it. */
@@ -44,25 +45,33 @@ export const recordOf = (sessionId: string, row: EventRow): StoredRecord | Check
 export interface EventPage {
   /** The records after the page's start, in seq order, at most `pageRows`. */
   readonly records: ReadonlyArray<StoredRecord>
-  /** The session's generation as of this page (undefined when it has no records). */
-  readonly generation: string | undefined
+  /** The session's generation as of this page (`NO_GENERATION` when it does not exist). */
+  readonly generation: string
   /** The session's head as of this page. */
   readonly head: number
 }
 
-/** The page of rows that carry the session's head and generation (a join), as an `EventPage`. */
+/**
+ * The page of rows that carry the session's head and generation (the session's row joined with
+ * its events: one row without an event when none follows), as an `EventPage`.
+ */
 export const pageOfJoinedRows = (
   sessionId: string,
-  rows: ReadonlyArray<EventRow & { readonly head: number | string; readonly generation: number | string }>
+  rows: ReadonlyArray<
+    { readonly [K in keyof EventRow]: EventRow[K] | null } & { readonly head: number | string; readonly generation: number | string }
+  >
 ): EventPage | CheckpointIntegrityError => {
   const records: Array<StoredRecord> = []
   for (const row of rows) {
-    const record = recordOf(sessionId, row)
+    if (row.seq === null || row.ts === null || row.event === null) continue
+    const record = parseRecord(sessionId, Number(row.seq), Number(row.ts), row.event)
     if (record instanceof CheckpointIntegrityError) return record
     records.push(record)
   }
   const first = rows[0]
-  return { records, generation: first === undefined ? undefined : String(first.generation), head: first === undefined ? 0 : Number(first.head) }
+  return first === undefined
+    ? { records, generation: NO_GENERATION, head: 0 }
+    : { records, generation: String(first.generation), head: Number(first.head) }
 }
 
 export const pagedRead = (options: {

@@ -140,7 +140,11 @@ export const makeWithClient = (
     /** A page of the log with the session's version, in one statement (one snapshot). */
     const pageRead = (sessionId: string, after: number) =>
       Effect.flatMap(
-        query<EventRow & { readonly head: string; readonly generation: string }>("read", statements.readPage, [sessionId, after]),
+        query<{ readonly [K in keyof EventRow]: EventRow[K] | null } & { readonly head: string; readonly generation: string }>(
+          "read",
+          statements.readPage,
+          [sessionId, after]
+        ),
         (rows) => {
           const page = pageOfJoinedRows(sessionId, rows)
           return page instanceof CheckpointIntegrityError ? Effect.fail(page) : Effect.succeed(page)

@@ -52,9 +52,12 @@ export const statementsFor = (schema: string) => {
     listBlobs: `SELECT sha256, octet_length(data) AS "storedBytes" FROM ${blobs} WHERE session_id = $1 ORDER BY sha256`,
     readBlob: `SELECT data FROM ${blobs} WHERE session_id = $1 AND sha256 = $2`,
     allRecords: `SELECT seq, ts, event FROM ${events} WHERE session_id = $1 ORDER BY seq`,
+    // The session's row, with its events after $2 when there are any (one row without an event when not).
     readPage: `SELECT e.seq, e.ts, e.event, s.head, s.generation::text AS generation
-      FROM ${events} e JOIN ${sessions} s ON s.id = e.session_id
-      WHERE e.session_id = $1 AND e.seq > $2 ORDER BY e.seq LIMIT ${READ_PAGE_ROWS}`,
+      FROM ${sessions} s LEFT JOIN LATERAL (
+        SELECT seq, ts, event FROM ${events} WHERE session_id = s.id AND seq > $2 ORDER BY seq LIMIT ${READ_PAGE_ROWS}
+      ) e ON true
+      WHERE s.id = $1 ORDER BY e.seq`,
     version: `SELECT head, generation::text AS generation FROM ${sessions} WHERE id = $1`,
     logBytes: `SELECT coalesce(sum(octet_length(event)), 0) AS bytes FROM ${events} WHERE session_id = $1`,
     list: `SELECT id, mtime FROM ${sessions}`,

@@ -258,7 +258,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
         if (record instanceof CheckpointIntegrityError) return record
         records.push(record)
       }
-      return { records, generation: version === undefined ? undefined : String(version.generation), head: version?.head ?? 0 }
+      return { records, generation: version === undefined ? Checkpointer.NO_GENERATION : String(version.generation), head: version?.head ?? 0 }
     }
 
     const pageRead = (sessionId: string, after: number, rows: number) =>
