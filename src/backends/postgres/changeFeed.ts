@@ -6,9 +6,10 @@
  * it is replaced, and subscribers hear `reconnected` once the new one is listening.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, PubSub, RcRef, Schedule, type Scope, Stream } from "effect"
+import { Context, Duration, Effect, PubSub, RcRef, type Scope, Stream } from "effect"
 import { StorageError } from "../../core/errors.js"
 import { makeKeyedSignals } from "../../core/internal/keyedSignals.js"
+import { monotonicNow } from "../internal/monotonic.js"
 import { toCheckpointerError } from "./pgErrors.js"
 import type { Query } from "./transactions.js"
 
@@ -81,26 +82,39 @@ export const makeChangeFeed = (
   Effect.gen(function*() {
     // Not PgClient's `notify`: it sends `NOTIFY channel, $1`, which PostgreSQL refuses (NOTIFY takes no parameters).
     const heartbeat = Effect.ignore(query("notify", "SELECT pg_notify($1, $2)", [CHANGES_CHANNEL, JSON.stringify({ schema, kind: HEARTBEAT })]))
-    const heartbeats = Stream.fromSchedule(Schedule.spaced(Duration.millis(FEED_HEARTBEAT_MS))).pipe(
-      Stream.mapEffect(() => heartbeat),
-      Stream.drain
-    )
-    const listening = client.listen(CHANGES_CHANNEL).pipe(
-      Stream.mapError(toCheckpointerError("listen")),
-      Stream.merge(Stream.drain(Stream.concat(Stream.fromEffect(heartbeat), heartbeats)), {
-        haltStrategy: "left"
-      }),
-      Stream.timeoutFail(
-        () => new StorageError({ operation: "listen", detail: "the live feed heard nothing, not even its own heartbeat: its connection is gone" }),
-        Duration.millis(3 * FEED_HEARTBEAT_MS)
-      )
-    )
+    /**
+     * The LISTEN, read until its connection is gone: the feed notifies itself every
+     * FEED_HEARTBEAT_MS, and a watchdog fails the listen once nothing at all was heard for three
+     * times as long. Hearing only notes the time: nothing per notification but its handling.
+     */
+    const listenWith = (onPayload: (payload: string) => Effect.Effect<void>) =>
+      Effect.suspend(() => {
+        let lastHeardAt = monotonicNow()
+        const reading = Stream.runForEach(Stream.mapError(client.listen(CHANGES_CHANNEL), toCheckpointerError("listen")), (payload) => {
+          lastHeardAt = monotonicNow()
+          return onPayload(payload)
+        })
+        const watchdog = Effect.zipRight(
+          heartbeat,
+          Effect.forever(Effect.gen(function*() {
+            yield* Effect.sleep(Duration.millis(FEED_HEARTBEAT_MS))
+            if (monotonicNow() - lastHeardAt > 3 * FEED_HEARTBEAT_MS) {
+              return yield* new StorageError({
+                operation: "listen",
+                detail: "the live feed heard nothing, not even its own heartbeat: its connection is gone"
+              })
+            }
+            yield* heartbeat
+          }))
+        )
+        return Effect.raceFirst(reading, watchdog)
+      })
     const followers = makeKeyedSignals()
     const feed = yield* RcRef.make({
       acquire: Effect.gen(function*() {
         const hub = yield* Effect.acquireRelease(PubSub.sliding<SessionChange>(FEED_BUFFER), PubSub.shutdown)
         let lost = false
-        const listen = Stream.runForEach(listening, (payload) => {
+        const listen = listenWith((payload) => {
           const change = heard(schema, payload)
           if (change === HEARTBEAT) {
             if (!lost) return Effect.void
