@@ -33,6 +33,13 @@ const LOADS: ReadonlyArray<Load> = [
   { name: "1,000 clients over 100 sessions", sessions: Array.from({ length: 100 }, (_, i) => `s${i}`), perSession: 10 }
 ]
 
+/**
+ * To look at one part: `SERVER_BENCH_BACKENDS=postgres` (a comma-separated list) and
+ * `SERVER_BENCH_LOAD=2` (1 or 2) narrow a run; the baseline is measured in every run.
+ */
+const BACKENDS = (process.env.SERVER_BENCH_BACKENDS ?? "file,sqlite,postgres").split(",").filter((name) => name !== "")
+const ONLY_LOAD = process.env.SERVER_BENCH_LOAD === undefined ? undefined : Number(process.env.SERVER_BENCH_LOAD)
+
 interface Measured {
   readonly p50: number
   readonly p99: number
@@ -159,7 +166,7 @@ export const runServerBench = async () => {
   const rows: Array<Array<string>> = []
   try {
     let run = 0
-    for (const load of LOADS) {
+    for (const load of LOADS.filter((_, index) => ONLY_LOAD === undefined || ONLY_LOAD === index + 1)) {
       const bare = await measure(load, { kind: "bare" })
       const perDelivery = (m: Measured) => (m.cpuMs * 1000) / Math.max(1, m.delivered)
       rows.push([
@@ -174,7 +181,7 @@ export const runServerBench = async () => {
         `${fixed(bare.probeP99, 1)} ms`,
         `${fixed((100 * bare.delivered) / bare.expected, 1)}%`
       ])
-      for (const backend of ["file", "sqlite", "postgres"]) {
+      for (const backend of BACKENDS) {
         run++
         const dir = mkdtempSync(join(tmpdir(), "bench-server-"))
         const store = backend === "file" ? dir : backend === "sqlite" ? join(dir, "s.db") : `${postgres.url} bench_server_${process.pid}_${run}`
