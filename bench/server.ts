@@ -20,6 +20,8 @@ import { startPostgres } from "../test/support/postgres.js"
 import { BENCH_TOKEN, openStore, timedEvent, wallNow } from "./server-process.js"
 
 const EVENTS = 2000
+/** The pause between the last client's connection and the first append. */
+const SETTLE_MS = 2000
 const PER_SECOND = 80
 
 interface Load {
@@ -101,6 +103,9 @@ const measure = async (load: Load, served: Served): Promise<Measured> => {
     const clientLines = createInterface({ input: clients.stdout! })
     const result = lineOf(clientLines, (line) => line.startsWith("{"))
     await lineOf(clientLines, (line) => line === "ready")
+    // Measured from a settled server: its followers have started (PostgreSQL: the pool's
+    // connections opened) before the first append, for lite-agent and the baseline alike.
+    await sleep(SETTLE_MS)
     const before = processStats(server)
 
     let writing = true
