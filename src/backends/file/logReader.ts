@@ -52,15 +52,12 @@ export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings)
       }
     })
 
-  /** Where a read of an open log after `sinceSeq` starts: its committed tail and a scanner placed near the first record. */
-  const startAfter = (sessionId: string, file: LogHandle, sinceSeq: number) =>
-    Effect.gen(function*() {
-      // Read the log as it is now; later appends belong to a later read.
-      const tail = yield* inspect(sessionId, file)
-      // A tail read starts near its first record, not at the top of the log.
-      const start = yield* seekLine(file.readAt, tail.headerEnd, tail.committedEnd, sinceSeq)
-      return { tail, offset: start.offset, scanner: new ForwardScanner(sessionId, start.offset, sinceSeq, start.seq) }
-    })
+  /** A scanner of an open log placed near the first record after `sinceSeq` (`tail`: the log's committed tail), and its offset. */
+  const scannerAfter = (sessionId: string, file: LogHandle, tail: LogTail, sinceSeq: number) =>
+    Effect.map(seekLine(file.readAt, tail.headerEnd, tail.committedEnd, sinceSeq), (start) => ({
+      offset: start.offset,
+      scanner: new ForwardScanner(sessionId, start.offset, sinceSeq, start.seq)
+    }))
 
   /** The records in the bytes at `position` (up to `length`): the scanner checks them, the codec decodes them. */
   const scanAt = (sessionId: string, file: LogHandle, scanner: ForwardScanner, position: number, length: number) =>
@@ -75,7 +72,11 @@ export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings)
     Stream.unwrapScoped(Effect.gen(function*() {
       const file = yield* files.open(logPath(sessionId), "read")
       if (file === undefined) return Stream.empty
-      const { offset, scanner, tail: { committedEnd } } = yield* startAfter(sessionId, file, sinceSeq)
+      // Read the log as it is now; later appends belong to a later read.
+      const tail = yield* inspect(sessionId, file)
+      const { committedEnd } = tail
+      // A tail read starts near its first record, not at the top of the log.
+      const { offset, scanner } = yield* scannerAfter(sessionId, file, tail, sinceSeq)
       return Stream.paginateChunkEffect(offset, (position) =>
         position >= committedEnd
           ? Effect.succeed([Chunk.empty(), Option.none()] as const)
@@ -91,9 +92,14 @@ export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings)
    * A log only grows in place (a rewrite is a new file), so an unchanged status is an unchanged log.
    */
   const lastRead = new Map<string, { readonly status: string; readonly tail: LogTail & { readonly generation: string } }>()
+  /** The tail last read of a log whose status is still `status`, if any. */
+  const unchangedTail = (sessionId: string, status: string | undefined) => {
+    const last = status === undefined ? undefined : lastRead.get(sessionId)
+    return last !== undefined && last.status === status ? last.tail : undefined
+  }
   const tailAt = (sessionId: string, status: string, file: LogHandle) => {
-    const last = lastRead.get(sessionId)
-    if (last?.status === status) return Effect.succeed(last.tail)
+    const unchanged = unchangedTail(sessionId, status)
+    if (unchanged !== undefined) return Effect.succeed(unchanged)
     // Read after the status was taken: a change in between is a new status at the next look.
     return Effect.tap(inspect(sessionId, file), (tail) => Effect.sync(() => lastRead.set(sessionId, { status, tail })))
   }
@@ -112,8 +118,8 @@ export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings)
   const version = (sessionId: string) =>
     Effect.flatMap(files.status(logPath(sessionId)), (status) => {
       // An unchanged log: its version without touching a handle.
-      const last = status === undefined ? undefined : lastRead.get(sessionId)
-      if (last !== undefined && last.status === status) return Effect.succeed({ head: last.tail.head, generation: last.tail.generation })
+      const unchanged = unchangedTail(sessionId, status)
+      if (unchanged !== undefined) return Effect.succeed({ head: unchanged.head, generation: unchanged.generation })
       return withLog(sessionId, status, (log) =>
         log === undefined
           ? Effect.succeed({ head: 0, generation: Checkpointer.NO_GENERATION })
@@ -124,19 +130,18 @@ export const makeLogReader = ({ files, logPath, logRecords }: LogReaderSettings)
   const readPage = (sessionId: string, sinceSeq: number, maxRecords: number): Effect.Effect<RecordPage, CheckpointerError> =>
     Effect.flatMap(files.status(logPath(sessionId)), (status) => {
       // Nothing new in a log that has not changed: its version without touching a handle.
-      const last = status === undefined ? undefined : lastRead.get(sessionId)
-      if (last !== undefined && last.status === status && sinceSeq >= last.tail.head) {
-        return Effect.succeed({ records: [], head: last.tail.head, generation: last.tail.generation })
+      const unchanged = unchangedTail(sessionId, status)
+      if (unchanged !== undefined && sinceSeq >= unchanged.head) {
+        return Effect.succeed({ records: [], head: unchanged.head, generation: unchanged.generation })
       }
       return withLog(sessionId, status, (log): Effect.Effect<RecordPage, CheckpointerError> =>
       log === undefined ? Effect.succeed({ records: [], head: 0, generation: Checkpointer.NO_GENERATION }) : Effect.gen(function*() {
         const { file } = log
         const tail = yield* tailAt(sessionId, log.status, file)
         if (sinceSeq >= tail.head) return { records: [], head: tail.head, generation: tail.generation }
-        const start = yield* seekLine(file.readAt, tail.headerEnd, tail.committedEnd, sinceSeq)
-        const scanner = new ForwardScanner(sessionId, start.offset, sinceSeq, start.seq)
+        const { offset, scanner } = yield* scannerAfter(sessionId, file, tail, sinceSeq)
         const records: Array<unknown> = []
-        let position = start.offset
+        let position = offset
         while (position < tail.committedEnd && records.length < maxRecords) {
           const scanned = yield* scanAt(sessionId, file, scanner, position, Math.min(PAGE_READ_BYTES, tail.committedEnd - position))
           if (scanned.read === 0) break

@@ -6,7 +6,7 @@
  * `CheckpointConflictError`, never a mix of the old log and its successor.
  */
 import { Chunk, Effect, Option, Stream } from "effect"
-import { NO_GENERATION } from "../../core/CheckpointerDriver.js"
+import { NO_GENERATION, type RecordPage } from "../../core/CheckpointerDriver.js"
 import { CheckpointConflictError, type CheckpointerError, CheckpointIntegrityError } from "../../core/errors.js"
 
 /** A stored row as the core decodes it. */
@@ -41,14 +41,10 @@ export const parseRecord = (
 export const recordOf = (sessionId: string, row: EventRow): StoredRecord | CheckpointIntegrityError =>
   parseRecord(sessionId, Number(row.seq), Number(row.ts), row.event)
 
-/** One page of a session's log, read in one snapshot of the database. */
-export interface EventPage {
+/** One page of a session's log, read in one snapshot of the database (a driver's `RecordPage`, its records parsed). */
+export interface EventPage extends RecordPage {
   /** The records after the page's start, in seq order, at most `pageRows`. */
   readonly records: ReadonlyArray<StoredRecord>
-  /** The session's generation as of this page (`NO_GENERATION` when it does not exist). */
-  readonly generation: string
-  /** The session's head as of this page. */
-  readonly head: number
 }
 
 /**
