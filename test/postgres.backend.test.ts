@@ -10,7 +10,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Chunk, Effect, Fiber, Layer, Redacted, Stream } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { PostgresCheckpointer, postgresCheckpointer } from "../src/checkpoint-postgres.js"
-import { Checkpointer } from "../src/core.js"
+import { Checkpointer, type FollowItem } from "../src/core.js"
 import {
   CheckpointBusyError,
   CheckpointConflictError,
@@ -24,12 +24,15 @@ import {
   UserMessage
 } from "../src/index.js"
 import { sha256Hex } from "../src/core/internal/sha256.js"
+import { eventually } from "./support/agent.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
 import { expectConfigurationError, thrownBy } from "./support/refusals.js"
 
 let server: PostgresServer
 beforeAll(async () => {
-  server = await startPostgres()
+  // pg_stat_statements counts the statements a follower runs (the live feed's tests).
+  server = await startPostgres({ settings: { shared_preload_libraries: "pg_stat_statements" } })
+  server.psql("CREATE EXTENSION pg_stat_statements")
 }, 120_000)
 afterAll(() => server?.destroy())
 
@@ -381,6 +384,61 @@ describe("the live feed", () => {
       Effect.flatMap(Checkpointer, (c) => c.version("s")).pipe(Effect.provide(layer), Effect.scoped)
     )
     expect(version).toEqual({ head: 1, generation: changes[2]!.generation })
+  })
+})
+
+describe("a follower's looks", () => {
+  it("take small appends from their notification without a read; a large append and a truncate are read", async () => {
+    const schema = freshSchema("carried")
+    const writer = checkpointer({ url: server.url, schema })
+    await writer.append("s", [message("1")])
+    /** How often the schema's page statement (a follower's read) ran, and how often anything ran LISTEN. */
+    const calls = (pattern: string) =>
+      Number(server.psql(`SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query LIKE '${pattern}'`))
+    const pageReads = () => calls(`%LEFT JOIN LATERAL%"${schema}".lite_agent_events%`)
+    const items: Array<FollowItem> = []
+    const program = Effect.gen(function*() {
+      const c = yield* Checkpointer
+      const start = yield* c.version("s")
+      server.psql("SELECT pg_stat_statements_reset()")
+      // A poll of an hour: every look below is a wake-up's.
+      const follower = c.follow("s", { sinceSeq: start.head, generation: start.generation, pollMs: 3_600_000 })
+      yield* Effect.forkScoped(Stream.runForEach(follower, (item) => Effect.sync(() => items.push(item))))
+      const until = (check: () => boolean) => Effect.promise(() => eventually(check))
+      const run = <A>(promise: () => Promise<A>) => Effect.promise(promise)
+      // Listening, and the first look (a read: nothing was heard yet) done.
+      yield* until(() => calls("LISTEN%") >= 1 && pageReads() >= 1)
+      const afterFirstLook = pageReads()
+
+      for (const text of ["2", "3", "4"]) yield* run(() => writer.append("s", [message(text)]))
+      yield* run(() => writer.append("s", [message("5"), message("6")]))
+      yield* until(() => items.length === 5)
+      const afterSmall = pageReads()
+
+      yield* run(() => writer.append("s", [message("x".repeat(10_000))]))
+      yield* until(() => items.length === 6)
+      const afterLarge = pageReads()
+
+      yield* run(() => writer.append("s", [message("8")]))
+      yield* until(() => items.length === 7)
+      const afterSmallAgain = pageReads()
+
+      yield* run(() => writer.truncate("s", 2))
+      yield* until(() => items.some((item) => item.type === "reset") && items.length === 10)
+      return { afterFirstLook, afterSmall, afterLarge, afterSmallAgain, afterTruncate: pageReads() }
+    })
+    const reads = await Effect.runPromise(
+      program.pipe(Effect.provide(PostgresCheckpointer.layer({ url: server.url, schema })), Effect.scoped, Effect.timeout("60 seconds"))
+    )
+    expect(reads.afterSmall).toBe(reads.afterFirstLook)
+    expect(reads.afterLarge).toBe(reads.afterSmall + 1)
+    expect(reads.afterSmallAgain).toBe(reads.afterLarge)
+    expect(reads.afterTruncate).toBeGreaterThan(reads.afterSmallAgain)
+    // What the follower got is what a read gets: every event once, in order, then the new log.
+    expect(items.map((item) => item.type === "reset" ? `reset ${item.head}` : `${item.stored.seq}:${contentOf(item.stored).slice(0, 3)}`))
+      .toEqual(["2:2", "3:3", "4:4", "5:5", "6:6", "7:xxx", "8:8", "reset 2", "1:1", "2:2"])
+    const generations = new Set(items.filter((item) => item.type === "event").slice(0, 7).map((item) => item.generation))
+    expect(generations.size).toBe(1)
   })
 })
 

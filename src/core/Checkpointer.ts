@@ -361,8 +361,8 @@ export const make = (driver: CheckpointerDriver) =>
             Effect.as(
               followSession(
                 {
-                  readPage: (id, after) =>
-                    guard(id, Effect.flatMap(driver.readPage(id, after, FOLLOW_BATCH_EVENTS), (page) =>
+                  readPage: (id, after, generation) =>
+                    guard(id, Effect.flatMap(driver.readPage(id, after, FOLLOW_BATCH_EVENTS, generation), (page) =>
                       Effect.map(contiguousDecoder(id, after)(Chunk.unsafeFromArray(page.records)), (events) => ({
                         events,
                         head: page.head,

@@ -80,9 +80,17 @@ export interface CheckpointerDriver {
   /**
    * The first records after `sinceSeq` (at least one when there are any, at most `maxRecords`)
    * with the session's version, in one snapshot (none, and the version, when nothing is new):
-   * a follower's look, in one step and without a stream.
+   * a follower's look, in one step and without a stream. `generation`, when given, is the
+   * generation the follower's records up to `sinceSeq` belong to: a driver that already holds
+   * that log's next records (PostgreSQL: from the change notification) may answer with them and
+   * the version they were committed at, without a read — the seqs of one generation never change.
    */
-  readonly readPage: (sessionId: string, sinceSeq: number, maxRecords: number) => Effect.Effect<RecordPage, CheckpointerError>
+  readonly readPage: (
+    sessionId: string,
+    sinceSeq: number,
+    maxRecords: number,
+    generation?: string
+  ) => Effect.Effect<RecordPage, CheckpointerError>
   readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
   readonly version: (sessionId: string) => Effect.Effect<SessionVersion, CheckpointerError>
   readonly list: Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError>

@@ -40,7 +40,9 @@ export interface FollowSource {
   /** The first events after `sinceSeq` (at most `FOLLOW_BATCH_EVENTS`) and the version they were read at. */
   readonly readPage: (
     sessionId: string,
-    sinceSeq: number
+    sinceSeq: number,
+    /** The generation the follower's events up to `sinceSeq` belong to, when it knows it. */
+    generation: string | undefined
   ) => Effect.Effect<{ readonly events: Chunk.Chunk<StoredEvent>; readonly head: number; readonly generation: string }, CheckpointerError>
   /** Calls `wake` whenever the session may have changed, for as long as the scope lasts; subscribed before the first look. */
   readonly wakeUps: (sessionId: string, wake: () => void) => Effect.Effect<void, never, Scope.Scope>
@@ -72,7 +74,7 @@ export const followSession = (
           caughtUp = false
           // Wake-ups so far are answered by this look.
           yield* Queue.takeAll(wake)
-          const page = yield* source.readPage(sessionId, after)
+          const page = yield* source.readPage(sessionId, after, generation)
           const rewritten = (generation !== undefined && page.generation !== generation) || after > page.head
           generation = page.generation
           if (rewritten && after > 0) {

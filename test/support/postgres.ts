@@ -54,6 +54,8 @@ const freePort = (): Promise<number> =>
 export interface StartOptions {
   /** Addresses to listen on besides 127.0.0.1 (e.g. a veth toward a network namespace); clients from anywhere are trusted. */
   readonly listenAddresses?: ReadonlyArray<string>
+  /** Server settings passed as `-c name=value` (e.g. shared_preload_libraries). */
+  readonly settings?: Readonly<Record<string, string>>
 }
 
 export const startPostgres = async (startOptions: StartOptions = {}): Promise<PostgresServer> => {
@@ -82,7 +84,8 @@ export const startPostgres = async (startOptions: StartOptions = {}): Promise<Po
   )
   const port = await freePort()
   const listen = ["127.0.0.1", ...(startOptions.listenAddresses ?? [])].join(",")
-  const options = `-p ${port} -c listen_addresses=${listen} -k ${base} -c max_connections=100`
+  const settings = Object.entries(startOptions.settings ?? {}).map(([name, value]) => ` -c ${name}=${value}`).join("")
+  const options = `-p ${port} -c listen_addresses=${listen} -k ${base} -c max_connections=100${settings}`
   const start = () => run("pg_ctl", ["-D", data, "-l", join(base, "server.log"), "-o", options, "-w", "-t", "60", "start"])
   start()
   const psql = (sql: string) =>

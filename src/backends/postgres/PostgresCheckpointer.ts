@@ -29,7 +29,7 @@ import { type CheckpointerError, CheckpointIntegrityError, ConfigurationError } 
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { decodeOptions, expecting, NonEmptyString, numberAtLeast, PositiveInteger } from "../../core/internal/options.js"
 import { type EventRow, pagedRead, pageOfJoinedRows, recordOf } from "../internal/pagedRead.js"
-import { makeChangeFeed, PostgresChanges } from "./changeFeed.js"
+import { carriedRecordsJson, makeChangeFeed, PostgresChanges } from "./changeFeed.js"
 import { migrate } from "./migrations.js"
 import { connectError, toCheckpointerError } from "./pgErrors.js"
 import { READ_PAGE_ROWS, statementsFor } from "./statements.js"
@@ -151,6 +151,7 @@ export const makeWithClient = (
         }
       )
 
+    const feed = yield* makeChangeFeed(client, options.schema, query)
     const driver: Checkpointer.CheckpointerDriver = {
       withSession: (sessionId, use) =>
         transaction("write", sessionId, (execute) =>
@@ -180,7 +181,8 @@ export const makeWithClient = (
                     records.map((record) => record.ts),
                     records.map((record) => JSON.stringify(record.event)),
                     records.at(-1)!.seq,
-                    mtime
+                    mtime,
+                    carriedRecordsJson(records) ?? null
                   ])),
               truncate: (toSeq) =>
                 Effect.flatMap(now, (mtime) => write("truncate", statements.truncate, [sessionId, toSeq, mtime, newGeneration()])),
@@ -223,10 +225,12 @@ export const makeWithClient = (
           page: (after) => pageRead(sessionId, after),
           head: driver.head(sessionId)
         }),
-      // The statement's page (READ_PAGE_ROWS) cut to size: a follower asks for no more than that.
-      readPage: (sessionId, sinceSeq, maxRecords) =>
-        Effect.map(pageRead(sessionId, sinceSeq), (page) =>
-          page.records.length > maxRecords ? { ...page, records: page.records.slice(0, maxRecords) } : page),
+      // What the notifications carried, else the statement's page (READ_PAGE_ROWS) cut to size.
+      readPage: (sessionId, sinceSeq, maxRecords, generation) => {
+        const carried = generation === undefined ? undefined : feed.carried(sessionId, sinceSeq, generation, maxRecords)
+        return carried !== undefined ? Effect.succeed(carried) : Effect.map(pageRead(sessionId, sinceSeq), (page) =>
+          page.records.length > maxRecords ? { ...page, records: page.records.slice(0, maxRecords) } : page)
+      },
       head: (sessionId) => Effect.map(driver.version(sessionId), (version) => version.head),
       version: (sessionId) =>
         Effect.map(query<{ head: string; generation: string }>("version", statements.version, [sessionId]), (rows) => {
@@ -264,7 +268,6 @@ export const makeWithClient = (
       }
     )
 
-    const feed = yield* makeChangeFeed(client, options.schema, query)
     // Followers wake on this session's notifications, and on `reconnected` (what was missed is unknown).
     const service = yield* Checkpointer.make({ ...driver, watch: feed.wakeUps, followPollMs: FOLLOW_POLL_MS })
     return { service, integrity: { checkIntegrity }, changes: { changes: feed.changes } }

@@ -7,9 +7,11 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, PubSub, RcRef, type Scope, Stream } from "effect"
+import { NO_GENERATION, type RecordPage } from "../../core/CheckpointerDriver.js"
 import { StorageError } from "../../core/errors.js"
 import { makeKeyedSignals } from "../../core/internal/keyedSignals.js"
 import { monotonicNow } from "../internal/monotonic.js"
+import type { StoredRecord } from "../internal/pagedRead.js"
 import { toCheckpointerError } from "./pgErrors.js"
 import type { Query } from "./transactions.js"
 
@@ -25,6 +27,11 @@ export type SessionChange =
     readonly head: number
     /** The generation after the change (`NO_GENERATION` after a delete). */
     readonly generation: string
+    /**
+     * An append's records as committed, when they were small enough to travel with the
+     * notification (see `CARRIED_RECORDS_BYTES`): seqs up to `head`, in order.
+     */
+    readonly records?: ReadonlyArray<StoredRecord> | undefined
   }
   | {
     /**
@@ -47,19 +54,68 @@ const FEED_BUFFER = 10_000
 
 const HEARTBEAT = "heartbeat"
 
+/**
+ * An append's records travel with its notification when their JSON is at most this many bytes
+ * (a notification's payload must stay under 8000): a follower of the session then has them
+ * without a read. Larger appends notify without them.
+ */
+export const CARRIED_RECORDS_BYTES = 6000
+
+/** The records an append notification may carry, as the writer sends them; undefined when they are too big to. */
+export const carriedRecordsJson = (records: ReadonlyArray<StoredRecord>): string | undefined => {
+  const json = JSON.stringify(records.map(({ event, seq, ts }) => ({ seq, ts, event })))
+  return Buffer.byteLength(json) <= CARRIED_RECORDS_BYTES ? json : undefined
+}
+
+/** Records heard in a notification: contiguous, ending at `head`; anything else is not used. */
+const carriedRecords = (records: unknown, head: number): ReadonlyArray<StoredRecord> | undefined => {
+  if (!Array.isArray(records) || records.length === 0) return undefined
+  const first = head - records.length + 1
+  for (const [index, record] of records.entries()) {
+    if (typeof record !== "object" || record === null) return undefined
+    const { seq, ts } = record as { seq?: unknown; ts?: unknown }
+    if (seq !== first + index || typeof ts !== "number" || !("event" in record)) return undefined
+  }
+  return records as ReadonlyArray<StoredRecord>
+}
+
 /** A notification's payload, if it is a change to `schema` or its heartbeat. */
 const heard = (schema: string, payload: string): SessionChange | typeof HEARTBEAT | undefined => {
   try {
-    const message = JSON.parse(payload) as { schema?: unknown; kind?: unknown; sessionId?: unknown; head?: unknown; generation?: unknown }
+    const message = JSON.parse(payload) as {
+      schema?: unknown
+      kind?: unknown
+      sessionId?: unknown
+      head?: unknown
+      generation?: unknown
+      records?: unknown
+    }
     if (message.schema !== schema) return undefined
     if (message.kind === HEARTBEAT) return HEARTBEAT
     if ((message.kind === "append" || message.kind === "truncate" || message.kind === "delete") && typeof message.sessionId === "string") {
-      return { kind: message.kind, sessionId: message.sessionId, head: Number(message.head), generation: String(message.generation) }
+      const head = Number(message.head)
+      return {
+        kind: message.kind,
+        sessionId: message.sessionId,
+        head,
+        generation: String(message.generation),
+        records: message.kind === "append" ? carriedRecords(message.records, head) : undefined
+      }
     }
   } catch {
     // Not one of ours.
   }
   return undefined
+}
+
+/** Records kept per followed session from the notifications: the last this many of its log. */
+const CARRIED_RUN_RECORDS = 256
+
+/** The end of one generation's log as the notifications told it: records up to `head`, contiguous. */
+interface CarriedRun {
+  readonly generation: string
+  head: number
+  records: Array<StoredRecord>
 }
 
 export interface ChangeFeed {
@@ -71,6 +127,13 @@ export interface ChangeFeed {
    * session's followers only.
    */
   readonly wakeUps: (sessionId: string, onChange: () => void) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * The records after `sinceSeq` of the log `generation`, with the version they were committed
+   * at, when the notifications heard so far carried them (a followed session's appends that
+   * were small enough); undefined when they did not — then read them. Never "nothing new": a
+   * follower that has everything heard still reads, so a notification that never came is found.
+   */
+  readonly carried: (sessionId: string, sinceSeq: number, generation: string, maxRecords: number) => RecordPage | undefined
 }
 
 /** The changes to `schema`, for as long as the scope lasts; subscribing starts the LISTEN, the last subscriber leaving ends it. */
@@ -110,6 +173,22 @@ export const makeChangeFeed = (
         return Effect.raceFirst(reading, watchdog)
       })
     const followers = makeKeyedSignals()
+    // Kept for sessions someone follows only; dropped at anything but an append that continues the run.
+    const runs = new Map<string, CarriedRun>()
+    const remember = (change: Extract<SessionChange, { kind: "append" | "truncate" | "delete" }>) => {
+      const run = runs.get(change.sessionId)
+      const records = change.records
+      if (records === undefined || !followers.has(change.sessionId)) return void runs.delete(change.sessionId)
+      if (run !== undefined && run.generation === change.generation && records[0]!.seq === run.head + 1) {
+        run.records.push(...records)
+        if (run.records.length > CARRIED_RUN_RECORDS) run.records.splice(0, run.records.length - CARRIED_RUN_RECORDS)
+        run.head = change.head
+        return
+      }
+      runs.set(change.sessionId, { generation: change.generation, head: change.head, records: records.slice(-CARRIED_RUN_RECORDS) })
+      // Sessions no longer followed leave as their next change is heard; this sweeps the others.
+      if (runs.size > 2 * followers.size() + 64) for (const id of runs.keys()) if (!followers.has(id)) runs.delete(id)
+    }
     const feed = yield* RcRef.make({
       acquire: Effect.gen(function*() {
         const hub = yield* Effect.acquireRelease(PubSub.sliding<SessionChange>(FEED_BUFFER), PubSub.shutdown)
@@ -119,16 +198,26 @@ export const makeChangeFeed = (
           if (change === HEARTBEAT) {
             if (!lost) return Effect.void
             lost = false
+            // What was missed is unknown: what the notifications told is no longer the end of any log.
+            runs.clear()
             followers.signalAll()
             return PubSub.publish(hub, { kind: "reconnected" })
           }
           if (change === undefined) return Effect.void
-          if (change.kind !== "reconnected") followers.signal(change.sessionId)
+          if (change.kind !== "reconnected") {
+            remember(change)
+            followers.signal(change.sessionId)
+          }
           return PubSub.publish(hub, change)
         })
         yield* Effect.forkScoped(
           listen.pipe(
-            Effect.catchAllCause(() => Effect.sync(() => (lost = true))),
+            Effect.catchAllCause(() =>
+              Effect.sync(() => {
+                lost = true
+                runs.clear()
+              })
+            ),
             Effect.zipRight(Effect.sleep(Duration.millis(250))),
             Effect.forever
           )
@@ -140,6 +229,13 @@ export const makeChangeFeed = (
       changes: Stream.unwrapScoped(
         Effect.map(Effect.flatMap(RcRef.get(feed), PubSub.subscribe), (subscription) => Stream.fromQueue(subscription))
       ),
-      wakeUps: (sessionId, onChange) => Effect.zipRight(RcRef.get(feed), followers.subscribe(sessionId, onChange))
+      wakeUps: (sessionId, onChange) => Effect.zipRight(RcRef.get(feed), followers.subscribe(sessionId, onChange)),
+      carried: (sessionId, sinceSeq, generation, maxRecords) => {
+        const run = runs.get(sessionId)
+        if (run === undefined || run.generation !== generation || generation === NO_GENERATION) return undefined
+        const start = sinceSeq + 1 - run.records[0]!.seq
+        if (start < 0 || start >= run.records.length) return undefined
+        return { records: run.records.slice(start, start + maxRecords), head: run.head, generation }
+      }
     }
   })

@@ -23,23 +23,24 @@ export const tablesOf = (schema: string) => {
  * The change a statement's returned row (id, head, generation) describes, sent on commit; the
  * live feed (changeFeed.ts) parses this payload.
  */
-const notifyChange = (schema: string, kind: SessionChange["kind"]) =>
+const notifyChange = (schema: string, kind: SessionChange["kind"], records = "") =>
   `pg_notify('${CHANGES_CHANNEL}', json_build_object('schema', ${quoteLiteral(schema)}::text, 'kind', '${kind}',
-       'sessionId', id, 'head', head, 'generation', generation::text)::text)`
+       'sessionId', id, 'head', head, 'generation', generation::text${records})::text)`
 
 export const statementsFor = (schema: string) => {
   const { blobs, events, sessions } = tablesOf(schema)
-  const notify = (kind: SessionChange["kind"]) => notifyChange(schema, kind)
+  const notify = (kind: SessionChange["kind"], records?: string) => notifyChange(schema, kind, records)
   return {
     lockSession: `SELECT head, generation::text AS generation FROM ${sessions} WHERE id = $1 FOR UPDATE`,
     createSession: `INSERT INTO ${sessions} (id, head, mtime, generation) VALUES ($1, 0, $2, $3) ON CONFLICT (id) DO NOTHING`,
+    /** $7: the records as JSON when they are small enough to travel with the notification (`carriedRecordsJson`), else null. */
     append: `WITH appended AS (
         INSERT INTO ${events} (session_id, seq, ts, event)
         SELECT $1, r.seq, r.ts, r.event FROM unnest($2::bigint[], $3::bigint[], $4::text[]) AS r(seq, ts, event)
       ), moved AS (
         UPDATE ${sessions} SET head = $5, mtime = $6 WHERE id = $1 RETURNING id, head, generation
       )
-      SELECT ${notify("append")} FROM moved`,
+      SELECT ${notify("append", `, 'records', $7::json`)} FROM moved`,
     truncate: `WITH dropped AS (
         DELETE FROM ${events} WHERE session_id = $1 AND seq > $2
       ), moved AS (
