@@ -59,11 +59,11 @@ describe("module boundaries", () => {
     expect(offenders).toEqual([])
   })
 
-  it("the entry points are the files at the top of src/, one per package subpath", () => {
+  it("the entry points are the files at the top of src/, one per subpath of @lite-agent/sdk", () => {
     const top = readdirSync(src).filter((name) => name.endsWith(".ts")).sort()
     expect(top).toEqual([...ENTRY_POINTS].sort())
     const exported = Object.keys(
-      (JSON.parse(readFileSync(join(src, "..", "package.json"), "utf8")) as { exports: Record<string, unknown> }).exports
+      (JSON.parse(readFileSync(join(src, "..", "packages", "sdk", "package.json"), "utf8")) as { exports: Record<string, unknown> }).exports
     ).filter((subpath) => subpath !== "./package.json")
     expect(exported.sort()).toEqual([".", "./checkpoint-postgres", "./checkpoint-sqlite", "./core", "./provider", "./server", "./testing"])
   })

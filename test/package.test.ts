@@ -1,88 +1,237 @@
 /**
- * The built package works for an outside consumer: `npm run build` emits dist/, and a
- * project that depends on `@lite-agent/sdk` resolves every documented subpath by name,
- * both at run time (node) and for types (tsc with NodeNext resolution).
+ * The packages as a user installs them: `npm run build`, `npm pack` of every workspace package,
+ * and an outside app that installs the tarballs with npm and compiles against them with strict
+ * NodeNext TypeScript and no `skipLibCheck`. In that app:
+ *
+ * - every code sample of the product spec (docs/spec/checkpoints.md) compiles exactly as written
+ *   and runs — the ones that call Anthropic against a fake Anthropic server on loopback;
+ * - every README sample compiles and runs;
+ * - a class is the same whichever package it is imported from;
+ * - each subpath loads only the native or database modules it needs, and the `lite-agent` bin runs.
+ *
+ * The app's install skips install scripts: better-sqlite3's native module is the one this
+ * repository's install compiled (compiling it again takes minutes), copied into the app.
  */
 import { execFile, execFileSync } from "node:child_process"
-import { promisify } from "node:util"
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join, resolve } from "node:path"
+import { dirname, join, resolve } from "node:path"
+import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type FakeAnthropic, reply, startFakeAnthropic } from "./support/fakeAnthropic.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
+import { specSamples } from "./support/specSamples.js"
 
 const execFileAsync = promisify(execFile)
 const root = resolve(import.meta.dirname, "..")
+const rootPackage = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+  readonly workspaces: ReadonlyArray<string>
+  readonly devDependencies: Readonly<Record<string, string>>
+}
+const packageDirs = readdirSync(join(root, "packages")).sort()
 const readmeSamples = readdirSync(join(root, "examples", "readme")).filter((file) => file.endsWith(".ts")).sort()
-let consumerDir: string
+const tsc = join(root, "node_modules", "typescript", "bin", "tsc")
+
+interface PackageJson {
+  readonly name: string
+  readonly version: string
+  readonly dependencies?: Readonly<Record<string, string>>
+  readonly peerDependencies?: Readonly<Record<string, string>>
+  readonly bin?: Readonly<Record<string, string>>
+}
+const packageJson = (dir: string): PackageJson => JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as PackageJson
+
+let app: string
+let tarballs: Map<string, string>
 /** The Postgres sample's database. */
 let server: PostgresServer
+let anthropic: FakeAnthropic
+
+const node = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}) =>
+  execFileAsync(process.execPath, args, { cwd: app, encoding: "utf8", env: { ...offlineEnv(), ...env }, timeout: 90_000 })
+
+/** No real API key reaches a sample: whatever calls Anthropic is pointed at the fake. */
+const offlineEnv = (): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = { ...process.env }
+  delete env["ANTHROPIC_API_KEY"]
+  delete env["ANTHROPIC_BASE_URL"]
+  return env
+}
 
 beforeAll(async () => {
-  server = await startPostgres()
+  ;[server, anthropic] = await Promise.all([startPostgres(), startFakeAnthropic()])
   execFileSync("npm", ["run", "build"], { cwd: root, stdio: "pipe" })
-  consumerDir = mkdtempSync(join(tmpdir(), "lite-agent-consumer-"))
-  mkdirSync(join(consumerDir, "node_modules", "@lite-agent"), { recursive: true })
-  symlinkSync(root, join(consumerDir, "node_modules", "@lite-agent", "sdk"), "dir")
-  // A consumer of the provider subpath drives the model with Effect and @effect/ai, which it
-  // installs itself; link the very copies the package resolves, as a deduplicating install would.
-  mkdirSync(join(consumerDir, "node_modules", "@effect"), { recursive: true })
-  symlinkSync(join(root, "node_modules", "effect"), join(consumerDir, "node_modules", "effect"), "dir")
-  symlinkSync(join(root, "node_modules", "@effect", "ai"), join(consumerDir, "node_modules", "@effect", "ai"), "dir")
-  // The typed client of the server's API (a README sample) is built with @effect/platform's HttpApiClient.
-  symlinkSync(join(root, "node_modules", "@effect", "platform"), join(consumerDir, "node_modules", "@effect", "platform"), "dir")
-  writeFileSync(join(consumerDir, "package.json"), JSON.stringify({ name: "consumer", type: "module", private: true }))
+  const work = mkdtempSync(join(tmpdir(), "lite-agent-packages-"))
+  const packed = join(work, "tarballs")
+  mkdirSync(packed)
+  const { stdout } = await execFileAsync("npm", ["pack", "--workspaces", "--json", "--pack-destination", packed], { cwd: root })
+  tarballs = new Map((JSON.parse(stdout) as Array<{ name: string; filename: string }>).map((p) => [p.name, join(packed, p.filename)]))
+
+  app = join(work, "app")
+  mkdirSync(app)
   writeFileSync(
-    join(consumerDir, "tsconfig.json"),
+    join(app, "package.json"),
+    JSON.stringify({
+      name: "app",
+      private: true,
+      type: "module",
+      dependencies: {
+        ...Object.fromEntries([...tarballs].map(([name, file]) => [name, `file:${file}`])),
+        // What the samples import besides lite-agent: Effect and @effect/ai (the provider's
+        // model API), @effect/platform (the server's typed client), at the versions the SDK uses.
+        ...Object.fromEntries(["effect", "@effect/ai", "@effect/platform"].map((name) => [name, sdkDependency(name)])),
+        "better-sqlite3": rootPackage.devDependencies["better-sqlite3"]!
+      },
+      devDependencies: { "@types/node": rootPackage.devDependencies["@types/node"]! }
+    })
+  )
+  await execFileAsync(
+    "npm",
+    ["install", "--prefer-offline", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+    { cwd: app, timeout: 170_000 }
+  )
+  const nativeModule = join("node_modules", "better-sqlite3", "build", "Release", "better_sqlite3.node")
+  mkdirSync(dirname(join(app, nativeModule)), { recursive: true })
+  cpSync(join(root, nativeModule), join(app, nativeModule))
+
+  writeFileSync(
+    join(app, "tsconfig.json"),
     JSON.stringify({
       compilerOptions: {
         target: "ES2022",
         module: "NodeNext",
         moduleResolution: "NodeNext",
         strict: true,
-        exactOptionalPropertyTypes: true,
         skipLibCheck: false,
-        types: [],
+        types: ["node"],
         outDir: "out"
       },
-      files: ["consumer.ts"]
+      include: ["*.ts", "readme/*.ts", "spec/*.ts"]
     })
   )
-  cpSync(join(root, "test", "consumer", "consumer.ts"), join(consumerDir, "consumer.ts"))
-  // Type-checks the consumer against the emitted declarations and emits it for node to run.
-  execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", consumerDir], {
-    cwd: consumerDir,
-    stdio: "pipe"
+  cpSync(join(root, "test", "consumer"), app, { recursive: true })
+  cpSync(join(root, "examples", "readme"), join(app, "readme"), { recursive: true })
+  mkdirSync(join(app, "spec"))
+  for (const sample of specSamples()) writeFileSync(join(app, "spec", `${sample.name}.ts`), sample.program)
+  // Type-checks everything against the packed declarations and emits it for node to run.
+  await execFileAsync(process.execPath, [tsc, "-p", app], { cwd: app }).catch((error: { stdout?: string }) => {
+    throw new Error(`tsc failed in the app:\n${error.stdout ?? String(error)}`)
   })
-  // The README's samples, copied into the outside project as a user would, checked the same way.
-  cpSync(join(root, "examples", "readme"), join(consumerDir, "readme"), { recursive: true })
-  symlinkSync(join(root, "node_modules", "@types"), join(consumerDir, "node_modules", "@types"), "dir")
-  writeFileSync(
-    join(consumerDir, "tsconfig.readme.json"),
-    JSON.stringify({
-      extends: "./tsconfig.json",
-      compilerOptions: { types: ["node"], outDir: "out-readme", rootDir: "readme" },
-      files: readmeSamples.map((file) => join("readme", file))
-    })
-  )
-  execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.readme.json"], {
-    cwd: consumerDir,
-    stdio: "pipe"
-  })
-}, 180_000)
+}, 300_000)
 
-afterAll(() => {
-  if (consumerDir) rmSync(consumerDir, { recursive: true, force: true })
+afterAll(async () => {
+  if (app) rmSync(dirname(app), { recursive: true, force: true })
   server?.destroy()
+  await anthropic?.close()
 })
 
-describe("the built package", () => {
-  it("runs an outside consumer that imports it by name (type-checked against the .d.ts files)", () => {
-    const output = execFileSync(process.execPath, [join(consumerDir, "out", "consumer.js")], {
-      cwd: consumerDir,
-      encoding: "utf8"
+const sdkDependency = (name: string): string => {
+  const version = packageJson(join(root, "packages", "sdk")).dependencies?.[name]
+  if (version === undefined) throw new Error(`@lite-agent/sdk does not depend on ${name}`)
+  return version
+}
+
+describe("the workspace packages", () => {
+  it("are the spec's names, versioned together, each thin package depending on this very @lite-agent/sdk", () => {
+    expect(rootPackage.workspaces).toEqual(["packages/*"])
+    const packages = packageDirs.map((dir) => packageJson(join(root, "packages", dir)))
+    expect(packages.map((p) => p.name).sort()).toEqual([
+      "@lite-agent/checkpoint-postgres",
+      "@lite-agent/checkpoint-sqlite",
+      "@lite-agent/core",
+      "@lite-agent/provider",
+      "@lite-agent/sdk",
+      "@lite-agent/server"
+    ])
+    const [version] = packages.map((p) => p.version)
+    for (const p of packages) {
+      expect(p.version).toBe(version)
+      if (p.name !== "@lite-agent/sdk") expect(p.dependencies?.["@lite-agent/sdk"]).toBe(version)
+    }
+    // better-sqlite3 is a peer of the SQLite package only (an optional one of the SDK).
+    for (const p of packages) {
+      expect(p.peerDependencies?.["better-sqlite3"] !== undefined).toBe(["@lite-agent/checkpoint-sqlite", "@lite-agent/sdk"].includes(p.name))
+    }
+    expect([...tarballs.keys()].sort()).toEqual(packages.map((p) => p.name).sort())
+  })
+
+  it("one class identity whichever package a name is imported from", async () => {
+    const { stdout } = await node([join(app, "out", "packages.js")])
+    expect(JSON.parse(stdout)).toEqual({
+      conflictIsCoreClass: true,
+      conflictIsSdkClass: true,
+      conflictIsSdkCoreClass: true,
+      sameCheckpointerTag: true,
+      sameSqliteLayer: true,
+      samePostgresLayer: true,
+      sameProvider: true,
+      sameServer: true
     })
-    expect(JSON.parse(output)).toEqual({
+  })
+
+  it("the SDK's tarball holds every file its source maps point at", () => {
+    const sdkTarball = tarballs.get("@lite-agent/sdk")!
+    const listing = execFileSync("tar", ["-tzf", sdkTarball], { encoding: "utf8" }).split("\n").filter((line) => line !== "")
+    const files = new Set(listing.map((path) => path.replace(/^package\//, "")))
+    const maps = [...files].filter((path) => path.endsWith(".map"))
+    expect(maps.length).toBeGreaterThan(0)
+    const installed = join(app, "node_modules", "@lite-agent", "sdk")
+    const unresolved: Array<string> = []
+    for (const mapPath of maps) {
+      const map = JSON.parse(readFileSync(join(installed, mapPath), "utf8")) as { sources: Array<string>; sourceRoot?: string }
+      for (const source of map.sources) {
+        const sourcePath = join(dirname(mapPath), map.sourceRoot ?? "", source)
+        if (!files.has(sourcePath)) unresolved.push(`${mapPath} -> ${sourcePath}`)
+      }
+    }
+    expect(unresolved).toEqual([])
+    // The CLI's scripted examples ship with it (its docs run them).
+    expect(files.has("examples/cli/hello.json")).toBe(true)
+  })
+})
+
+describe("the product spec's samples, exactly as written", () => {
+  const samples = specSamples()
+
+  it("are all found: four code samples", () => {
+    expect(samples.map((sample) => sample.name)).toEqual(["usage", "time-travel", "sqlite", "conflict"])
+  })
+
+  for (const sample of specSamples()) {
+    it(`${sample.name} runs in the app`, async () => {
+      const home = mkdtempSync(join(tmpdir(), "lite-agent-spec-home-"))
+      const requestsBefore = anthropic.requests.length
+      anthropic.enqueue(...sample.anthropicReplies.map((text) => reply.text(text)))
+      try {
+        const { stdout } = await execFileAsync(process.execPath, [join(app, "out", "spec", `${sample.name}.js`)], {
+          cwd: home,
+          encoding: "utf8",
+          timeout: 90_000,
+          env: { ...offlineEnv(), HOME: home, ANTHROPIC_API_KEY: "sk-ant-test", ANTHROPIC_BASE_URL: anthropic.url }
+        })
+        expect(anthropic.pending()).toBe(0)
+        expect(anthropic.requests.length - requestsBefore).toBe(sample.anthropicReplies.length)
+        await sample.check(JSON.parse(stdout.trim().split("\n").at(-1) ?? "null") as unknown, home)
+      } finally {
+        rmSync(home, { recursive: true, force: true })
+      }
+    })
+  }
+})
+
+describe("the README's samples", () => {
+  it("compile against the packed declarations and run in the app", async () => {
+    expect(readmeSamples.length).toBeGreaterThan(0)
+    const runs = await Promise.all(readmeSamples.map(async (file) => {
+      const { stdout } = await node([join(app, "out", "readme", file.replace(/\.ts$/, ".js"))], { DATABASE_URL: server.url })
+      return [file, stdout.trim().length > 0] as const
+    }))
+    expect(runs).toEqual(readmeSamples.map((file) => [file, true]))
+  })
+
+  it("an outside consumer of the SDK's subpaths runs", async () => {
+    const { stdout } = await node([join(app, "out", "consumer.js")])
+    expect(JSON.parse(stdout)).toEqual({
       agent: { text: "wrote it", tool: ["wrote out.txt (17 bytes)"], checkpointFiles: [["out.txt"]] },
       provider: {
         scriptedText: "scripted hello",
@@ -101,74 +250,68 @@ describe("the built package", () => {
       conformance: "function",
       memoryLayer: "object"
     })
-    // The agent worked in its default workdir, the consumer's cwd.
-    expect(readFileSync(join(consumerDir, "out.txt"), "utf8")).toBe("from the consumer")
+    // The agent worked in its default workdir, the app's directory.
+    expect(readFileSync(join(app, "out.txt"), "utf8")).toBe("from the consumer")
   })
+})
 
-  it("runs every README sample copied into the outside project (type-checked against the .d.ts files)", async () => {
-    expect(readmeSamples.length).toBeGreaterThan(0)
-    const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: server.url }
-    delete env["ANTHROPIC_API_KEY"]
-    const runs = await Promise.all(readmeSamples.map(async (file) => {
-      const compiled = join(consumerDir, "out-readme", file.replace(/\.ts$/, ".js"))
-      const { stdout } = await execFileAsync(process.execPath, [compiled], { cwd: consumerDir, encoding: "utf8", env })
-      return [file, stdout.trim().length > 0] as const
-    }))
-    expect(runs).toEqual(readmeSamples.map((file) => [file, true]))
-  }, 120_000)
+describe("what each entry point loads", () => {
+  const modulesAfter = (specifier: string, fragment: string) =>
+    execFileSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import { createRequire } from "node:module"
+         await import(${JSON.stringify(specifier)})
+         const cache = createRequire(import.meta.url).cache
+         console.log(Object.keys(cache).filter((path) => path.includes(${JSON.stringify(fragment)})).length)`
+      ],
+      { cwd: app, encoding: "utf8" }
+    ).trim()
 
-  it("loads the native SQLite module only through the checkpoint-sqlite subpath, and pg only through checkpoint-postgres", () => {
-    const modulesAfter = (specifier: string, fragment: string) =>
-      execFileSync(
-        process.execPath,
-        [
-          "--input-type=module",
-          "-e",
-          `import { createRequire } from "node:module"
-           await import(${JSON.stringify(specifier)})
-           const cache = createRequire(import.meta.url).cache
-           console.log(Object.keys(cache).filter((path) => path.includes(${JSON.stringify(fragment)})).length)`
-        ],
-        { cwd: consumerDir, encoding: "utf8" }
-      ).trim()
+  it("the native SQLite module only through the SQLite entry points, and pg only through the Postgres ones", () => {
     for (const fragment of ["/better-sqlite3/", "/node_modules/pg/"]) {
-      expect(modulesAfter("@lite-agent/sdk", fragment)).toBe("0")
-      expect(modulesAfter("@lite-agent/sdk/core", fragment)).toBe("0")
-      expect(modulesAfter("@lite-agent/sdk/provider", fragment)).toBe("0")
-      expect(modulesAfter("@lite-agent/sdk/testing", fragment)).toBe("0")
+      for (const specifier of ["@lite-agent/sdk", "@lite-agent/sdk/core", "@lite-agent/core", "@lite-agent/provider", "@lite-agent/sdk/testing"]) {
+        expect(modulesAfter(specifier, fragment)).toBe("0")
+      }
     }
-    expect(Number(modulesAfter("@lite-agent/sdk/checkpoint-sqlite", "/better-sqlite3/"))).toBeGreaterThan(0)
-    expect(modulesAfter("@lite-agent/sdk/checkpoint-sqlite", "/node_modules/pg/")).toBe("0")
-    expect(Number(modulesAfter("@lite-agent/sdk/checkpoint-postgres", "/node_modules/pg/"))).toBeGreaterThan(0)
-    expect(modulesAfter("@lite-agent/sdk/checkpoint-postgres", "/better-sqlite3/")).toBe("0")
-  })
-
-  it("ships the lite-agent bin: the built command runs a turn offline", () => {
-    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { bin: Record<string, string> }
-    const bin = join(consumerDir, "node_modules", "@lite-agent", "sdk", pkg.bin["lite-agent"]!)
-    expect(readFileSync(bin, "utf8").startsWith("#!/usr/bin/env node\n")).toBe(true)
-    const workdir = mkdtempSync(join(tmpdir(), "lite-agent-bin-work-"))
-    const output = execFileSync(process.execPath, [
-      bin,
-      "-p",
-      "Create hello.ts",
-      "--model",
-      `scripted:${join(root, "examples", "cli", "hello.json")}`,
-      "--workdir",
-      workdir,
-      "--checkpointer",
-      `file:${mkdtempSync(join(tmpdir(), "lite-agent-bin-sessions-"))}`
-    ], { cwd: consumerDir, encoding: "utf8" })
-    expect(output).toBe("Created hello.ts with hello(name).\n")
-    expect(readFileSync(join(workdir, "hello.ts"), "utf8")).toContain("export const hello")
+    for (const specifier of ["@lite-agent/sdk/checkpoint-sqlite", "@lite-agent/checkpoint-sqlite"]) {
+      expect(Number(modulesAfter(specifier, "/better-sqlite3/"))).toBeGreaterThan(0)
+      expect(modulesAfter(specifier, "/node_modules/pg/")).toBe("0")
+    }
+    for (const specifier of ["@lite-agent/sdk/checkpoint-postgres", "@lite-agent/checkpoint-postgres"]) {
+      expect(Number(modulesAfter(specifier, "/node_modules/pg/"))).toBeGreaterThan(0)
+      expect(modulesAfter(specifier, "/better-sqlite3/")).toBe("0")
+    }
   })
 
   it("does not resolve undocumented internals", () => {
     const attempt = () =>
       execFileSync(process.execPath, ["--input-type=module", "-e", "await import('@lite-agent/sdk/backends/memory')"], {
-        cwd: consumerDir,
+        cwd: app,
         stdio: "pipe"
       })
     expect(attempt).toThrow(/ERR_PACKAGE_PATH_NOT_EXPORTED|not defined by "exports"/)
+  })
+
+  it("ships the lite-agent bin: the installed command runs a turn offline", async () => {
+    const bin = join(app, "node_modules", ".bin", "lite-agent")
+    expect(existsSync(bin)).toBe(true)
+    const workdir = mkdtempSync(join(tmpdir(), "lite-agent-bin-work-"))
+    const sessions = mkdtempSync(join(tmpdir(), "lite-agent-bin-sessions-"))
+    try {
+      const scriptedTurns = join(app, "node_modules", "@lite-agent", "sdk", "examples", "cli", "hello.json")
+      const { stdout } = await execFileAsync(
+        bin,
+        ["-p", "Create hello.ts", "--model", `scripted:${scriptedTurns}`, "--workdir", workdir, "--checkpointer", `file:${sessions}`],
+        { cwd: app, encoding: "utf8", env: offlineEnv() }
+      )
+      expect(stdout).toBe("Created hello.ts with hello(name).\n")
+      expect(readFileSync(join(workdir, "hello.ts"), "utf8")).toContain("export const hello")
+    } finally {
+      rmSync(workdir, { recursive: true, force: true })
+      rmSync(sessions, { recursive: true, force: true })
+    }
   })
 })

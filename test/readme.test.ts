@@ -14,7 +14,7 @@
 import { execFile } from "node:child_process"
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { dirname, join, relative, resolve } from "node:path"
+import { join, resolve } from "node:path"
 import { promisify } from "node:util"
 import * as Tool from "@effect/ai/Tool"
 import ts from "typescript"
@@ -238,48 +238,4 @@ describe("README tables", () => {
     expect(documented.length).toBe(new Set(documented).size) // no row twice
     expect([...documented].sort()).toEqual([...exported].sort())
   })
-})
-
-// ---------------------------------------------------------------------------
-// Source maps
-// ---------------------------------------------------------------------------
-
-describe("source maps of the build", () => {
-  it("point only at files the published package contains", async () => {
-    // The build (tsconfig.build.json) emitted in memory: the very maps `npm run build` writes,
-    // without touching dist/ (test/package.test.ts rebuilds it).
-    const parsed = ts.getParsedCommandLineOfConfigFile(join(root, "tsconfig.build.json"), {}, {
-      ...ts.sys,
-      onUnRecoverableConfigFileDiagnostic: (diagnostic) => {
-        throw new Error(ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n"))
-      }
-    })
-    if (parsed === undefined) throw new Error("cannot read tsconfig.build.json")
-    const maps = new Map<string, string>()
-    // noCheck: emit without type-checking (typecheck does that); the maps are the same.
-    ts.createProgram({ rootNames: parsed.fileNames, options: { ...parsed.options, noCheck: true } }).emit(undefined, (fileName, text) => {
-      if (fileName.endsWith(".map")) maps.set(fileName, text)
-    })
-    if (parsed.options.sourceMap === true || parsed.options.declarationMap === true) expect(maps.size).toBeGreaterThan(0)
-
-    const { stdout } = await execFileAsync("npm", ["pack", "--dry-run", "--json"], { cwd: root })
-    const [packed] = JSON.parse(stdout) as Array<{ readonly files: ReadonlyArray<{ readonly path: string }> }>
-    const packedFiles = new Set(packed?.files.map((file) => file.path))
-    const { files: packageFiles } = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
-      readonly files: ReadonlyArray<string>
-    }
-    const isPublished = (path: string) => packageFiles.some((entry) => path === entry || path.startsWith(`${entry}/`))
-
-    const unresolved: Array<string> = []
-    for (const [mapFile, text] of maps) {
-      const map = JSON.parse(text) as { readonly sources: ReadonlyArray<string>; readonly sourceRoot?: string }
-      const mapPath = relative(root, mapFile)
-      if (!isPublished(mapPath)) unresolved.push(`${mapPath} itself is outside package.json "files"`)
-      for (const source of map.sources) {
-        const sourcePath = relative(root, resolve(dirname(mapFile), map.sourceRoot ?? "", source))
-        if (!packedFiles.has(sourcePath)) unresolved.push(`${mapPath} -> ${sourcePath}`)
-      }
-    }
-    expect(unresolved).toEqual([])
-  }, 120_000)
 })

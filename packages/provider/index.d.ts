@@ -1,0 +1,3 @@
+// @lite-agent/provider is @lite-agent/sdk/provider under its own name: one copy of the code, so one
+// identity for every class (an error from either name is an instance of both).
+export * from "@lite-agent/sdk/provider"
