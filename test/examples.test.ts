@@ -1,6 +1,6 @@
 import { execFile, execFileSync } from "node:child_process"
 import { promisify } from "node:util"
-import { mkdtempSync, readdirSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { describe, expect, it } from "vitest"
@@ -15,6 +15,21 @@ const offlineEnv = () => {
 }
 const runExample = (file: string, env: NodeJS.ProcessEnv = offlineEnv()) =>
   execFileSync(process.execPath, ["--import", "tsx", resolve(root, "examples", file)], { cwd: root, encoding: "utf8", env })
+
+/** The demo output the README shows: the ```text block after its marker comment. */
+const readmeDemoOutput = (): string => {
+  const readme = readFileSync(join(root, "README.md"), "utf8")
+  const block = /<!-- npm run demo's output[^\n]*-->\n```text\n([\s\S]*?)^```$/m.exec(readme)
+  if (block === null) throw new Error("README.md has no marked demo output block")
+  return block[1]!
+}
+
+/** What differs between two runs of the demo: session ids, pids, temporary paths. */
+const normalizeDemoOutput = (output: string): string =>
+  output
+    .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, "<session id>")
+    .replace(/\[pid \d+\]/g, "[pid <pid>]")
+    .replace(/\S*?(lite-agent-demo-(?:home-)?)[A-Za-z0-9]{6}\b/g, "<tmp>/$1XXXXXX")
 
 describe("examples", () => {
   it("promise-checkpointer.ts runs and shows the conflict and the truncate", () => {
@@ -40,7 +55,8 @@ describe("examples", () => {
   })
 
   it("agent-demo.ts (npm run demo): three prompts, checkpoints, restore to the second, resume in a new process", () => {
-    const home = mkdtempSync(join(tmpdir(), "lite-agent-demo-test-home-"))
+    // The prefix the demo gives its own LITE_AGENT_HOME, so that the output is what `npm run demo` prints.
+    const home = mkdtempSync(join(tmpdir(), "lite-agent-demo-home-"))
     const output = runExample("agent-demo.ts", { ...offlineEnv(), LITE_AGENT_HOME: home })
     expect(output).toContain("lite-agent demo (scripted model, offline)")
     expect(output).toContain("[tool] write_file src/greet.ts -> wrote src/greet.ts (57 bytes)")
@@ -61,6 +77,8 @@ describe("examples", () => {
     expect(output).toContain("(the model was shown 5 messages, loaded from the persisted session)")
     // It used the default file checkpointer, under LITE_AGENT_HOME.
     expect(readdirSync(join(home, "sessions")).length).toBeGreaterThan(0)
+    // The README shows this very output.
+    expect(normalizeDemoOutput(readmeDemoOutput())).toBe(normalizeDemoOutput(output))
   })
 
   it("agent-layers.ts runs one program on three backends by swapping layers", () => {

@@ -5,7 +5,7 @@
  *
  * - every code sample of the product spec (docs/spec/checkpoints.md) compiles exactly as written
  *   and runs — the ones that call Anthropic against a fake Anthropic server on loopback;
- * - every README sample compiles and runs;
+ * - every sample of the README and docs/ compiles and runs;
  * - a class is the same whichever package it is imported from;
  * - each subpath loads only the native or database modules it needs, and the `lite-agent` bin runs.
  *
@@ -29,7 +29,12 @@ const rootPackage = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
   readonly devDependencies: Readonly<Record<string, string>>
 }
 const packageDirs = readdirSync(join(root, "packages")).sort()
-const readmeSamples = readdirSync(join(root, "examples", "readme")).filter((file) => file.endsWith(".ts")).sort()
+/** The README's and the docs' samples (examples/readme, examples/docs/<page>/), as paths under examples/. */
+const docSamples = ["readme", "docs"].flatMap((dir) =>
+  (readdirSync(join(root, "examples", dir), { recursive: true }) as Array<string>)
+    .filter((file) => file.endsWith(".ts"))
+    .map((file) => join(dir, file))
+).sort()
 const tsc = join(root, "node_modules", "typescript", "bin", "tsc")
 
 interface PackageJson {
@@ -106,11 +111,11 @@ beforeAll(async () => {
         types: ["node"],
         outDir: "out"
       },
-      include: ["*.ts", "readme/*.ts", "spec/*.ts"]
+      include: ["*.ts", "samples/**/*.ts", "spec/*.ts"]
     })
   )
   cpSync(join(root, "test", "consumer"), app, { recursive: true })
-  cpSync(join(root, "examples", "readme"), join(app, "readme"), { recursive: true })
+  for (const dir of ["readme", "docs"]) cpSync(join(root, "examples", dir), join(app, "samples", dir), { recursive: true })
   mkdirSync(join(app, "spec"))
   for (const sample of specSamples()) writeFileSync(join(app, "spec", `${sample.name}.ts`), sample.program)
   // Type-checks everything against the packed declarations and emits it for node to run.
@@ -219,14 +224,14 @@ describe("the product spec's samples, exactly as written", () => {
   }
 })
 
-describe("the README's samples", () => {
+describe("the README's and the docs' samples", () => {
   it("compile against the packed declarations and run in the app", async () => {
-    expect(readmeSamples.length).toBeGreaterThan(0)
-    const runs = await Promise.all(readmeSamples.map(async (file) => {
-      const { stdout } = await node([join(app, "out", "readme", file.replace(/\.ts$/, ".js"))], { DATABASE_URL: server.url })
+    expect(docSamples.length).toBeGreaterThan(0)
+    const runs = await Promise.all(docSamples.map(async (file) => {
+      const { stdout } = await node([join(app, "out", "samples", file.replace(/\.ts$/, ".js"))], { DATABASE_URL: server.url })
       return [file, stdout.trim().length > 0] as const
     }))
-    expect(runs).toEqual(readmeSamples.map((file) => [file, true]))
+    expect(runs).toEqual(docSamples.map((file) => [file, true]))
   })
 
   it("an outside consumer of the SDK's subpaths runs", async () => {

@@ -1,20 +1,22 @@
 /**
- * The README's code samples are real programs: every ```ts block in README.md is, verbatim, a
- * whole file of examples/readme/, and every such file runs offline, leaves nothing behind in
- * its temporary directory and prints what the README says it does. Type-checking is not
- * repeated here: tsconfig.json includes "examples", so `npm run typecheck` (tsc -p
- * tsconfig.json) checks these files under the strict settings — asserted below, so the
- * samples cannot silently drop out of it.
+ * The documentation's code samples are real programs: every ```ts block of README.md,
+ * CONTRIBUTING.md and docs/**.md (the product spec in docs/spec/ aside: its samples are checked
+ * by the package test) is, verbatim, a whole file of that page's samples folder — examples/readme/
+ * for the README, examples/contributing/ for CONTRIBUTING.md, examples/docs/<page>/ for
+ * docs/<page>.md — and every such file runs offline, leaves nothing behind in its temporary
+ * directory and prints what its page says it does. Type-checking is not repeated here:
+ * tsconfig.json includes "examples", so `npm run typecheck` checks these files under the strict
+ * settings — asserted below, so the samples cannot silently drop out of it.
  *
- * The README's reference tables are held to the code: the Tools table to the tools the model
- * is offered (names, parameters, their types and optionality), the Errors table to every error
- * class the package exports. And the source maps the build emits must point at files the
- * published package contains.
+ * The reference tables are held to the code: the Tools table (docs/agent.md) to the tools the
+ * model is offered (names, parameters, their types and optionality), the Errors tables
+ * (docs/errors.md) to every error class the packages export. And every relative link of the
+ * pages leads to a file, and to a heading of it when it names one.
  */
 import { execFile } from "node:child_process"
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join, resolve } from "node:path"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
+import { availableParallelism, tmpdir } from "node:os"
+import { dirname, join, relative, resolve } from "node:path"
 import { promisify } from "node:util"
 import * as Tool from "@effect/ai/Tool"
 import ts from "typescript"
@@ -25,24 +27,74 @@ import * as coreEntry from "../src/core.js"
 import { agentToolkit, TOOL_NAMES } from "../src/core.js"
 import * as indexEntry from "../src/index.js"
 import * as providerEntry from "../src/provider.js"
+import * as serverEntry from "../src/server.js"
 import * as testingEntry from "../src/testing.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
 
 const root = resolve(import.meta.dirname, "..")
-const samplesDir = join(root, "examples", "readme")
-const readme = readFileSync(join(root, "README.md"), "utf8")
-const sampleFiles = readdirSync(samplesDir).filter((name) => name.endsWith(".ts")).sort()
 const execFileAsync = promisify(execFile)
 
-/** The body of every ```ts block of the README, without its fences. */
-const tsBlocks = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((match) => match[1] ?? "")
+/** Every markdown file under `dir`, relative to the root. */
+const markdownUnder = (dir: string): Array<string> =>
+  readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name)
+    return entry.isDirectory() ? (path === join("docs", "spec") ? [] : markdownUnder(path)) : entry.name.endsWith(".md") ? [path] : []
+  })
 
-/** The text of a README section: from its heading line to the next heading of the same or a higher level. */
-const section = (heading: string): string => {
-  const start = readme.indexOf(`\n${heading}\n`)
-  if (start < 0) throw new Error(`README.md has no "${heading}" heading`)
+/** A page and the folder its samples live in. */
+interface Page {
+  readonly path: string
+  readonly text: string
+  readonly samplesDir: string
+}
+
+const samplesDirOf = (page: string): string =>
+  page === "README.md"
+    ? join("examples", "readme")
+    : page === "CONTRIBUTING.md"
+    ? join("examples", "contributing")
+    : join("examples", page.replace(/\.md$/, ""))
+
+const pages: ReadonlyArray<Page> = ["README.md", "CONTRIBUTING.md", ...markdownUnder("docs")].sort().map((path) => ({
+  path,
+  text: readFileSync(join(root, path), "utf8"),
+  samplesDir: samplesDirOf(path)
+}))
+const pageAt = (path: string): Page => {
+  const page = pages.find((candidate) => candidate.path === path)
+  if (page === undefined) throw new Error(`no page ${path}`)
+  return page
+}
+
+/** The .ts files directly in a page's samples folder (its subfolders are other pages'). */
+const samplesOf = (page: Page): Array<string> => {
+  const dir = join(root, page.samplesDir)
+  if (!existsSync(dir)) return []
+  return readdirSync(dir).filter((name) => name.endsWith(".ts") && statSync(join(dir, name)).isFile()).sort()
+    .map((name) => join(page.samplesDir, name))
+}
+
+/** Every .ts file under the sample folders, relative to the root. */
+const tsFilesUnder = (dir: string): Array<string> =>
+  existsSync(join(root, dir))
+    ? readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) =>
+      entry.isDirectory() ? tsFilesUnder(join(dir, entry.name)) : entry.name.endsWith(".ts") ? [join(dir, entry.name)] : []
+    )
+    : []
+const sampleFiles = pages.flatMap(samplesOf).sort()
+
+/** The body of every ```ts block of a page, without its fences. */
+const tsBlocks = (text: string): Array<string> => [...text.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((match) => match[1] ?? "")
+
+/** A page without its fenced blocks (links and headings in code are not links and headings). */
+const prose = (text: string): string => text.replace(/^```[\s\S]*?^```$/gm, "")
+
+/** The text of a section: from its heading line to the next heading of the same or a higher level. */
+const section = (page: Page, heading: string): string => {
+  const start = page.text.indexOf(`\n${heading}\n`)
+  if (start < 0) throw new Error(`${page.path} has no "${heading}" heading`)
   const level = heading.indexOf(" ")
-  const rest = readme.slice(start + heading.length + 2)
+  const rest = page.text.slice(start + heading.length + 2)
   const end = rest.search(new RegExp(`^#{1,${level}} `, "m"))
   return end < 0 ? rest : rest.slice(0, end)
 }
@@ -69,14 +121,15 @@ interface SampleRun {
 const offlineEnv = (tmp: string): NodeJS.ProcessEnv => {
   const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: tmp }
   delete env.ANTHROPIC_API_KEY
+  delete env.ANTHROPIC_BASE_URL
   return env
 }
 
 const runSample = async (file: string, databaseUrl: string): Promise<SampleRun> => {
   // A TMPDIR of its own, so what the sample leaves behind in it can be seen.
-  const tmp = mkdtempSync(join(tmpdir(), "readme-test-tmp-"))
+  const tmp = mkdtempSync(join(tmpdir(), "docs-test-tmp-"))
   try {
-    const outcome = await execFileAsync(process.execPath, ["--import", "tsx", join(samplesDir, file)], {
+    const outcome = await execFileAsync(process.execPath, ["--import", "tsx", join(root, file)], {
       cwd: root,
       env: { ...offlineEnv(tmp), DATABASE_URL: databaseUrl },
       timeout: 90_000
@@ -94,78 +147,97 @@ const runSample = async (file: string, databaseUrl: string): Promise<SampleRun> 
   }
 }
 
-/** What each sample must print: the README's claims about it, checked. */
+/** `run` over `items`, at most `limit` at a time. */
+const inPool = async <A, B>(items: ReadonlyArray<A>, limit: number, run: (item: A) => Promise<B>): Promise<Array<B>> => {
+  const results: Array<B> = new Array(items.length)
+  let next = 0
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++
+      results[index] = await run(items[index]!)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
+  return results
+}
+
+/** What each sample must print: its page's claims about it, checked. */
 const expectedOutput: Record<string, (stdout: string) => void> = {
-  "agent.ts": (stdout) => {
+  "examples/readme/agent.ts": (stdout) => {
     expect(stdout).toContain("Added src/auth.test.ts.")
     expect(stdout).toContain("output: 'wrote src/auth.test.ts (19 bytes)'")
     expect(stdout).toMatch(/\{ inputTokens: \d+, outputTokens: \d+ \}/)
     // The second prompt continued the first one's session: its head is past both turns.
     expect(stdout).toMatch(/[0-9a-f-]{36} 13\n$/)
   },
-  "agent-layers.ts": (stdout) => {
+  "examples/readme/agent-layers.ts": (stdout) => {
     expect(stdout).toContain("Wrote hello.txt. head 7, tools: wrote hello.txt (6 bytes)")
   },
-  "file-checkpointer.ts": (stdout) => {
+  "examples/docs/backends/custom/map-backend.ts": (stdout) => {
+    // node:test's summary (TAP "# pass 23", or the spec reporter's "ℹ pass 23").
+    expect(stdout).toMatch(/^\S+ pass [1-9]\d*$/m)
+    expect(stdout).toMatch(/^\S+ fail 0$/m)
+    expect(stdout).toContain("Checkpointer conformance: map backend")
+  },
+  "examples/docs/backends/file/sealed-log.ts": (stdout) => {
     expect(stdout).toContain("{ ok: true, detail: '1 sessions checked, no damage' }")
     expect(stdout).toContain('wrong key: codec "aes-256-gcm" failed to decode')
   },
-  "postgres-checkpointer.ts": (stdout) => {
+  "examples/docs/backends/postgres/two-machines.ts": (stdout) => {
     expect(stdout).toContain("conflict: expected 1, actual 2")
     expect(stdout).toContain("head 3: [ 'Refactor src/auth.ts', 'Fix the login test', 'Now add tests' ]")
   },
-  "sqlite-checkpointer.ts": (stdout) => {
+  "examples/docs/backends/sqlite/conflict.ts": (stdout) => {
     expect(stdout).toContain("conflict: expected 1, actual 2")
     expect(stdout).toContain("head 3")
   },
-  "time-travel.ts": (stdout) => {
-    expect(stdout).toContain("path: 'greeting.txt',\n    action: 'write',\n    unverified: false,\n    alreadyRestored: false\n  }\n] []")
-    expect(stdout).toContain("[ 'greeting.txt' ] true")
-    expect(stdout).toContain("tool: 'shell', input: { command: 'date > built.txt' }")
-    expect(stdout).toContain('greeting.txt: "hello\\n"')
+  "examples/docs/checkpointer/effect-checkpointer.ts": (stdout) => {
+    expect(stdout).toContain("checkpoint 1: Fix the answer")
   },
-  "typed-client.ts": (stdout) => {
-    expect(stdout).toContain("1 session, head 1, checkpoint: Refactor src/auth.ts")
-  },
-  "promise-checkpointer.ts": (stdout) => {
+  "examples/docs/checkpointer/promise-checkpointer.ts": (stdout) => {
     expect(stdout).toContain("conflict in demo: expected 0, actual 1")
     expect(stdout).toContain("1 UserMessage")
     expect(stdout).not.toContain("2 UserMessage") // the stale append stored nothing
   },
-  "effect-checkpointer.ts": (stdout) => {
-    expect(stdout).toContain("checkpoint 1: Fix the answer")
-  },
-  "compaction.ts": (stdout) => {
+  "examples/docs/compaction/compact.ts": (stdout) => {
     expect(stdout).toContain("start measure")
     expect(stdout).toContain("progress measure   { tokens: 655, method: 'measured' }")
+    expect(stdout).toContain("progress archive 0 6")
     expect(stdout).toContain("progress archive 6 6")
+    expect(stdout).toContain("progress summarize 0 1")
     expect(stdout).toContain("progress summarize 1 1")
     expect(stdout).toContain("progress project   { tokens: 78, method: 'measured' }")
+    expect(stdout).toContain("done persist")
     expect(stdout).toContain("{ before: 655, after: 78, method: 'measured', compacted: true }")
   },
-  "conformance.ts": (stdout) => {
-    // node:test's summary (TAP "# pass 23", or the spec reporter's "ℹ pass 23").
-    expect(stdout).toMatch(/^\S+ pass [1-9]\d*$/m)
-    expect(stdout).toMatch(/^\S+ fail 0$/m)
-    expect(stdout).toContain("Checkpointer conformance: file backend")
+  "examples/docs/server/typed-client.ts": (stdout) => {
+    expect(stdout).toContain("1 session, head 1, checkpoint: Refactor src/auth.ts")
+  },
+  "examples/docs/time-travel/restore.ts": (stdout) => {
+    expect(stdout).toContain("path: 'greeting.txt',\n    action: 'write',\n    unverified: false,\n    alreadyRestored: false\n  }\n] []")
+    expect(stdout).toContain("[ 'greeting.txt' ] true")
+    expect(stdout).toContain("tool: 'shell', input: { command: 'date > built.txt' }")
+    expect(stdout).toContain('greeting.txt: "hello\\n"')
   }
 }
 
 const runs = new Map<string, SampleRun>()
 
-describe("README samples (examples/readme)", () => {
+describe("documentation samples", () => {
   let server: PostgresServer | undefined
   beforeAll(async () => {
-    // The Postgres sample's database (DATABASE_URL): a throwaway server of this file's own.
+    // The PostgreSQL samples' database (DATABASE_URL): a throwaway server of this file's own.
     server = await startPostgres()
     const url = server.url
-    // In parallel: each is a Node process of its own, mostly waiting on tsx and the disk.
-    const results = await Promise.all(sampleFiles.map(async (file) => [file, await runSample(file, url)] as const))
+    // A few at a time: each is a Node process of its own, and the machines have two cores.
+    const results = await inPool(sampleFiles, Math.max(2, availableParallelism()), async (file) => [file, await runSample(file, url)] as const)
     for (const [file, run] of results) runs.set(file, run)
-  }, 180_000)
+  }, 240_000)
   afterAll(() => server?.destroy())
 
-  it("exist, and each has its output checked here", () => {
+  it("every sample file belongs to a page, and each has its output checked here", () => {
+    const underSampleFolders = ["readme", "contributing", "docs"].flatMap((dir) => tsFilesUnder(join("examples", dir))).sort()
+    expect(underSampleFolders).toEqual(sampleFiles)
     expect(sampleFiles.length).toBeGreaterThan(0)
     expect(Object.keys(expectedOutput).sort()).toEqual(sampleFiles)
   })
@@ -178,25 +250,28 @@ describe("README samples (examples/readme)", () => {
       }
     })
     const included = new Set(parsed?.fileNames.map((file) => resolve(file)))
-    for (const file of sampleFiles) expect(included, file).toContain(join(samplesDir, file))
+    for (const file of sampleFiles) expect(included, file).toContain(join(root, file))
     expect(parsed?.options.strict).toBe(true)
   })
 
-  it("every ```ts block of the README is one of them, verbatim", () => {
-    const files = new Set(sampleFiles.map((file) => readFileSync(join(samplesDir, file), "utf8")))
-    expect(tsBlocks.length).toBeGreaterThan(0)
-    for (const block of tsBlocks) {
-      expect(files.has(block), `README block not in examples/readme:\n${block.slice(0, 300)}`).toBe(true)
-    }
-  })
+  for (const page of pages) {
+    it(`every \`\`\`ts block of ${page.path} is one of its samples (${page.samplesDir}), verbatim, and each of them is quoted in it`, () => {
+      const samples = samplesOf(page)
+      const contents = new Set(samples.map((file) => readFileSync(join(root, file), "utf8")))
+      const blocks = tsBlocks(page.text)
+      for (const block of blocks) {
+        expect(contents.has(block), `${page.path}: a block not in ${page.samplesDir}:\n${block.slice(0, 300)}`).toBe(true)
+      }
+      for (const file of samples) expect(blocks, `${file} is not quoted whole in ${page.path}`).toContain(readFileSync(join(root, file), "utf8"))
+    })
+  }
 
   for (const file of sampleFiles) {
-    it(`${file} is quoted whole in the README, runs offline, cleans up and prints what it should`, () => {
-      expect(tsBlocks).toContain(readFileSync(join(samplesDir, file), "utf8"))
+    it(`${file} runs offline, cleans up and prints what its page says`, () => {
       const run = runs.get(file)
       expect(run, `${file} did not run`).toBeDefined()
       if (run === undefined) return
-      expect(run.exitCode, `${file} failed:\n${run.stderr}`).toBe(0)
+      expect(run.exitCode, `${file} failed:\n${run.stderr}\n${run.stdout.slice(-2000)}`).toBe(0)
       expect(run.leftBehind, `${file} left temporary files behind`).toEqual([])
       expectedOutput[file]?.(run.stdout)
     })
@@ -207,9 +282,9 @@ describe("README samples (examples/readme)", () => {
 // The reference tables
 // ---------------------------------------------------------------------------
 
-describe("README tables", () => {
-  it("the Tools table lists exactly the tools the model is offered, with their parameters", () => {
-    const rows = tableRows(section("### Tools"))
+describe("reference tables", () => {
+  it("the Tools table (docs/agent.md) lists exactly the tools the model is offered, with their parameters", () => {
+    const rows = tableRows(section(pageAt(join("docs", "agent.md")), "## Tools"))
     // "`name?: type`" for every parameter in the input cell.
     const documented = Object.fromEntries(rows.map(([name = "", input = ""]) => [
       name.replaceAll("`", ""),
@@ -228,14 +303,50 @@ describe("README tables", () => {
     expect(documented).toEqual(declared)
   })
 
-  it("the Errors table lists exactly the error classes the package exports", () => {
+  it("the Errors tables (docs/errors.md) list exactly the error classes the packages export", () => {
     const isErrorClass = (value: unknown) => typeof value === "function" && value.prototype instanceof Error
-    const entryPoints = [indexEntry, coreEntry, checkpointSqliteEntry, checkpointPostgresEntry, providerEntry, testingEntry]
-    const exported = new Set(
-      entryPoints.flatMap((entry) => Object.entries(entry).filter(([, value]) => isErrorClass(value)).map(([name]) => name))
-    )
-    const documented = tableRows(section("### Errors")).map(([name = ""]) => name.replaceAll("`", ""))
-    expect(documented.length).toBe(new Set(documented).size) // no row twice
-    expect([...documented].sort()).toEqual([...exported].sort())
+    const errorsOf = (entries: ReadonlyArray<object>) =>
+      new Set(entries.flatMap((entry) => Object.entries(entry).filter(([, value]) => isErrorClass(value)).map(([name]) => name)))
+    const library = errorsOf([indexEntry, coreEntry, checkpointSqliteEntry, checkpointPostgresEntry, providerEntry, testingEntry])
+    const serverOwn = [...errorsOf([serverEntry])].filter((name) => !library.has(name))
+    const errorsPage = pageAt(join("docs", "errors.md"))
+    const documented = (heading: string) => tableRows(section(errorsPage, heading)).map(([name = ""]) => name.replaceAll("`", ""))
+    const libraryRows = documented("## The library's")
+    const serverRows = documented("## The server's own")
+    expect(libraryRows.length).toBe(new Set(libraryRows).size) // no row twice
+    expect([...libraryRows].sort()).toEqual([...library].sort())
+    expect([...serverRows].sort()).toEqual(serverOwn.sort())
   })
+})
+
+// ---------------------------------------------------------------------------
+// Links
+// ---------------------------------------------------------------------------
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens. */
+const anchorOf = (heading: string): string =>
+  heading.trim().toLowerCase().replace(/[^\p{Letter}\p{Number}\s_-]/gu, "").replace(/\s/g, "-")
+
+const anchorsOf = (markdown: string): Set<string> =>
+  new Set([...prose(markdown).matchAll(/^#{1,6} (.+)$/gm)].map((match) => anchorOf(match[1]!)))
+
+describe("links", () => {
+  for (const page of pages) {
+    it(`every relative link of ${page.path} leads to a file, and to a heading of it when it names one`, () => {
+      const broken: Array<string> = []
+      for (const [, target = ""] of prose(page.text).matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z]+:/.test(target)) continue // https:, mailto:
+        const [path = "", anchor] = target.split("#")
+        const file = path === "" ? join(root, page.path) : resolve(root, dirname(page.path), path)
+        if (!existsSync(file)) {
+          broken.push(`${target}: no ${relative(root, file)}`)
+          continue
+        }
+        if (anchor !== undefined && file.endsWith(".md") && !anchorsOf(readFileSync(file, "utf8")).has(anchor)) {
+          broken.push(`${target}: no such heading in ${relative(root, file)}`)
+        }
+      }
+      expect(broken).toEqual([])
+    })
+  }
 })

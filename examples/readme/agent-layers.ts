@@ -2,11 +2,11 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, Layer } from "effect"
-import { FileCheckpointer, LiteAgent } from "@lite-agent/sdk/core"
-import { scriptedLayer } from "@lite-agent/sdk/provider"
+import { FileCheckpointer, LiteAgent } from "@lite-agent/core"
+import { scriptedLayer } from "@lite-agent/provider"
 
-const workdir = mkdtempSync(join(tmpdir(), "readme-layers-work-"))
-const sessions = mkdtempSync(join(tmpdir(), "readme-layers-sessions-"))
+const workdir = mkdtempSync(join(tmpdir(), "lite-agent-layers-work-"))
+const sessions = mkdtempSync(join(tmpdir(), "lite-agent-layers-sessions-"))
 
 const program = Effect.flatMap(LiteAgent.LiteAgent, (agent) => agent.send("Write hello.txt"))
 const agentLayer = LiteAgent.layerWithWorkdir(workdir).pipe(

@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createLiteAgent, fileCheckpointer } from "@lite-agent/sdk"
-import { scripted } from "@lite-agent/sdk/provider"
+import { scripted } from "@lite-agent/provider"
 
-const workdir = mkdtempSync(join(tmpdir(), "readme-agent-work-"))
-const sessions = mkdtempSync(join(tmpdir(), "readme-agent-sessions-"))
+const workdir = mkdtempSync(join(tmpdir(), "lite-agent-sample-work-"))
+const sessions = mkdtempSync(join(tmpdir(), "lite-agent-sample-sessions-"))
 const checkpointer = fileCheckpointer({ dir: sessions }) // without it: fileCheckpointer() in ~/.lite-agent/sessions
 const write = (path: string, content: string) => ({ toolCalls: [{ name: "write_file", input: { path, content } }] })
 

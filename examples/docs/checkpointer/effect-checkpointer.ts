@@ -1,5 +1,5 @@
 import { Effect, Stream } from "effect"
-import { Checkpointer, MemoryCheckpointer, Session, UserMessage } from "@lite-agent/sdk/core"
+import { Checkpointer, MemoryCheckpointer, Session, UserMessage } from "@lite-agent/core"
 
 const program = Effect.gen(function*() {
   const checkpointer = yield* Checkpointer

@@ -1,10 +1,10 @@
-import { postgresCheckpointer } from "@lite-agent/sdk/checkpoint-postgres"
-import { CheckpointConflictError, StorageError, UserMessage } from "@lite-agent/sdk/core"
+import { postgresCheckpointer } from "@lite-agent/checkpoint-postgres"
+import { CheckpointConflictError, StorageError, UserMessage } from "@lite-agent/core"
 
 // Any PostgreSQL 12+ database; the tables go into a schema of their own, created on first use.
 const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
-const laptop = postgresCheckpointer({ url, schema: "readme_demo" })
-const server = postgresCheckpointer({ url, schema: "readme_demo" }) // another machine, the same sessions
+const laptop = postgresCheckpointer({ url, schema: "docs_demo" })
+const server = postgresCheckpointer({ url, schema: "docs_demo" }) // another machine, the same sessions
 const prompt = (content: string) => new UserMessage({ content, origin: "user" })
 
 /** Append at `head`; when the outcome is unknown (the connection dropped), the head tells. */

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { aes256gcmCodec, CodecError, fileCheckpointer, UserMessage } from "@lite-agent/sdk"
 
-const dir = mkdtempSync(join(tmpdir(), "readme-file-")) // fileCheckpointer() alone: ~/.lite-agent/sessions
+const dir = mkdtempSync(join(tmpdir(), "docs-file-")) // fileCheckpointer() alone: ~/.lite-agent/sessions
 const key = randomBytes(32) // 32 bytes you keep
 const sealed = fileCheckpointer({ dir, synchronous: "full", codec: aes256gcmCodec(key) })
 const wrongKey = fileCheckpointer({ dir, codec: aes256gcmCodec(randomBytes(32)) })

@@ -1,6 +1,6 @@
 import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { memoryCheckpointer, UserMessage } from "@lite-agent/sdk"
-import { serveSessions, SessionApi } from "@lite-agent/sdk/server"
+import { serveSessions, SessionApi } from "@lite-agent/server"
 import { Effect } from "effect"
 
 const checkpointer = memoryCheckpointer()

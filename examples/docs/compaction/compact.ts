@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createLiteAgent, memoryCheckpointer } from "@lite-agent/sdk"
-import { scripted } from "@lite-agent/sdk/provider"
+import { scripted } from "@lite-agent/provider"
 
-const workdir = mkdtempSync(join(tmpdir(), "readme-compact-work-"))
+const workdir = mkdtempSync(join(tmpdir(), "docs-compact-work-"))
 const answer = (text: string) => ({ text: `${text} ${"(a long explanation) ".repeat(40)}` })
 const agent = createLiteAgent({
   model: scripted([

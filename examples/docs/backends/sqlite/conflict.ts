@@ -1,10 +1,10 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { sqliteCheckpointer } from "@lite-agent/sdk/checkpoint-sqlite"
-import { CheckpointConflictError, UserMessage } from "@lite-agent/sdk/core"
+import { sqliteCheckpointer } from "@lite-agent/checkpoint-sqlite"
+import { CheckpointConflictError, UserMessage } from "@lite-agent/core"
 
-const dir = mkdtempSync(join(tmpdir(), "readme-sqlite-"))
+const dir = mkdtempSync(join(tmpdir(), "docs-sqlite-"))
 const checkpointer = sqliteCheckpointer({ file: join(dir, "sessions.db") }) // or ":memory:"
 const otherProcess = sqliteCheckpointer({ file: join(dir, "sessions.db") }) // the same database, as another process sees it
 const prompt = (content: string) => new UserMessage({ content, origin: "user" })

@@ -2,9 +2,9 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createLiteAgent, memoryCheckpointer } from "@lite-agent/sdk"
-import { scripted } from "@lite-agent/sdk/provider"
+import { scripted } from "@lite-agent/provider"
 
-const workdir = mkdtempSync(join(tmpdir(), "readme-time-travel-"))
+const workdir = mkdtempSync(join(tmpdir(), "docs-time-travel-"))
 const checkpointer = memoryCheckpointer()
 const write = (path: string, content: string) => ({ name: "write_file", input: { path, content } })
 const agent = createLiteAgent({
