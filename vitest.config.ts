@@ -1,13 +1,24 @@
 import { defineConfig } from "vitest/config"
 
+/** Files that start other processes or servers of their own, or build and install the packages. */
+export const SLOW_FILES = [
+  "test/*.processes.test.ts",
+  "test/postgres.*.test.ts",
+  "test/package.test.ts",
+  "test/readme.test.ts",
+  "test/examples.test.ts",
+  "test/cli*.test.ts"
+]
+
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    testTimeout: 120_000,
-    hookTimeout: 180_000,
-    // One test file at a time: the process tests start up to six Node processes of their own,
-    // and the machines have two cores. Starving vitest's own workers made its RPC time out.
-    maxWorkers: 1,
+    // Generous: a test waits on events, and a loaded machine only makes them come later.
+    testTimeout: 180_000,
+    hookTimeout: 300_000,
+    // Two files at a time on two cores. Each file starts its own servers (PostgreSQL, HTTP) and
+    // processes once; none depends on another's, nor on the machine being fast.
+    maxWorkers: 2,
     minWorkers: 1
   }
 })

@@ -158,7 +158,7 @@ describe("lite-agent in a terminal", () => {
     const after = await readLog(sessions, sessionId)
     expect(after.at(-1)!.event).toMatchObject({ _tag: "UserMessage", content: "slow one" })
     expect(after.some((stored) => stored.event._tag === "UserMessage" && stored.event.content === "change a")).toBe(false)
-  }, 120_000)
+  })
 
   it("Ctrl-C twice at an empty prompt leaves (the first only says how)", async () => {
     const tty = terminal(["--model", `scripted:${join(root, "examples", "cli", "hello.json")}`, "--checkpointer", `file:${tempDir("tty-sessions")}`, "--workdir", tempDir("tty-work")])
@@ -167,7 +167,7 @@ describe("lite-agent in a terminal", () => {
     await tty.waitFor("(Ctrl-C again to exit, or Ctrl-D)")
     tty.type("\u0003")
     expect(await tty.closed).toBe(0)
-  }, 60_000)
+  })
 
   it("Ctrl-C kills a running shell command; background tasks are shown as they start and end", async () => {
     const workdir = tempDir("tty-work")
@@ -204,7 +204,7 @@ describe("lite-agent in a terminal", () => {
     await tty.waitFor("ended: exit 0]")
     tty.type("\u0004")
     expect(await tty.closed).toBe(0)
-  }, 60_000)
+  })
   it("a restore a crash cut short: /checkpoints says so, a turn is refused with the way out, /restore finishes it", async () => {
     const workdir = tempDir("tty-work")
     const sessions = tempDir("tty-sessions")
@@ -236,5 +236,5 @@ describe("lite-agent in a terminal", () => {
     await tty.waitFor("carried on")
     tty.type("\u0004")
     expect(await tty.closed).toBe(0)
-  }, 60_000)
+  })
 })

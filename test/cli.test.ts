@@ -142,7 +142,7 @@ describe("lite-agent -p on PostgreSQL (--checkpointer postgres:<url>)", () => {
   let server: PostgresServer
   beforeAll(async () => {
     server = await startPostgres()
-  }, 120_000)
+  })
   afterAll(() => server?.destroy())
 
   it("stores the session in the database, and --continue picks it up from there", async () => {

@@ -74,5 +74,5 @@ describe("a process killed while compacting", () => {
       await next.waitForLine((candidate) => candidate.startsWith("result "))
       await next.closed
     }
-  }, 120_000)
+  })
 })

@@ -127,7 +127,7 @@ describe.skipIf(unavailable !== undefined)("file backend across namespaces", () 
         killAll()
         removeTempDirs()
       }
-    }, 120_000)
+    })
 
     it("a holder SIGSTOPped past its lease: another writer takes over; once resumed, the holder writes nothing (CheckpointLockLostError); the log stays intact", async () => {
       const dir = makeTempDir("ns-stop")
@@ -198,6 +198,6 @@ describe.skipIf(unavailable !== undefined)("file backend across namespaces", () 
         killAll()
         removeTempDirs()
       }
-    }, 120_000)
+    })
   })
 })

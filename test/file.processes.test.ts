@@ -131,7 +131,7 @@ describe("file backend: writer processes killed with SIGKILL", () => {
         `write and before its acknowledgement, ${tornTails} left a torn tail (${tornFiles.length} torn-* files kept)`
     )
     expect(kills).toBeGreaterThanOrEqual(1)
-  }, 120_000)
+  })
 })
 
 // ---------------------------------------------------------------------------------------
@@ -225,5 +225,5 @@ describe("file backend: the process holding the session lock is killed", () => {
       `lock takeover after SIGKILL over ${takeovers.length} trials: ` +
         `min ${Math.min(...takeovers).toFixed(1)} ms, max ${Math.max(...takeovers).toFixed(1)} ms`
     )
-  }, 120_000)
+  })
 })

@@ -22,7 +22,7 @@ import { openStore, postgresLocation } from "./support/stores.js"
 let server: PostgresServer
 beforeAll(async () => {
   server = await startPostgres()
-}, 120_000)
+})
 afterAll(() => {
   server?.destroy()
   removeTempDirs()
@@ -186,7 +186,7 @@ describe("PostgreSQL: a notification wakes its session's followers only; `reconn
       await Effect.runPromise(Scope.close(scope, Exit.void))
       await writer.close()
     }
-  }, 120_000)
+  })
 
   it("a follower polling every 10 minutes sees every append another checkpointer makes", () =>
     followersOfOneStoreSeeAnother("postgres", postgresLocation(server.url, `keyed_follow_${Date.now().toString(36)}`)), 120_000)

@@ -16,7 +16,7 @@ import { command, nextReply } from "./support/writers.js"
 let server: PostgresServer
 beforeAll(async () => {
   server = await startPostgres()
-}, 120_000)
+})
 afterAll(() => {
   for (const child of live) child.kill("SIGKILL")
   server?.destroy()
@@ -91,5 +91,5 @@ describe.each(["file", "sqlite", "postgres"] as const)("following a session writ
       await follower.close()
       await other.close()
     }
-  }, 120_000)
+  })
 })

@@ -33,7 +33,7 @@ beforeAll(async () => {
   // pg_stat_statements counts the statements a follower runs (the live feed's tests).
   server = await startPostgres({ settings: { shared_preload_libraries: "pg_stat_statements" } })
   server.psql("CREATE EXTENSION pg_stat_statements")
-}, 120_000)
+})
 afterAll(() => server?.destroy())
 
 const message = (text: string) => new UserMessage({ content: text, origin: "user" })
@@ -489,5 +489,5 @@ describe("the live feed across a server crash", () => {
       "reconnected",
       "append 2"
     ])
-  }, 60_000)
+  })
 })

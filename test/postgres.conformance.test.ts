@@ -12,7 +12,7 @@ import { type PostgresServer, startPostgres } from "./support/postgres.js"
 let server: PostgresServer | undefined
 beforeAll(async () => {
   server = await startPostgres()
-}, 120_000)
+})
 afterAll(() => server?.destroy())
 
 /** Built when a test uses it: the server's address is known only once it has started. */

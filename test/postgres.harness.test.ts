@@ -12,7 +12,7 @@ import { type PostgresServer, startPostgres } from "./support/postgres.js"
 let server: PostgresServer
 beforeAll(async () => {
   server = await startPostgres()
-}, 120_000)
+})
 afterAll(() => server?.destroy())
 
 const query = <A>(use: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
@@ -33,5 +33,5 @@ describe("a throwaway PostgreSQL server", () => {
     server.start()
     const rows = await query((sql) => sql<{ n: number }>`SELECT n FROM kept ORDER BY n`)
     expect(rows.map((row) => row.n)).toEqual([1, 2])
-  }, 120_000)
+  })
 })

@@ -12,7 +12,7 @@ import { type PostgresServer, startPostgres } from "./support/postgres.js"
 let server: PostgresServer
 beforeAll(async () => {
   server = await startPostgres()
-}, 120_000)
+})
 afterAll(() => server?.destroy())
 
 const message = (text: string) => new UserMessage({ content: text, origin: "user" })

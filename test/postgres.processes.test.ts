@@ -30,7 +30,7 @@ const namespaces: Array<NetworkNamespace> = []
 beforeAll(async () => {
   if (asRoot) namespaces.push(createNetworkNamespace(1), createNetworkNamespace(2))
   server = await startPostgres({ listenAddresses: namespaces.slice(0, 1).map((namespace) => namespace.hostAddress) })
-}, 120_000)
+})
 afterAll(() => {
   for (const child of live) child.kill("SIGKILL")
   server?.destroy()
@@ -71,7 +71,7 @@ describe.skipIf(!asRoot)("writers 2 and 3 each in a network namespace of their o
     // Their pools keep the connections open for a while after use.
     const addresses = server.psql("SELECT DISTINCT host(client_addr) FROM pg_stat_activity WHERE application_name = 'lite-agent'")
     expect(addresses.split("\n").sort()).toEqual(["10.213.1.1", "10.213.1.2", "10.213.2.2"])
-  }, 60_000)
+  })
 })
 
 // ---------------------------------------------------------------------------------------
@@ -92,7 +92,7 @@ describe("several processes opening an empty schema at the same instant", () => 
     const results = outputs.map(({ stdout }) => JSON.parse(stdout.trim().split("\n").at(-1)!) as { ok: boolean; head?: number })
     expect(results.filter((result) => !result.ok), JSON.stringify(results)).toEqual([])
     expect(results.map((result) => result.head).sort()).toEqual([1, 2, 3, 4])
-  }, 120_000)
+  })
 })
 
 // ---------------------------------------------------------------------------------------
@@ -195,5 +195,5 @@ describe("the server stopped like a crash (pg_ctl stop -m immediate) during appe
       `postgres server crash: ${acksBefore} appends acknowledged before the crash, "${failure}", resumed at head ${resumed}, ` +
         `${acks.length} acknowledged in all, head ${head}`
     )
-  }, 120_000)
+  })
 })

@@ -110,7 +110,7 @@ describe.each(["file", "sqlite"] as const)("a restore SIGKILLed part-way: %s", (
       } finally {
         await agent.close()
       }
-    }, 60_000)
+    })
 
     it(`at ${killAt}: undoInterruptedRestore puts every file back, the log as before the restore`, async () => {
       const { afterFirst, afterSecond, location, log, workdir } = await crashed(backend, killAt)
@@ -134,7 +134,7 @@ describe.each(["file", "sqlite"] as const)("a restore SIGKILLed part-way: %s", (
       } finally {
         await agent.close()
       }
-    }, 60_000)
+    })
   }
 
   it("an outside edit made after the crash is refused by the finish and the undo alike, and changes nothing", async () => {
@@ -161,5 +161,5 @@ describe.each(["file", "sqlite"] as const)("a restore SIGKILLed part-way: %s", (
     } finally {
       await agent.close()
     }
-  }, 60_000)
+  })
 })

@@ -25,7 +25,7 @@ beforeAll(async () => {
   server = startWorker("../../src/cli/main.ts", ["serve", "--port", "0", "--token", TOKEN, "--checkpointer", `file:${dir}`])
   const line = await server.waitForLine((text) => text.startsWith("lite-agent serve: listening on "))
   url = /listening on (\S+)/.exec(line)![1]!
-}, 120_000)
+})
 afterAll(async () => {
   await writer?.close()
   for (const child of live) child.kill("SIGKILL")
@@ -114,7 +114,7 @@ describe("the server's edges", () => {
     } finally {
       await served.close()
     }
-  }, 120_000)
+  })
 
   it("the bearer scheme is case-insensitive; the token is not", async () => {
     const served = await serveSessions({ checkpointer: memoryCheckpointer(), token: TOKEN })

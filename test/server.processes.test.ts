@@ -22,7 +22,7 @@ const TOKEN = "processes-token-0123456789"
 let postgres: PostgresServer
 beforeAll(async () => {
   postgres = await startPostgres()
-}, 120_000)
+})
 afterAll(() => {
   for (const child of live) child.kill("SIGKILL")
   postgres?.destroy()
@@ -76,7 +76,7 @@ describe("lite-agent serve with an agent (scripted model)", () => {
       "--workdir",
       workdir
     ])
-  }, 60_000)
+  })
   afterAll(() => server?.worker.child.kill("SIGTERM"))
 
   it("a turn streams its agent events over SSE; a busy agent is 409; bad bodies are 400 and change nothing", async () => {
@@ -120,7 +120,7 @@ describe("lite-agent serve with an agent (scripted model)", () => {
       expect(JSON.stringify(response.json), what).toContain(what)
     }
     expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 9 })
-  }, 60_000)
+  })
 
   it("a compaction streams its events; one whose client goes away is cancelled and writes nothing", async () => {
     const compaction = await connectSse(`${server.url}/sessions/work/compact`, {
@@ -142,7 +142,7 @@ describe("lite-agent serve with an agent (scripted model)", () => {
     abandoned.abort()
     await sleep(4500)
     expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 10 })
-  }, 60_000)
+  })
 
   it("a restore that would overwrite an outside edit is 409 with each file's reason, and changes nothing", async () => {
     writeFileSync(join(workdir, "hello.txt"), "edited outside the agent\n")
@@ -164,7 +164,7 @@ describe("lite-agent serve with an agent (scripted model)", () => {
       client.agent.restore({ path: { id: "work" }, payload: { seq: first.seq, files: false, dryRun: true } }))
     expect(dryRun).toMatchObject({ dryRun: true, refusals: [] })
     expect(await request(`${server.url}/sessions/work/restore`, { token: TOKEN, method: "POST", body: { seq: -1 } })).toMatchObject({ status: 400 })
-  }, 60_000)
+  })
 })
 
 describe("lite-agent serve over a session whose restore a crash cut short", () => {
@@ -193,7 +193,7 @@ describe("lite-agent serve over a session whose restore a crash cut short", () =
       server.worker.child.kill("SIGTERM")
       await server.worker.closed
     }
-  }, 90_000)
+  })
 })
 
 describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes over one %s store", (backend) => {
@@ -241,5 +241,5 @@ describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes o
       sessionsOnly.worker.child.kill("SIGTERM")
       await Promise.all([withAgent.worker.closed, sessionsOnly.worker.closed])
     }
-  }, 90_000)
+  })
 })

@@ -173,7 +173,7 @@ describe("a session's events over SSE", () => {
     await writing
     expect(seen).toEqual(Array.from({ length: total }, (_, i) => i + 1))
     expect(reconnects).toBeGreaterThan(3)
-  }, 120_000)
+  })
 
   it("?sinceSeq= starts after it; a truncate is a `reset` with id 0, then the new log", async () => {
     const session = "rewritten"
@@ -231,7 +231,7 @@ describe("a session's events over SSE", () => {
     } finally {
       await quiet.close()
     }
-  }, 10_000)
+  })
 
   it("200 clients at once each get every event, in order", async () => {
     const session = "crowd"
@@ -250,7 +250,7 @@ describe("a session's events over SSE", () => {
     for (let i = 2; i <= 20; i++) await checkpointer.append(session, [prompt(String(i))])
     const results = await Promise.all(reading)
     for (const ids of results) expect(ids).toEqual(Array.from({ length: 20 }, (_, i) => i + 1))
-  }, 60_000)
+  })
 
   it("a client that stops reading is cut off with `event: close` (after what was buffered) instead of growing the server's memory", async () => {
     const session = "slow"
@@ -261,7 +261,7 @@ describe("a session's events over SSE", () => {
     await new Promise<void>((resolve) => socket.once("connect", () => resolve()))
     socket.pause()
     socket.write(`GET /sessions/${session}/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`)
-    const total = 1500 // about 96 MiB of events: far more than the socket buffers and the 20-event buffer hold
+    const total = 800 // about 50 MiB of events: far more than the socket buffers and the 20-event buffer hold
     for (let i = 1; i < total; i += 50) {
       await checkpointer.append(session, Array.from({ length: 50 }, (_, k) => prompt(`${i + k} ${big}`)))
     }
@@ -287,7 +287,7 @@ describe("a session's events over SSE", () => {
     expect(received).toContain("event: close")
     expect(received).toContain("slow_client")
     console.log(`slow client: ${ids.length} of ${total} events (64 KiB each) reached it before the server closed the stream`)
-  }, 60_000)
+  })
 })
 
 describe("clients of one session share one follower", () => {

@@ -243,7 +243,7 @@ describe("several processes opening a brand-new database at the same instant", (
       results.push(...trialResults)
     }
     expect(results).toHaveLength(8)
-  }, 120_000)
+  })
 })
 
 describe("living beside an application's own SQL", () => {
