@@ -13,6 +13,8 @@ export const SLOW_FILES = [
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The processes tests start run the sources transpiled once, not tsx at each start.
+    globalSetup: ["test/support/compiledForProcesses.ts"],
     // Generous: a test waits on events, and a loaded machine only makes them come later.
     testTimeout: 180_000,
     hookTimeout: 300_000,

@@ -31,7 +31,9 @@ export {
   type FollowOptions,
   type LockedSession,
   make as makeCheckpointer,
+  NO_GENERATION,
   type ReadOptions,
+  type RecordPage,
   type SessionInfo
 } from "./core/Checkpointer.js"
 export * as MemoryCheckpointer from "./backends/memory.js"

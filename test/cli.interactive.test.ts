@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import { fileCheckpointer, type StoredEvent } from "../src/index.js"
 import { tempDir } from "./support/agent.js"
 import { sessionWithInterruptedRestore } from "./support/interruptedRestore.js"
+import { nodeArgs } from "./support/processes.js"
 
 const root = resolve(import.meta.dirname, "..")
 const main = join(root, "src", "cli", "main.ts")
@@ -26,7 +27,7 @@ const quote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`
 const plain = (text: string) => text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "").replace(/\r/g, "")
 
 const terminal = (args: ReadonlyArray<string>) => {
-  const command = `stty cols 250 rows 50; exec ${[process.execPath, "--import", "tsx", main, ...args].map(quote).join(" ")}`
+  const command = `stty cols 250 rows 50; exec ${[process.execPath, ...nodeArgs(main), ...args].map(quote).join(" ")}`
   const env: NodeJS.ProcessEnv = { ...process.env, LITE_AGENT_HOME: tempDir("tty-home"), TERM: "dumb" }
   delete env.ANTHROPIC_API_KEY
   const child = spawn("script", ["-qfec", command, "/dev/null"], { cwd: root, env, stdio: ["pipe", "pipe", "pipe"] })

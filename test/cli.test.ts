@@ -13,6 +13,7 @@ import { postgresCheckpointer } from "../src/checkpoint-postgres.js"
 import { fileCheckpointer, type LiteAgentResult } from "../src/index.js"
 import { tempDir } from "./support/agent.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
+import { nodeArgs } from "./support/processes.js"
 
 const root = resolve(import.meta.dirname, "..")
 const main = join(root, "src", "cli", "main.ts")
@@ -27,7 +28,7 @@ const cli = async (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}): Pr
   const environment: NodeJS.ProcessEnv = { ...process.env, LITE_AGENT_HOME: tempDir("cli-home"), ...env }
   delete environment.ANTHROPIC_API_KEY
   if (env.ANTHROPIC_API_KEY !== undefined) environment.ANTHROPIC_API_KEY = env.ANTHROPIC_API_KEY
-  return promisify(execFile)(process.execPath, ["--import", "tsx", main, ...args], { cwd: root, env: environment, timeout: 60_000 }).then(
+  return promisify(execFile)(process.execPath, [...nodeArgs(main), ...args], { cwd: root, env: environment, timeout: 120_000 }).then(
     ({ stderr, stdout }) => ({ code: 0, stdout, stderr }),
     (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? "", stderr: error.stderr ?? "" })
   )

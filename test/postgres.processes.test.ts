@@ -13,7 +13,7 @@ import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { postgresCheckpointer } from "../src/checkpoint-postgres.js"
 import { UserMessage } from "../src/index.js"
-import { isRunning, live, startWorker, type Worker } from "./support/processes.js"
+import { isRunning, live, nodeArgs, startWorker, type Worker } from "./support/processes.js"
 import { createNetworkNamespace, type NetworkNamespace } from "./support/netns.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
 import { postgresLocation } from "./support/stores.js"
@@ -85,7 +85,7 @@ describe("several processes opening an empty schema at the same instant", () => 
     const at = Date.now() + 6000
     const outputs = await Promise.all(
       [1, 2, 3, 4].map((n) =>
-        run(process.execPath, ["--import", "tsx", join(import.meta.dirname, "workers", "opener.ts"), "postgres", location, String(at), `p${n}`], {
+        run(process.execPath, [...nodeArgs(join(import.meta.dirname, "workers", "opener.ts")), "postgres", location, String(at), `p${n}`], {
           cwd: join(import.meta.dirname, "..")
         }))
     )

@@ -25,6 +25,7 @@ import {
   UserMessage
 } from "../src/index.js"
 import { expectConfigurationError, thrownBy } from "./support/refusals.js"
+import { nodeArgs } from "./support/processes.js"
 import { sha256Hex } from "../src/core/internal/sha256.js"
 
 const run = promisify(execFile)
@@ -233,7 +234,7 @@ describe("several processes opening a brand-new database at the same instant", (
       const at = Date.now() + 6000
       const outputs = await Promise.all(
         [1, 2, 3, 4].map((n) =>
-          run(process.execPath, ["--import", "tsx", worker, "sqlite", trialFile, String(at), `p${n}`], {
+          run(process.execPath, [...nodeArgs(worker), "sqlite", trialFile, String(at), `p${n}`], {
             cwd: join(import.meta.dirname, "..")
           }))
       )

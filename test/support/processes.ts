@@ -1,16 +1,26 @@
 /**
- * Child Node processes for the multi-process tests: started with tsx from test/workers,
- * their stdout read line by line and their IPC messages queued, and every one still
- * running tracked so a test can kill what it left behind.
+ * Child Node processes for the multi-process tests: started from test/workers as transpiled
+ * once for the run (compiledForProcesses.ts), their stdout read line by line and their IPC
+ * messages queued, and every one still running tracked so a test can kill what it left behind.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join, resolve } from "node:path"
-import { expect } from "vitest"
+import { join, relative, resolve } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { expect, inject } from "vitest"
 
 const root = resolve(import.meta.dirname, "..", "..")
-const workers = resolve(import.meta.dirname, "..", "workers")
+
+/** The transpiled JavaScript of a TypeScript file of the repository (a path or a file URL). */
+export const compiled = (file: string): string => {
+  const path = file.startsWith("file:") ? fileURLToPath(file) : file
+  const javascript = join(inject("compiledRoot"), relative(root, path)).replace(/\.ts$/, ".js")
+  return file.startsWith("file:") ? pathToFileURL(javascript).href : javascript
+}
+
+/** The arguments that start Node on a TypeScript file of the repository, as transpiled for the run. */
+export const nodeArgs = (file: string): Array<string> => ["--enable-source-maps", compiled(file)]
 
 const tempDirs: Array<string> = []
 
@@ -57,8 +67,8 @@ export interface WorkerOptions {
 }
 
 export const startWorker = (script: string, args: ReadonlyArray<string>, options: WorkerOptions = {}): Worker => {
-  const imports = (options.imports ?? []).flatMap((module) => ["--import", module])
-  const node = [process.execPath, "--import", "tsx", ...imports, join(workers, script), ...args]
+  const imports = (options.imports ?? []).flatMap((module) => ["--import", compiled(module)])
+  const node = [process.execPath, ...imports, ...nodeArgs(resolve(import.meta.dirname, "..", "workers", script)), ...args]
   const [command, ...commandArgs] = [...(options.launcher ?? []), ...node]
   const child = spawn(command!, commandArgs, {
     cwd: root,

@@ -26,7 +26,7 @@
  */
 import { homedir } from "node:os"
 import { join } from "node:path"
-import { Context, Duration, Effect, Layer, Random, Schema, type Scope, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Layer, Random, Schema, type Scope, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import { ConfigurationError, type CheckpointerError, StorageError } from "../../core/errors.js"
 import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised, renamedOptions } from "../../core/internal/options.js"
@@ -211,14 +211,17 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       watchFiles === undefined ? Effect.never : Effect.forever(Effect.gen(function*() {
         const exists = yield* Effect.orElseSucceed(files.modifiedAt(sessionDir(sessionId)), () => undefined)
         if (exists === undefined) {
-          yield* Stream.runDrain(Stream.take(Stream.filter(watchFiles(realDir), (name) => name === sessionId), 1))
+          // Until the session's directory appears (or the watch ends): then watch the directory.
+          yield* Effect.scoped(Effect.gen(function*() {
+            const appeared = yield* Deferred.make<void>()
+            const ended = yield* watchFiles(realDir, (name) => name === sessionId && Deferred.unsafeDone(appeared, Exit.void))
+            yield* Effect.raceFirst(Deferred.await(appeared), ended)
+          }))
           onChange()
         } else {
-          // One timeout per watch, not a stage per event: events are on a follower's hot path.
-          yield* Effect.timeoutOption(
-            Stream.runForEach(watchFiles(sessionDir(sessionId)), () => Effect.sync(onChange)),
-            Duration.millis(WATCH_RENEW_MS)
-          )
+          // One timeout per watch, nothing per event but the callback: events are on a follower's hot path.
+          yield* Effect.scoped(Effect.flatMap(watchFiles(sessionDir(sessionId), onChange), (ended) =>
+            Effect.timeoutOption(ended, Duration.millis(WATCH_RENEW_MS))))
         }
         yield* Effect.sleep(Duration.millis(LOG_STAT_POLL_MS))
       }))

@@ -9,7 +9,7 @@
  * reads take milliseconds, so they are asynchronous and never stall the event loop.
  */
 import * as fs from "node:fs"
-import { Context, Effect, Layer, type Scope, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Layer, type Scope } from "effect"
 import { errnoOf as codeOf, messageOf as describe } from "../internal/causes.js"
 import { StorageError } from "../../core/errors.js"
 
@@ -56,11 +56,15 @@ export interface LogFilesService {
   /** The real path of `path` when it is an existing directory this process can read (written or not), else `undefined`. */
   readonly readableDirectory: (path: string) => Effect.Effect<string | undefined, StorageError>
   /**
-   * The names of entries of directory `path` as they change (a name may be missing), for as
-   * long as the file system reports them; it ends when watching stops working. Without it,
+   * Calls `onName` with the name of each entry of directory `path` that changes (a name may be
+   * missing) for as long as the scope lasts; gives an Effect that completes when watching stops
+   * working. A callback, not a stream: a change is on a follower's hot path. Without it,
    * followers of a session poll.
    */
-  readonly watch?: (path: string) => Stream.Stream<string | undefined>
+  readonly watch?: (
+    path: string,
+    onName: (name: string | undefined) => void
+  ) => Effect.Effect<Effect.Effect<void>, never, Scope.Scope>
 }
 
 export class LogFiles extends Context.Tag("@lite-agent/backends/file/LogFiles")<LogFiles, LogFilesService>() {}
@@ -176,23 +180,26 @@ export const node: LogFilesService = {
     const stat = statIfPresent(path)
     return stat === undefined ? undefined : identityOf(stat)
   }),
-  watch: (path) =>
-    Stream.asyncPush<string | undefined>((emit) =>
-      Effect.acquireRelease(
+  watch: (path, onName) =>
+    Effect.gen(function*() {
+      const ended = yield* Deferred.make<void>()
+      const end = () => Deferred.unsafeDone(ended, Exit.void)
+      yield* Effect.acquireRelease(
         Effect.sync(() => {
           try {
             // Not persistent: a follower must not keep the process alive.
-            const watcher = fs.watch(path, { persistent: false }, (_event, name) => emit.single(name ?? undefined))
-            watcher.on("error", () => emit.end())
+            const watcher = fs.watch(path, { persistent: false }, (_event, name) => onName(name ?? undefined))
+            watcher.on("error", end)
             return watcher
           } catch {
-            emit.end()
+            end()
             return undefined
           }
         }),
         (watcher) => Effect.sync(() => watcher?.close())
       )
-    ),
+      return Deferred.await(ended)
+    }),
   prepareDirectory: (path) =>
     attempt("open directory", () => {
       fs.mkdirSync(path, { recursive: true })

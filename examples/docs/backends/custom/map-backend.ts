@@ -1,6 +1,6 @@
 import { describe, it } from "node:test"
 import { Effect, Layer, Stream } from "effect"
-import { Checkpointer, type CheckpointerDriver, makeCheckpointer } from "@lite-agent/core"
+import { Checkpointer, type CheckpointerDriver, makeCheckpointer, NO_GENERATION } from "@lite-agent/core"
 import { checkpointerConformance } from "@lite-agent/sdk/testing"
 
 /** One session as this store keeps it: each record as JSON text, as a real store would, and its blobs. */
@@ -12,9 +12,6 @@ interface MapSession {
   /** The last append or truncate (ms); 0 while it holds only blobs, which alone make no session. */
   mtime: number
 }
-
-/** The generation the contract gives a session that does not exist. */
-const NO_GENERATION = "none"
 
 const makeMapDriver = Effect.gen(function*() {
   const sessions = new Map<string, MapSession>()
