@@ -1,8 +1,12 @@
 import { defineConfig } from "vitest/config"
 
-/** Files that start other processes or servers of their own, or build and install the packages. */
+/** Files left out of `npm run test:quick`: they start processes or servers of their own, build and install the packages, or repeat a suite over variants. */
 export const SLOW_FILES = [
   "test/*.processes.test.ts",
+  "test/file.namespaces.test.ts",
+  "test/file.codecs.conformance.test.ts",
+  "test/sqlite.availability.test.ts",
+  "test/follow.keyed.test.ts",
   "test/postgres.*.test.ts",
   "test/package.test.ts",
   "test/readme.test.ts",
