@@ -5,14 +5,9 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { describe, expect, it } from "vitest"
 import { reply, startFakeAnthropic } from "./support/fakeAnthropic.js"
+import { offlineEnv } from "./support/offline.js"
 
 const root = resolve(import.meta.dirname, "..")
-/** Offline: without ANTHROPIC_API_KEY the examples use the scripted model. */
-const offlineEnv = () => {
-  const env = { ...process.env }
-  delete env.ANTHROPIC_API_KEY
-  return env
-}
 const runExample = (file: string, env: NodeJS.ProcessEnv = offlineEnv()) =>
   execFileSync(process.execPath, ["--import", "tsx", resolve(root, "examples", file)], { cwd: root, encoding: "utf8", env })
 
@@ -57,7 +52,7 @@ describe("examples", () => {
   it("agent-demo.ts (npm run demo): three prompts, checkpoints, restore to the second, resume in a new process", () => {
     // The prefix the demo gives its own LITE_AGENT_HOME, so that the output is what `npm run demo` prints.
     const home = mkdtempSync(join(tmpdir(), "lite-agent-demo-home-"))
-    const output = runExample("agent-demo.ts", { ...offlineEnv(), LITE_AGENT_HOME: home })
+    const output = runExample("agent-demo.ts", offlineEnv({ LITE_AGENT_HOME: home }))
     expect(output).toContain("lite-agent demo (scripted model, offline)")
     expect(output).toContain("[tool] write_file src/greet.ts -> wrote src/greet.ts (57 bytes)")
     expect(output).toMatch(/seq {2}8 {2}"Add a farewell\(name\) function and a README.md that documents both."/)
@@ -106,7 +101,7 @@ describe("examples", () => {
       const home = mkdtempSync(join(tmpdir(), "lite-agent-demo-live-home-"))
       const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", resolve(root, "examples", "agent-demo.ts")], {
         cwd: root,
-        env: { ...offlineEnv(), LITE_AGENT_HOME: home, ANTHROPIC_API_KEY: "sk-demo-test", ANTHROPIC_BASE_URL: server.url }
+        env: offlineEnv({ LITE_AGENT_HOME: home, ANTHROPIC_API_KEY: "sk-demo-test", ANTHROPIC_BASE_URL: server.url })
       })
       expect(stdout).toContain("lite-agent demo (Anthropic)")
       expect(stdout).toContain("[tool] write_file src/greet.ts -> wrote src/greet.ts (23 bytes)")

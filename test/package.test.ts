@@ -21,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FakeAnthropic, reply, startFakeAnthropic } from "./support/fakeAnthropic.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
 import { specSamples } from "./support/specSamples.js"
+import { offlineEnv } from "./support/offline.js"
 
 const execFileAsync = promisify(execFile)
 const root = resolve(import.meta.dirname, "..")
@@ -53,15 +54,7 @@ let server: PostgresServer
 let anthropic: FakeAnthropic
 
 const node = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}) =>
-  execFileAsync(process.execPath, args, { cwd: app, encoding: "utf8", env: { ...offlineEnv(), ...env }, timeout: 90_000 })
-
-/** No real API key reaches a sample: whatever calls Anthropic is pointed at the fake. */
-const offlineEnv = (): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = { ...process.env }
-  delete env["ANTHROPIC_API_KEY"]
-  delete env["ANTHROPIC_BASE_URL"]
-  return env
-}
+  execFileAsync(process.execPath, args, { cwd: app, encoding: "utf8", env: offlineEnv(env), timeout: 90_000 })
 
 beforeAll(async () => {
   ;[server, anthropic] = await Promise.all([startPostgres(), startFakeAnthropic()])
@@ -212,7 +205,7 @@ describe("the product spec's samples, exactly as written", () => {
           cwd: home,
           encoding: "utf8",
           timeout: 90_000,
-          env: { ...offlineEnv(), HOME: home, ANTHROPIC_API_KEY: "sk-ant-test", ANTHROPIC_BASE_URL: anthropic.url }
+          env: offlineEnv({ HOME: home, ANTHROPIC_API_KEY: "sk-ant-test", ANTHROPIC_BASE_URL: anthropic.url })
         })
         expect(anthropic.pending()).toBe(0)
         expect(anthropic.requests.length - requestsBefore).toBe(sample.anthropicReplies.length)

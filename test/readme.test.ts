@@ -30,6 +30,7 @@ import * as providerEntry from "../src/provider.js"
 import * as serverEntry from "../src/server.js"
 import * as testingEntry from "../src/testing.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
+import { offlineEnv } from "./support/offline.js"
 
 const root = resolve(import.meta.dirname, "..")
 const execFileAsync = promisify(execFile)
@@ -117,13 +118,6 @@ interface SampleRun {
   readonly leftBehind: ReadonlyArray<string>
 }
 
-/** Offline: without ANTHROPIC_API_KEY nothing can reach the network by accident. */
-const offlineEnv = (tmp: string): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: tmp }
-  delete env.ANTHROPIC_API_KEY
-  delete env.ANTHROPIC_BASE_URL
-  return env
-}
 
 const runSample = async (file: string, databaseUrl: string): Promise<SampleRun> => {
   // A TMPDIR of its own, so what the sample leaves behind in it can be seen.
@@ -131,7 +125,7 @@ const runSample = async (file: string, databaseUrl: string): Promise<SampleRun> 
   try {
     const outcome = await execFileAsync(process.execPath, ["--import", "tsx", join(root, file)], {
       cwd: root,
-      env: { ...offlineEnv(tmp), DATABASE_URL: databaseUrl },
+      env: offlineEnv({ TMPDIR: tmp, DATABASE_URL: databaseUrl }),
       timeout: 90_000
     }).then(
       ({ stderr, stdout }) => ({ exitCode: 0, stdout, stderr }),

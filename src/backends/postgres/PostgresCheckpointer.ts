@@ -174,16 +174,18 @@ export const makeWithClient = (
             const value = yield* use({
               head,
               append: (records) =>
-                Effect.flatMap(now, (mtime) =>
-                  write("append", statements.append, [
+                Effect.flatMap(now, (mtime) => {
+                  const eventTexts = records.map((record) => JSON.stringify(record.event))
+                  return write("append", statements.append, [
                     sessionId,
                     records.map((record) => record.seq),
                     records.map((record) => record.ts),
-                    records.map((record) => JSON.stringify(record.event)),
+                    eventTexts,
                     records.at(-1)!.seq,
                     mtime,
-                    carriedRecordsJson(records) ?? null
-                  ])),
+                    carriedRecordsJson(records, eventTexts) ?? null
+                  ])
+                }),
               truncate: (toSeq) =>
                 Effect.flatMap(now, (mtime) => write("truncate", statements.truncate, [sessionId, toSeq, mtime, newGeneration()])),
               putBlobs: (blobs) =>

@@ -7,7 +7,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, PubSub, RcRef, type Scope, Stream } from "effect"
-import { NO_GENERATION, type RecordPage } from "../../core/CheckpointerDriver.js"
+import type { RecordPage } from "../../core/CheckpointerDriver.js"
 import { StorageError } from "../../core/errors.js"
 import { makeKeyedSignals } from "../../core/internal/keyedSignals.js"
 import { monotonicNow } from "../internal/monotonic.js"
@@ -61,9 +61,15 @@ const HEARTBEAT = "heartbeat"
  */
 export const CARRIED_RECORDS_BYTES = 6000
 
-/** The records an append notification may carry, as the writer sends them; undefined when they are too big to. */
-export const carriedRecordsJson = (records: ReadonlyArray<StoredRecord>): string | undefined => {
-  const json = JSON.stringify(records.map(({ event, seq, ts }) => ({ seq, ts, event })))
+/**
+ * The records an append notification may carry, as the writer sends them, from the events' JSON
+ * texts it stores (`eventTexts[i]` is `records[i]`'s); undefined when they are too big to.
+ */
+export const carriedRecordsJson = (
+  records: ReadonlyArray<{ readonly seq: number; readonly ts: number }>,
+  eventTexts: ReadonlyArray<string>
+): string | undefined => {
+  const json = `[${records.map(({ seq, ts }, index) => `{"seq":${seq},"ts":${ts},"event":${eventTexts[index]}}`).join(",")}]`
   return Buffer.byteLength(json) <= CARRIED_RECORDS_BYTES ? json : undefined
 }
 
@@ -232,7 +238,8 @@ export const makeChangeFeed = (
       wakeUps: (sessionId, onChange) => Effect.zipRight(RcRef.get(feed), followers.subscribe(sessionId, onChange)),
       carried: (sessionId, sinceSeq, generation, maxRecords) => {
         const run = runs.get(sessionId)
-        if (run === undefined || run.generation !== generation || generation === NO_GENERATION) return undefined
+        // A run is only ever an append's, so never of NO_GENERATION.
+        if (run === undefined || run.generation !== generation) return undefined
         const start = sinceSeq + 1 - run.records[0]!.seq
         if (start < 0 || start >= run.records.length) return undefined
         return { records: run.records.slice(start, start + maxRecords), head: run.head, generation }
