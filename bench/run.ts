@@ -1,7 +1,7 @@
 /**
  * Benchmarks, run by hand: `npm run bench`. Figures are ratios against a baseline measured
  * in the same run, because the machines are noisy. `npm run bench -- file sqlite` runs only
- * those sections (core, file, sqlite, postgres, server, agent, long).
+ * those sections (core, file, sqlite, postgres, server, agent, long, workspace).
  */
 import { Effect, Stream } from "effect"
 import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core.js"
@@ -11,8 +11,9 @@ import { runLongSessionBench } from "./longSession.js"
 import { runPostgresBench } from "./postgres.js"
 import { runServerBench } from "./server.js"
 import { runSqliteBench } from "./sqlite.js"
+import { runWorkspaceBench } from "./workspace.js"
 
-const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long"]
+const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long", "workspace"]
 const wanted = process.argv.slice(2)
 const unknown = wanted.filter((name) => !SECTIONS.includes(name))
 if (unknown.length > 0) throw new Error(`unknown bench section(s): ${unknown.join(", ")}; the sections are ${SECTIONS.join(", ")}`)
@@ -87,6 +88,14 @@ if (runs("agent")) {
   for (const row of agentBench.turns) console.log(`| ${row.join(" | ")} |`)
   console.log("\n| scripted model call | no tools (baseline) | with the agent toolkit | ratio |\n|---|---:|---:|---:|")
   console.log(`| generateText | ${agentBench.model.join(" | ")} |`)
+}
+
+if (runs("workspace")) {
+  printTable(
+    "Whole-workspace checkpoints (file backend; medians of 5 rounds; git baselines in the same run)",
+    ["tree", "measurement", "lite-agent", "baseline", "ratio"],
+    await runWorkspaceBench()
+  )
 }
 
 if (runs("long")) {

@@ -81,7 +81,7 @@ describe("the agent on the Anthropic provider (fake server)", () => {
     expect(String(resultBlocks[0]!.content)).toContain("wrote hello.txt")
 
     const tags = (await checkpointer.read(agent.sessionId)).map((stored) => stored.event._tag)
-    expect(tags).toEqual(["SessionMetadata", "UserMessage", "AssistantMessage", "FileSnapshot", "FileChange", "ToolResult", "AssistantMessage"])
+    expect(tags).toEqual(["SessionMetadata", "WorkspaceCaptured", "UserMessage", "AssistantMessage", "FileSnapshot", "FileChange", "WorkspaceCaptured", "ToolResult", "AssistantMessage"])
   })
 
   it("an API error rejects with ModelError carrying the status; the next send goes on from the log", async () => {

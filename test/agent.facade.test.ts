@@ -68,10 +68,14 @@ describe.each(BACKENDS)("createLiteAgent on the %s backend", (backend) => {
     expect(result.head).toBe(stored.length)
     expect(stored.map((event) => event.event._tag)).toEqual([
       "SessionMetadata",
+      // The checkpoint's workspace capture, right before the prompt (the session's first: the whole workdir).
+      "WorkspaceCaptured",
       "UserMessage",
       "AssistantMessage",
       "FileSnapshot",
       "FileChange",
+      // What write_file left, captured with its bytes; `cat` changed nothing, so nothing is captured after it.
+      "WorkspaceCaptured",
       "ToolResult",
       "ToolResult",
       "AssistantMessage"
@@ -194,11 +198,13 @@ describe.each(BACKENDS)("createLiteAgent on the %s backend", (backend) => {
     for await (const event of agent.run("go")) types.push(event.type === "session_event" ? event.event._tag : event.type)
     expect(types).toEqual([
       "SessionMetadata",
+      "WorkspaceCaptured",
       "UserMessage",
       "AssistantMessage",
       "tool_start",
       "FileSnapshot",
       "FileChange",
+      "WorkspaceCaptured",
       "ToolResult",
       "tool_end",
       "AssistantMessage",
@@ -217,8 +223,8 @@ describe.each(BACKENDS)("createLiteAgent on the %s backend", (backend) => {
     const last = events.at(-1)
     expect(last?.type === "result" && last.result.text).toBe("made")
     expect(readFileSync(join(workdir, "q.txt"), "utf8")).toBe("q")
-    // query closed its agent but not the caller's checkpointer: the session is there.
-    expect((await checkpointer.read("q1")).length).toBe(7)
+    // query closed its agent but not the caller's checkpointer: the session is there (its two captures included).
+    expect((await checkpointer.read("q1")).length).toBe(9)
   })
 })
 

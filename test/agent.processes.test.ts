@@ -44,10 +44,12 @@ describe("an agent process killed mid-turn", () => {
       const before = await checkpointer.read(sessionId)
       expect(before.map((stored) => stored.event._tag)).toEqual([
         "SessionMetadata",
+        "WorkspaceCaptured",
         "UserMessage",
         "AssistantMessage",
         "FileSnapshot",
         "FileChange",
+        "WorkspaceCaptured",
         "ToolResult"
       ])
 
@@ -55,9 +57,12 @@ describe("an agent process killed mid-turn", () => {
       expect(result.text).toBe("recovered")
       const after = await checkpointer.read(sessionId)
       const added = after.slice(before.length).map((stored) => stored.event)
+      // The killed command's own changes (its pid file) are seen by the next checkpoint's capture:
+      // after a crash nobody can say whose they are, so they count as made outside the session.
       expect(added.map((event) => event._tag)).toEqual([
         "ToolResult",
         "RuntimeMessage",
+        "WorkspaceCaptured",
         "UserMessage",
         "AssistantMessage"
       ])
@@ -77,12 +82,17 @@ describe("an agent process killed mid-turn", () => {
       try {
         const checkpoints = await agent.listCheckpoints(sessionId)
         expect(checkpoints.map((checkpoint) => checkpoint.prompt)).toEqual(["write a.txt and run the long command", "continue"])
-        // The write finished before the crash, so restore can undo it; the command cannot be undone.
-        const restored = await agent.restore(sessionId, checkpoints[0]!.seq)
-        expect(restored.restoredFiles).toEqual(["a.txt"])
-        expect(restored.commandsNotUndone.map((command) => command.tool)).toEqual(["shell"])
+        // The write finished before the crash, so restore can undo it; the pid file the killed command
+        // wrote is refused as an outside change unless the caller includes it.
+        const refused = await agent.restore(sessionId, checkpoints[0]!.seq, { dryRun: true })
+        expect(refused.refusals).toEqual([expect.objectContaining({ path: "bash.pid", reason: "modified_externally" })])
+        const restored = await agent.restore(sessionId, checkpoints[0]!.seq, { includeUserEdits: true })
+        expect(restored.restoredFiles).toEqual(["a.txt", "bash.pid"])
+        expect(restored.commandsNotUndone).toEqual([])
         expect(existsSync(join(workdir, "a.txt"))).toBe(false)
-        expect(await checkpointer.head(sessionId)).toBe(1)
+        expect(existsSync(join(workdir, "bash.pid"))).toBe(false)
+        // Back to just before the first prompt: the metadata and the capture taken before it.
+        expect(await checkpointer.head(sessionId)).toBe(2)
       } finally {
         await agent.close()
       }
@@ -102,18 +112,20 @@ describe("an agent process killed mid-turn", () => {
 
     const checkpointer = fileCheckpointer({ dir })
     try {
-      expect((await checkpointer.read(sessionId)).map((stored) => stored.event._tag)).toEqual(["SessionMetadata", "UserMessage"])
+      expect((await checkpointer.read(sessionId)).map((stored) => stored.event._tag)).toEqual(["SessionMetadata", "WorkspaceCaptured", "UserMessage"])
       const result = await resume(dir, workdir, sessionId)
       expect(result.text).toBe("recovered")
       const events = (await checkpointer.read(sessionId)).map((stored) => stored.event)
       expect(events.map((event) => event._tag)).toEqual([
         "SessionMetadata",
+        "WorkspaceCaptured",
         "UserMessage",
         "RuntimeMessage",
+        "WorkspaceCaptured",
         "UserMessage",
         "AssistantMessage"
       ])
-      expect(events[2] instanceof RuntimeMessage && events[2].kind).toBe("repair")
+      expect(events[3] instanceof RuntimeMessage && events[3].kind).toBe("repair")
     } finally {
       await checkpointer.close()
     }

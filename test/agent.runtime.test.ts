@@ -80,6 +80,7 @@ describe("background tasks", () => {
     const tags = (await checkpointer.read(agent.sessionId)).map((stored) => stored.event._tag)
     expect(tags).toEqual([
       "SessionMetadata",
+      "WorkspaceCaptured",
       "UserMessage",
       "AssistantMessage",
       "ToolResult",
@@ -110,8 +111,9 @@ describe("the maintenance lock", () => {
     const sessionId = agent.sessionId
     const running = agent.send("slow one")
     const queued = agent.send("quick one")
-    await eventually(async () => (await checkpointer.head(sessionId)) >= 3)
-    const busy = await agent.restore(sessionId, 2).catch((error: unknown) => error)
+    // Metadata, the checkpoint's capture, the prompt and the model's tool call: the command runs.
+    await eventually(async () => (await checkpointer.head(sessionId)) >= 4)
+    const busy = await agent.restore(sessionId, 3).catch((error: unknown) => error)
     expect(busy).toBeInstanceOf(AgentBusyError)
     expect(busy).toMatchObject({ operation: "restore", reason: "run_in_flight", sessionId })
     await expect(agent.deleteSession(sessionId)).rejects.toMatchObject({ _tag: "AgentBusyError", reason: "run_in_flight" })
@@ -122,11 +124,12 @@ describe("the maintenance lock", () => {
       stored.event instanceof UserMessage ? [[stored.seq, stored.event.content]] : []
     )
     // The queued turn started only after the first one ended.
-    expect(users).toEqual([[2, "slow one"], [6, "quick one"]])
-    expect((await checkpointer.read(sessionId, { sinceSeq: 4 }))[0]?.event._tag).toBe("AssistantMessage")
+    expect(users).toEqual([[3, "slow one"], [8, "quick one"]])
+    expect((await checkpointer.read(sessionId, { sinceSeq: 5 }))[0]?.event._tag).toBe("AssistantMessage")
     // Idle again: restore goes through.
-    await agent.restore(sessionId, 6)
-    expect(await checkpointer.head(sessionId)).toBe(5)
+    await agent.restore(sessionId, 8)
+    // Back to just before the second prompt: the capture taken before it stays.
+    expect(await checkpointer.head(sessionId)).toBe(7)
   })
 
   effectIt.live("send fails with AgentBusyError while a restore runs, and works again after", () =>
@@ -242,9 +245,10 @@ describe("a turn", () => {
     expect((await checkpointer.read(agent.sessionId)).at(-1)?.event).toBeInstanceOf(UserMessage)
     await expect(agent.send("third")).rejects.toBeInstanceOf(ModelError)
     const events = (await checkpointer.read(agent.sessionId)).map((stored) => stored.event)
-    expect(events.slice(-3).map((event) => event instanceof RuntimeMessage ? `repair: ${event.kind}` : event._tag)).toEqual([
+    expect(events.slice(-4).map((event) => event instanceof RuntimeMessage ? `repair: ${event.kind}` : event._tag)).toEqual([
       "UserMessage",
       "repair: repair",
+      "WorkspaceCaptured",
       "UserMessage"
     ])
     expect(model.calls().length).toBe(3)
@@ -313,7 +317,7 @@ describe("the facade's edges", () => {
     expect(error).toBeInstanceOf(CheckpointConflictError)
     const tags = (await checkpointer.read(sessionId)).map((stored) => stored.event._tag)
     // Nothing of ours was written after the other writer's message.
-    expect(tags).toEqual(["SessionMetadata", "UserMessage", "AssistantMessage", "UserMessage"])
+    expect(tags).toEqual(["SessionMetadata", "WorkspaceCaptured", "UserMessage", "AssistantMessage", "UserMessage"])
     // The next turn reads the log again, closes the open call and goes on.
     expect((await agent.send("again")).text).toBe("fine")
   })

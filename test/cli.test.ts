@@ -69,9 +69,11 @@ describe("lite-agent -p (print mode)", () => {
     expect(result).toMatchObject({ text: "Wrote hello.txt.", steps: 2, toolCalls: [{ name: "write_file", isError: false }] })
 
     const second = await cli(["-p", "again", "--session", result.sessionId, "--model", `scripted:${turnsFile([{ text: "second" }])}`, ...common])
-    expect(JSON.parse(second.stdout)).toMatchObject({ sessionId: result.sessionId, text: "second", head: result.head + 2 })
-    const third = await cli(["-p", "and again", "--continue", "--model", `scripted:${turnsFile([{ text: "third" }])}`, ...common])
-    expect(JSON.parse(third.stdout)).toMatchObject({ sessionId: result.sessionId, text: "third", head: result.head + 4 })
+    // The checkpoint's workspace capture, the prompt, the answer.
+    expect(JSON.parse(second.stdout)).toMatchObject({ sessionId: result.sessionId, text: "second", head: result.head + 3 })
+    // With --capture tools, no capture: the prompt and the answer.
+    const third = await cli(["-p", "and again", "--continue", "--capture", "tools", "--model", `scripted:${turnsFile([{ text: "third" }])}`, ...common])
+    expect(JSON.parse(third.stdout)).toMatchObject({ sessionId: result.sessionId, text: "third", head: result.head + 5 })
   })
 
   it("stream-json: one JSON object per event per line, the result last", async () => {
@@ -91,11 +93,13 @@ describe("lite-agent -p (print mode)", () => {
     const events = run.stdout.trimEnd().split("\n").map((line) => JSON.parse(line) as { type: string; event?: { _tag: string } })
     expect(events.map((event) => event.type === "session_event" ? event.event!._tag : event.type)).toEqual([
       "SessionMetadata",
+      "WorkspaceCaptured",
       "UserMessage",
       "AssistantMessage",
       "tool_start",
       "FileSnapshot",
       "FileChange",
+      "WorkspaceCaptured",
       "ToolResult",
       "tool_end",
       "AssistantMessage",
@@ -123,6 +127,7 @@ describe("lite-agent -p (print mode)", () => {
     [["-p", "hi", "--session", "a", "--continue"], "cannot be used together"],
     [["-p", "hi", "--max-steps", "0"], "--max-steps must be a positive integer"],
     [["-p", "hi", "--output-format", "xml"], "Expected one of the following cases: text, json, stream-json"],
+    [["-p", "hi", "--capture", "none"], "Expected one of the following cases: all, tools"],
     [["serve", "--bogus"], "Received unknown argument: '--bogus'"],
     [["serve", "--host", "0.0.0.0"], "needs a token of your own"],
     [["serve", "--token", "short"], "at least 16 characters"]
@@ -153,11 +158,11 @@ describe("lite-agent -p on PostgreSQL (--checkpointer postgres:<url>)", () => {
     expect(first.code, first.stderr).toBe(0)
     const result = JSON.parse(first.stdout) as LiteAgentResult
     const again = await cli(["-p", "again", "--continue", "--model", `scripted:${turnsFile([{ text: "second" }])}`, ...common])
-    expect(JSON.parse(again.stdout)).toMatchObject({ sessionId: result.sessionId, text: "second", head: result.head + 2 })
+    expect(JSON.parse(again.stdout)).toMatchObject({ sessionId: result.sessionId, text: "second", head: result.head + 3 })
     const checkpointer = postgresCheckpointer({ url: server.url })
     try {
       expect((await checkpointer.list()).map((session) => session.id)).toEqual([result.sessionId])
-      expect(await checkpointer.head(result.sessionId)).toBe(result.head + 2)
+      expect(await checkpointer.head(result.sessionId)).toBe(result.head + 3)
     } finally {
       await checkpointer.close()
     }

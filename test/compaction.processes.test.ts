@@ -49,7 +49,7 @@ describe("a process killed while compacting", () => {
     expect(JSON.parse(line.slice("result ".length))).toMatchObject({ text: "carried on" })
     const after = await readLog(dir)
     expect(after.slice(0, log.length)).toEqual(log)
-    expect(after.slice(log.length).map((stored) => stored.event._tag)).toEqual(["Compaction", "UserMessage", "AssistantMessage"])
+    expect(after.slice(log.length).map((stored) => stored.event._tag)).toEqual(["Compaction", "WorkspaceCaptured", "UserMessage", "AssistantMessage"])
   })
 
   it("at random moments: the log is unchanged or has the whole Compaction event after it", async () => {

@@ -39,6 +39,13 @@ const exchanges = (count: number): Array<ScriptedTurn> =>
 
 const SUMMARY = "SUMMARY: the user asked for six versions of three files."
 
+/**
+ * These tests count compaction's events and seqs; the workspace captures of the default
+ * `capture: "all"` would add one per checkpoint. Compaction with captures on is tested in
+ * workspace.capture.test.ts.
+ */
+const TOOLS_ONLY = { workspace: { capture: "tools" } } as const
+
 const setUp = async (
   checkpointer: PromiseCheckpointer,
   after: ReadonlyArray<ScriptedTurn>,
@@ -46,7 +53,7 @@ const setUp = async (
   systemPrompt = "be brief"
 ) => {
   const model = scripted([...exchanges(prompts), ...after])
-  const agent: LiteAgent = track(createLiteAgent({ model, workdir: tempDir("compact-work"), checkpointer, systemPrompt }))
+  const agent: LiteAgent = track(createLiteAgent({ model, workdir: tempDir("compact-work"), checkpointer, systemPrompt, ...TOOLS_ONLY }))
   for (let i = 0; i < prompts; i++) await agent.send(`prompt ${i}`)
   return { model, agent, log: await checkpointer.read(agent.sessionId) }
 }
@@ -196,7 +203,7 @@ describe("compaction: aborts, failures and refusals", () => {
 
   it("an interrupted fiber (Effect API) ends `cancelled` and writes nothing", async () => {
     const model = scripted([...exchanges(3), { text: SUMMARY, delayMs: 10_000 }])
-    const layer = Agent.layerWithWorkdir(tempDir("compact-interrupt"), { sessionId: "i" }).pipe(
+    const layer = Agent.layerWithWorkdir(tempDir("compact-interrupt"), { sessionId: "i", ...TOOLS_ONLY }).pipe(
       Layer.provide(model.layer()),
       Layer.provideMerge(MemoryCheckpointer.layer)
     )
@@ -317,6 +324,7 @@ describe("automatic compaction", () => {
       model,
       workdir: tempDir("auto-compact"),
       checkpointer,
+      ...TOOLS_ONLY,
       autoCompact: { thresholdTokens: 500, keepRecentTokens: 100 }
     }))
     await agent.send("p0")
@@ -403,7 +411,17 @@ describe("automatic compaction", () => {
       const checkpointer = yield* Checkpointer
       return Chunk.toArray(yield* Stream.runCollect(checkpointer.read("u"))).map((stored) => stored.event._tag)
     }).pipe(Effect.provide(layer))))
-    expect(tags).toEqual(["SessionMetadata", "UserMessage", "AssistantMessage", "UserMessage", "Compaction", "AssistantMessage"])
+    // With workspace captures on (the default): one before each prompt.
+    expect(tags).toEqual([
+      "SessionMetadata",
+      "WorkspaceCaptured",
+      "UserMessage",
+      "AssistantMessage",
+      "WorkspaceCaptured",
+      "UserMessage",
+      "Compaction",
+      "AssistantMessage"
+    ])
   })
 
   it("bad autoCompact options are a ConfigurationError", () => {

@@ -31,9 +31,18 @@ const encodeWithSchema = Schema.encodeSync(SessionEvent)
 const events = Arbitrary.make(SessionEvent)
 /** An event's JSON as a store gives it back: encoded, written as text, parsed. */
 const storedJson = (event: SessionEvent): unknown => JSON.parse(JSON.stringify(encodeWithSchema(event)))
-const hasInlineBytes = (event: SessionEvent) =>
-  (event._tag === "FileSnapshot" && event.state._tag === "content") ||
-  (event._tag === "RestoreStarted" && event.files.some((file) => file.before._tag === "content"))
+/** Whether any place the kind's blob lens visits holds bytes inline (stored JSON of those goes the slow way). */
+const hasInlineBytes = (event: SessionEvent) => {
+  let found = false
+  withBlobs(event, {
+    state: (state) => {
+      if (state._tag === "content") found = true
+      return state
+    },
+    toolCall: (call) => call
+  })
+  return found
+}
 
 /** Replace the value at a random path of `json` (or drop the key) — most results are invalid, some still valid. */
 const mutated = (json: unknown): fc.Arbitrary<unknown> => {

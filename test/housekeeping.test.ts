@@ -27,15 +27,16 @@ describe.each(BACKENDS)("housekeeping on the %s backend", (backend) => {
     expect(await agent.sessionStats("never-used")).toEqual({ events: 0, logBytes: 0, snapshotBytes: 0, snapshots: 0 })
     await agent.send("first")
     const first = await agent.sessionStats(agent.sessionId)
-    // The first write found no file: its snapshot is "missing", which holds no blob.
-    expect(first).toMatchObject({ events: await checkpointer.head(agent.sessionId), snapshots: 0, snapshotBytes: 0 })
+    // The first write found no file (its snapshot is "missing", which holds no blob); the capture after it stored what it wrote.
+    expect(first).toMatchObject({ events: await checkpointer.head(agent.sessionId), snapshots: 1, snapshotBytes: 5000 })
     expect(first.logBytes).toBeGreaterThan(0)
     await agent.send("second")
     await agent.send("third")
     const third = await agent.sessionStats(agent.sessionId)
-    expect(third.snapshots).toBe(2)
-    // The JSON codec and SQLite store blobs as their bytes: 5000 + 2.
-    expect(third.snapshotBytes).toBe(5002)
+    // One blob per content, however many snapshots and captures name it: v1, v2, v3.
+    expect(third.snapshots).toBe(3)
+    // The JSON codec and SQLite store blobs as their bytes: 5000 + 2 + 2.
+    expect(third.snapshotBytes).toBe(5004)
     expect(third.logBytes).toBeGreaterThan(first.logBytes)
   })
 

@@ -162,10 +162,10 @@ const expectedOutput: Record<string, (stdout: string) => void> = {
     expect(stdout).toContain("output: 'wrote src/auth.test.ts (19 bytes)'")
     expect(stdout).toMatch(/\{ inputTokens: \d+, outputTokens: \d+ \}/)
     // The second prompt continued the first one's session: its head is past both turns.
-    expect(stdout).toMatch(/[0-9a-f-]{36} 13\n$/)
+    expect(stdout).toMatch(/[0-9a-f-]{36} 17\n$/)
   },
   "examples/readme/agent-layers.ts": (stdout) => {
-    expect(stdout).toContain("Wrote hello.txt. head 7, tools: wrote hello.txt (6 bytes)")
+    expect(stdout).toContain("Wrote hello.txt. head 9, tools: wrote hello.txt (6 bytes)")
   },
   "examples/docs/backends/custom/map-backend.ts": (stdout) => {
     // node:test's summary (TAP "# pass 23", or the spec reporter's "ℹ pass 23").
@@ -208,9 +208,10 @@ const expectedOutput: Record<string, (stdout: string) => void> = {
     expect(stdout).toContain("1 session, head 1, checkpoint: Refactor src/auth.ts")
   },
   "examples/docs/time-travel/restore.ts": (stdout) => {
+    expect(stdout).toContain("path: 'built.txt',\n    action: 'delete',")
     expect(stdout).toContain("path: 'greeting.txt',\n    action: 'write',\n    unverified: false,\n    alreadyRestored: false\n  }\n] []")
-    expect(stdout).toContain("[ 'greeting.txt' ] true")
-    expect(stdout).toContain("tool: 'shell', input: { command: 'date > built.txt' }")
+    // The file the command made is deleted; nothing is left not undone.
+    expect(stdout).toContain("[ 'built.txt', 'greeting.txt' ] true []")
     expect(stdout).toContain('greeting.txt: "hello\\n"')
   }
 }

@@ -83,11 +83,15 @@ describe("lite-agent serve with an agent (scripted model)", () => {
     const first = await connectSse(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", body: { text: "write hello" } })
     expect(first.status).toBe(200)
     const events = await allMessages(first.messages)
+    // Metadata, the checkpoint's workspace capture, the prompt, the tool call; the file tool's
+    // snapshot and change, the capture of what it wrote, its result; the answer.
     expect(events.map((message) => message.event)).toEqual([
       "session_event",
       "session_event",
       "session_event",
+      "session_event",
       "tool_start",
+      "session_event",
       "session_event",
       "session_event",
       "session_event",
@@ -96,7 +100,7 @@ describe("lite-agent serve with an agent (scripted model)", () => {
       "result"
     ])
     const result = JSON.parse(events.at(-1)!.data) as { result: { text: string; head: number } }
-    expect(result.result).toMatchObject({ text: "Wrote hello.txt.", head: 7 })
+    expect(result.result).toMatchObject({ text: "Wrote hello.txt.", head: 9 })
 
     const second = await connectSse(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", body: { text: "again" } })
     expect((await allMessages(second.messages)).at(-1)?.event).toBe("result")
@@ -106,7 +110,7 @@ describe("lite-agent serve with an agent (scripted model)", () => {
     const refused = await request(`${server.url}/sessions/busy`, { token: TOKEN, method: "DELETE" })
     expect(refused).toMatchObject({ status: 409, json: { error: "AgentBusyError", reason: "run_in_flight" } })
     expect((await allMessages(slow.messages)).at(-1)?.event).toBe("result")
-    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "busy" } }))).toMatchObject({ head: 3 })
+    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "busy" } }))).toMatchObject({ head: 4 })
 
     for (const [body, what] of [
       [{ rawBody: "{not json" }, "not JSON"],
@@ -119,7 +123,7 @@ describe("lite-agent serve with an agent (scripted model)", () => {
       expect(response.status, what).toBe(what === "too large" ? 413 : 400)
       expect(JSON.stringify(response.json), what).toContain(what)
     }
-    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 9 })
+    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 12 })
   })
 
   it("a compaction streams its events; one whose client goes away is cancelled and writes nothing", async () => {
@@ -134,14 +138,14 @@ describe("lite-agent serve with an agent (scripted model)", () => {
     expect(stages.every((event) => event.type === "compaction")).toBe(true)
     expect(stages.at(-1)).toMatchObject({ phase: "done" })
     const { head } = await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))
-    expect(head).toBe(10)
+    expect(head).toBe(13)
 
     // The next summary takes 4 s; the client leaves after 1 s: the compaction is cancelled.
     const abandoned = await connectSse(`${server.url}/sessions/work/compact`, { token: TOKEN, method: "POST", body: { keepRecentTokens: 1 } })
     await sleep(1000)
     abandoned.abort()
     await sleep(4500)
-    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 10 })
+    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 13 })
   })
 
   it("a restore that would overwrite an outside edit is 409 with each file's reason, and changes nothing", async () => {
@@ -159,7 +163,7 @@ describe("lite-agent serve with an agent (scripted model)", () => {
     const typed = await refusal(server.url, TOKEN, (client) => client.agent.restore({ path: { id: "work" }, payload: { seq: first.seq } }))
     expect(typed).toBeInstanceOf(RestoreRefusedError)
     expect(typed).toMatchObject({ refusals: [{ reason: "modified_externally", path: "hello.txt" }] })
-    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 10 })
+    expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 13 })
     const dryRun = await answer(server.url, TOKEN, (client) =>
       client.agent.restore({ path: { id: "work" }, payload: { seq: first.seq, files: false, dryRun: true } }))
     expect(dryRun).toMatchObject({ dryRun: true, refusals: [] })
@@ -208,7 +212,8 @@ describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes o
       const first = await connectSse(`${withAgent.url}/sessions/${session}/messages`, { token: TOKEN, method: "POST", body: { text: "one" } })
       await allMessages(first.messages)
       const { head } = await answer(sessionsOnly.url, TOKEN, (client) => client.sessions.get({ path: { id: session } }))
-      expect(head).toBe(3)
+      // Metadata, the checkpoint's workspace capture, the prompt, the answer.
+      expect(head).toBe(4)
 
       const watcher = await connectSse(`${sessionsOnly.url}/sessions/${session}/events`, { token: TOKEN, lastEventId: String(head) })
       const seen: Array<string> = []
@@ -228,14 +233,25 @@ describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes o
       await allMessages(second.messages)
       // The turn's events reach the watcher before the restore: a truncate that came first would be
       // a reset that skips them, which is what following promises but not what this test checks.
-      await seenUntil(() => seen.length >= 2)
-      expect(seen).toEqual(["4:UserMessage", "5:AssistantMessage"])
-      const restore = await answer(withAgent.url, TOKEN, (client) => client.agent.restore({ path: { id: session }, payload: { seq: 4 } }))
+      await seenUntil(() => seen.length >= 3)
+      expect(seen).toEqual(["5:WorkspaceCaptured", "6:UserMessage", "7:AssistantMessage"])
+      const restore = await answer(withAgent.url, TOKEN, (client) => client.agent.restore({ path: { id: session }, payload: { seq: 6 } }))
       expect(restore).toMatchObject({ conversationRestored: true })
-      await seenUntil(() => seen.length >= 6)
+      await seenUntil(() => seen.length >= 9)
       watcher.abort()
       await watching.catch(() => undefined)
-      expect(seen).toEqual(["4:UserMessage", "5:AssistantMessage", "reset 0", "1:SessionMetadata", "2:UserMessage", "3:AssistantMessage"])
+      // Back to just before the second prompt: the capture taken before it stays.
+      expect(seen).toEqual([
+        "5:WorkspaceCaptured",
+        "6:UserMessage",
+        "7:AssistantMessage",
+        "reset 0",
+        "1:SessionMetadata",
+        "2:WorkspaceCaptured",
+        "3:UserMessage",
+        "4:AssistantMessage",
+        "5:WorkspaceCaptured"
+      ])
     } finally {
       withAgent.worker.child.kill("SIGTERM")
       sessionsOnly.worker.child.kill("SIGTERM")

@@ -74,11 +74,12 @@ describe("restore and the snapshot store", () => {
 
   it("a restore puts the bytes back and sweeps the blobs only the cut events referenced", async () => {
     const { agent, checkpointer, workdir, second } = await threeVersions()
-    expect((await checkpointer.listSnapshots(agent.sessionId)).length).toBe(2)
+    // "one", "two" and "three", each once: the captures after the writes and the snapshots before them share blobs.
+    expect((await checkpointer.listSnapshots(agent.sessionId)).length).toBe(3)
     await agent.restore(agent.sessionId, second.seq)
     expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("one")
-    // Prompt 1's snapshot (a.txt missing) holds no blob; "one" and "two" were referenced only after the cut.
-    expect(await checkpointer.listSnapshots(agent.sessionId)).toEqual([])
+    // "one" is still referenced by prompt 1's capture; "two" and "three" were referenced only after the cut.
+    expect((await checkpointer.listSnapshots(agent.sessionId)).map((blob) => blob.sha256)).toEqual([sha256Hex(bytesOf("one"))])
   })
 })
 

@@ -9,7 +9,7 @@
  * - `SessionPointer.ts` — which session is current.
  */
 import type * as LanguageModel from "@effect/ai/LanguageModel"
-import { Clock, Context, Effect, Exit, Layer, Mailbox, Queue, Schema, Stream } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Mailbox, Option, Queue, Schema, Stream } from "effect"
 import { Checkpointer, type SessionInfo, type SessionStats } from "../core/Checkpointer.js"
 import { type CheckpointerError, ConfigurationError, type InvalidSessionIdError } from "../core/errors.js"
 import type { UserContent } from "../core/events.js"
@@ -29,6 +29,7 @@ import { type InterruptedRestore, type RestoreError, type RestoreOptions, type R
 import * as TimeTravelModule from "../tools/TimeTravel.js"
 import * as SessionStatesModule from "../tools/SessionStates.js"
 import * as Workspace from "../tools/Workspace.js"
+import * as WorkspaceCapture from "../tools/WorkspaceCapture.js"
 import { type AgentEvent, type Emit, type LiteAgentResult, makeAgentEventHub } from "./AgentEvents.js"
 import { makeBackgroundTasks } from "./BackgroundTasks.js"
 import type { AgentBusyError, SessionsDisabledError } from "./errors.js"
@@ -78,7 +79,12 @@ export const LiteAgentLayerOptions = Schema.Struct({
 export interface LiteAgentLayerOptions extends Schema.Schema.Type<typeof LiteAgentLayerOptions> {}
 
 /** `LiteAgent.layerWithWorkdir`'s options: the agent's and the file tools'. */
-export const LiteAgentWithWorkdirOptions = Schema.Struct({ ...LiteAgentLayerOptions.fields, ...FileTools.fileToolsOptionFields })
+export const LiteAgentWithWorkdirOptions = Schema.Struct({
+  ...LiteAgentLayerOptions.fields,
+  ...FileTools.fileToolsOptionFields,
+  /** What restore covers: the whole workdir (`capture: "all"`, the default) or the file tools' changes only. */
+  workspace: Schema.optional(WorkspaceCapture.WorkspaceOptions)
+})
 export interface LiteAgentWithWorkdirOptions extends Schema.Schema.Type<typeof LiteAgentWithWorkdirOptions> {}
 
 export const PruneOptions = Schema.Struct({
@@ -182,7 +188,8 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
       background,
       states,
       compaction,
-      autoCompact: options.autoCompact ?? false
+      autoCompact: options.autoCompact ?? false,
+      capture: Option.getOrUndefined(yield* Effect.serviceOption(WorkspaceCapture.WorkspaceCapture))
     })
     const turn = (input: UserContent, sendOptions: SendOptions | undefined, emit: Emit) =>
       Effect.suspend(() => runTurn(input, sendOptions, pointer.current, emit))
@@ -302,12 +309,16 @@ export const layerWithWorkdir = (
 ) =>
   Layer.unwrapEffect(Effect.map(
     decodeOptions(LiteAgentWithWorkdirOptions, input, "agent options"),
-    ({ snapshotMaxBytes, ...agentOptions }) =>
+    ({ snapshotMaxBytes, workspace, ...agentOptions }) =>
       layer(agentOptions).pipe(
         Layer.provide(Layer.mergeAll(
           FileTools.layer(snapshotMaxBytes === undefined ? {} : { snapshotMaxBytes }),
           TimeTravelModule.layer
         )),
+        Layer.provideMerge(WorkspaceCapture.layer(workdir, {
+          ...(snapshotMaxBytes === undefined ? {} : { maxFileBytes: snapshotMaxBytes }),
+          ...workspace
+        })),
         Layer.provideMerge(Workspace.layer(workdir)),
         // One fold cache for the agent, its file tools and time travel.
         Layer.provide(SessionStatesModule.layer)

@@ -262,6 +262,22 @@ export const summarizerRequest = (
 // ---------------------------------------------------------------------------
 
 const fileLine = (path: string, entry: Session.FileHistoryEntry | undefined): string => {
+  if (entry?.kind === "captured") {
+    const state = entry.state
+    switch (state._tag) {
+      case "content":
+      case "stored":
+        return `- ${path}: changed, ${state.size} bytes, mode ${state.mode.toString(8)}, sha256 ${state.sha256.slice(0, 12)}`
+      case "missing":
+        return `- ${path}: deleted`
+      case "link":
+        return `- ${path}: now a link to ${state.target}`
+      case "directory":
+        return `- ${path}: a directory`
+      case "unavailable":
+        return `- ${path}: changed (not captured: ${state.reason})`
+    }
+  }
   if (entry === undefined || entry.kind !== "change") return `- ${path}: snapshotted, change not recorded`
   if (entry.after === undefined) return `- ${path}: ${entry.operation} (state after not recorded)`
   return entry.after._tag === "absent"
@@ -270,6 +286,10 @@ const fileLine = (path: string, entry: Session.FileHistoryEntry | undefined): st
       entry.after.mode.toString(8)
     }, sha256 ${entry.after.sha256.slice(0, 12)}`
 }
+
+/** Whether an entry records the agent's doing: a file tool's record, or a capture after a tool call or a background task. */
+const byTheAgent = (entry: Session.FileHistoryEntry) =>
+  entry.kind !== "captured" || entry.cause._tag === "tool" || entry.cause._tag === "task"
 
 /**
  * The user's own requests before the kept messages (verbatim, long ones cut; the first — usually
@@ -293,9 +313,20 @@ export const summaryAppendix = (state: Session.SessionState, keptFromSeq: number
   }
   chosen.sort((a, b) => a.seq - b.seq)
   const omitted = requests.length - chosen.length
+  // What the agent's tools and commands changed (not what a capture merely saw: the user's edits, the workdir's first capture).
   const files = [...state.files]
-    .map(([path, history]) => ({ path, last: history.at(history.length - 1) }))
-    .sort((a, b) => (b.last?.seq ?? 0) - (a.last?.seq ?? 0))
+    .flatMap(([path, history]) => {
+      const entries = history.toArray()
+      const last = [...entries].reverse().find(byTheAgent)
+      // A capture right after a file tool's change says the same thing less precisely: the tool's record is the line.
+      const cause = last?.kind === "captured" ? last.cause : undefined
+      const toolRecord = cause?._tag === "tool"
+        ? entries.find((entry) => entry.kind === "change" && entry.toolUseId === cause.toolUseId)
+        : undefined
+      const line = toolRecord ?? last
+      return line === undefined ? [] : [{ path, last: line }]
+    })
+    .sort((a, b) => b.last.seq - a.last.seq)
   const lines = [
     "## The user's requests so far (verbatim)",
     ...(requests.length === 0 ? ["(none)"] : []),

@@ -60,7 +60,7 @@ export const agentToolkit = Toolkit.make(
   }),
   // Not "bash": @effect/ai-anthropic turns every tool_use named "bash" into its built-in AnthropicBash tool.
   Tool.make("shell", {
-    description: "Run a shell command in the working directory. Its changes to files are not undone by restore. " +
+    description: "Run a shell command in the working directory. " +
       "With background: true it returns at once and its completion is reported in a later message.",
     parameters: {
       command: param("string", "The command, run with bash -c."),

@@ -11,8 +11,10 @@ import { Effect, Either, Schema } from "effect"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { type CheckpointerError, type ConfigurationError, InvalidEventError, type InvalidSessionIdError } from "../core/errors.js"
 import {
+  type CaptureCause,
   contentText,
   EVENT_FORMAT_VERSION,
+  type SessionEvent,
   SessionMetadata,
   type TokenUsage,
   ToolResult,
@@ -31,7 +33,8 @@ import { MaintenanceLock } from "./MaintenanceLock.js"
 import { modelError, modelStepOf } from "./modelResponse.js"
 import { promptOf } from "./prompt.js"
 import { repairs } from "./repairs.js"
-import { openSessionWriter } from "./SessionWriter.js"
+import { openSessionWriter, type SessionWriter } from "./SessionWriter.js"
+import type { WorkspaceCaptureService } from "../tools/WorkspaceCapture.js"
 import { agentToolkitForModel, runToolCall } from "./tools.js"
 import type { AutoCompact, makeCompact } from "./compaction.js"
 
@@ -64,7 +67,12 @@ export interface TurnSettings {
   readonly states: SessionStatesService
   readonly compaction: Compaction
   readonly autoCompact: AutoCompact
+  /** Workspace captures (absent: only the file tools' own snapshots, as with `capture: "tools"`). */
+  readonly capture: WorkspaceCaptureService | undefined
 }
+
+/** Tools that can change the workspace: a capture after each call records what it did. */
+const CHANGING_TOOLS: ReadonlySet<string> = new Set(["write_file", "edit_file", "delete_file", "chmod_file", "shell"])
 
 /** A turn (in `currentSessionId` unless the options name another), emitting as it goes; the last event is `{ type: "result" }`. */
 export type RunTurn = (
@@ -84,6 +92,24 @@ export const makeRunTurn = (
     const lock = yield* MaintenanceLock
     const { background, modelName } = settings
 
+    /**
+     * Commit `events` after a capture attributed to `cause` (when captures are on): all but the
+     * last of a large capture's events alone, the last with `events` (so a checkpoint's capture
+     * sits right before its prompt).
+     */
+    const commitWithCapture = (writer: SessionWriter, cause: CaptureCause, events: ReadonlyArray<SessionEvent>) =>
+      Effect.gen(function*() {
+        const captured = settings.capture === undefined
+          ? []
+          : yield* settings.capture.capture(writer.state, cause).pipe(
+            Effect.catchAll((error) =>
+              Effect.as(Effect.logWarning(`workspace capture failed; changes are recorded by the next capture`, error), [])
+            )
+          )
+        for (const event of captured.slice(0, -1)) yield* writer.commit([event])
+        yield* writer.commit([...captured.slice(-1), ...events])
+      })
+
     const steps = (sessionId: string, input: UserContent, maxSteps: number, emit: Emit) =>
       Effect.gen(function*() {
         const writer = yield* openSessionWriter(checkpointer, settings.states, sessionId, emit)
@@ -95,18 +121,18 @@ export const makeRunTurn = (
         yield* writer.commit(repairs(writer.state))
         yield* background.drain(writer)
         const user = new UserMessage({ content: input, origin: "user" })
-        yield* writer.commit(
-          writer.state.head === 0
-            ? [
-              new SessionMetadata({
-                formatVersion: EVENT_FORMAT_VERSION,
-                workdir: settings.workdir,
-                ...(modelName === undefined ? {} : { model: modelName })
-              }),
-              user
-            ]
-            : [user]
-        )
+        const metadata = writer.state.head === 0
+          ? [
+            new SessionMetadata({
+              formatVersion: EVENT_FORMAT_VERSION,
+              workdir: settings.workdir,
+              ...(modelName === undefined ? {} : { model: modelName })
+            })
+          ]
+          : []
+        if (metadata.length > 0) yield* writer.commit(metadata)
+        // The checkpoint's capture: what changed since the last turn (the user's own edits), right before the prompt.
+        yield* commitWithCapture(writer, { _tag: "checkpoint" }, [user])
 
         const toolCalls: Array<ToolCallRecord> = []
         let usage: TokenUsage = { inputTokens: 0, outputTokens: 0 }
@@ -159,9 +185,9 @@ export const makeRunTurn = (
             ).pipe(Effect.provideService(FileTools.FileTools, fileTools))
             // The file tools appended their snapshot and change records; fold them in first.
             yield* writer.foldToolRecords(call.id)
-            yield* writer.commit([
-              new ToolResult({ toolUseId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError })
-            ])
+            const result = new ToolResult({ toolUseId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError })
+            if (CHANGING_TOOLS.has(call.name)) yield* commitWithCapture(writer, { _tag: "tool", toolUseId: call.id }, [result])
+            else yield* writer.commit([result])
             yield* emit({ type: "tool_end", sessionId, toolUseId: call.id, name: call.name, isError: outcome.isError, output: outcome.content })
             toolCalls.push({ id: call.id, name: call.name, input: call.input, output: outcome.content, isError: outcome.isError })
           }

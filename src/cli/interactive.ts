@@ -242,11 +242,16 @@ export const runInteractive = async (
         ? "deleted"
         : file.action === "write"
         ? "put back"
+        : file.action === "link"
+        ? "link put back"
+        : file.action === "directory"
+        ? "directory put back"
         : "unchanged"
       print(`  ${file.path}: ${file.refusal === undefined ? action : `REFUSED (${file.refusal.reason}: ${file.refusal.detail})`}`)
     }
     for (const refusal of plan.refusals.filter((refusal) => refusal.path === undefined)) print(`  REFUSED (${refusal.reason}: ${refusal.detail})`)
     for (const command of plan.commandsNotUndone) print(`  not undone: ${command.tool} ${shorten(JSON.stringify(command.input), 60)}`)
+    for (const left of plan.notCovered) print(`  ${left.path}: left as it is (not covered: ${left.reason})`)
     if (plan.refusals.length > 0) return print("nothing was changed")
     if (!flags.includes("--yes")) {
       const answer = await ask("restore? [y/N] ")

@@ -49,7 +49,11 @@ const options = {
     Options.withDefault("anthropic")
   ),
   modelName: Options.text("model-name").pipe(Options.withDescription("The provider's model name"), Options.optional),
-  maxSteps: Options.integer("max-steps").pipe(Options.withDescription("Model calls per turn at most"), Options.optional)
+  maxSteps: Options.integer("max-steps").pipe(Options.withDescription("Model calls per turn at most"), Options.optional),
+  capture: Options.choice("capture", ["all", "tools"] as const).pipe(
+    Options.withDescription("What a restore covers: all (the whole workdir, shell commands' changes included) or tools (the file tools' changes only)"),
+    Options.withDefault("all" as const)
+  )
 }
 
 const liteAgent = Command.make("lite-agent", options, (args) =>
@@ -68,7 +72,9 @@ const liteAgent = Command.make("lite-agent", options, (args) =>
       model,
       modelName: Option.getOrUndefined(args.modelName),
       maxSteps: Option.getOrUndefined(args.maxSteps),
-      sessionId: Option.getOrUndefined(args.session)
+      sessionId: Option.getOrUndefined(args.session),
+      capture: args.capture,
+      checkpointer: Option.getOrUndefined(args.checkpointer)
     }, checkpointer)
     if (prompt !== undefined) return yield* runPrint(prompt, args.outputFormat, args.continue).pipe(Effect.provide(layer))
     // Interactive: one runtime for the whole conversation; disposing it closes the checkpointer.
@@ -93,7 +99,8 @@ const serveOptions = {
   ),
   modelName: options.modelName,
   maxSteps: options.maxSteps,
-  workdir: options.workdir
+  workdir: options.workdir,
+  capture: options.capture
 }
 
 const serve = Command.make("serve", serveOptions, (args) =>
@@ -112,7 +119,9 @@ const serve = Command.make("serve", serveOptions, (args) =>
             model: provider,
             modelName: Option.getOrUndefined(args.modelName),
             maxSteps: Option.getOrUndefined(args.maxSteps),
-            sessionId: undefined
+            sessionId: undefined,
+            capture: args.capture,
+            checkpointer: Option.getOrUndefined(args.checkpointer)
           }, checkpointer)
         )
     })

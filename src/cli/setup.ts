@@ -11,6 +11,7 @@ import * as FileCheckpointer from "../backends/file/FileCheckpointer.js"
 import type { Checkpointer } from "../core/Checkpointer.js"
 import { defaultAutoCompact } from "../agent/compaction.js"
 import * as LiteAgent from "../agent/LiteAgent.js"
+import { storeIgnorePatterns } from "../tools/WorkspaceCapture.js"
 import { anthropic } from "../provider/anthropic.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
 import { scripted } from "../provider/scripted.js"
@@ -93,7 +94,21 @@ export interface AgentSettings {
   readonly modelName: string | undefined
   readonly maxSteps: number | undefined
   readonly sessionId: string | undefined
+  /** What a restore covers (`--capture`). */
+  readonly capture: "all" | "tools"
+  /** `--checkpointer`, to leave a store inside the workdir out of the workspace capture. */
+  readonly checkpointer: string | undefined
 }
+
+/** Where a `--checkpointer` keeps its files, when they are files. */
+const storeOf = (spec: string | undefined): { readonly directory: string } | { readonly file: string } | undefined =>
+  spec === undefined
+    ? { directory: FileCheckpointer.defaultDirectory() }
+    : spec.startsWith("file:")
+    ? { directory: resolve(spec.slice("file:".length)) }
+    : spec.startsWith("sqlite:")
+    ? { file: resolve(spec.slice("sqlite:".length)) }
+    : undefined
 
 /** The agent (and its checkpointer, to list sessions) over the chosen model and storage. */
 export const agentLayer = (
@@ -105,6 +120,10 @@ export const agentLayer = (
     modelName: settings.modelName ?? settings.model.defaultModelName,
     autoCompact: defaultAutoCompact(settings.model.contextTokens),
     ...(settings.maxSteps === undefined ? {} : { maxSteps: settings.maxSteps }),
+    workspace: {
+      capture: settings.capture,
+      ignore: ((store) => (store === undefined ? [] : storeIgnorePatterns(settings.workdir, store)))(storeOf(settings.checkpointer))
+    },
     ...(settings.sessionId === undefined ? {} : { sessionId: settings.sessionId })
   }).pipe(Layer.provide(model), Layer.provideMerge(checkpointer))
 }

@@ -13,6 +13,7 @@ import { BackgroundCompleted, Compaction, SessionMetadata } from "./events/lifec
 import { AssistantMessage, RuntimeMessage, ToolResult, UserMessage } from "./events/messages.js"
 import type { JsonValue, StoredArgument, ToolUseBlock, UserContent } from "./events/parts.js"
 import { RestoreEnded, RestoreStarted } from "./events/restores.js"
+import { WorkspaceCaptured } from "./events/workspace.js"
 
 export { FileChange, FileSnapshot } from "./events/files.js"
 export { BackgroundCompleted, Compaction, SessionMetadata } from "./events/lifecycle.js"
@@ -35,7 +36,8 @@ export {
   ToolUseBlock,
   UserContent
 } from "./events/parts.js"
-export { RestoreBefore, RestoreEnded, RestoreFile, RestoreStarted } from "./events/restores.js"
+export { RestoreBefore, RestoreEnded, RestoreFile, RestoreStarted, RestoreTarget } from "./events/restores.js"
+export { CaptureCause, CapturedPath, CapturedState, DirectoryState, LinkState, WorkspaceCaptured } from "./events/workspace.js"
 
 /**
  * The version of this event vocabulary, written in `SessionMetadata.formatVersion`. A record
@@ -55,7 +57,8 @@ export const SESSION_EVENT_CLASSES = [
   BackgroundCompleted,
   SessionMetadata,
   RestoreStarted,
-  RestoreEnded
+  RestoreEnded,
+  WorkspaceCaptured
 ] as const
 
 export const SessionEvent = Schema.Union(...SESSION_EVENT_CLASSES).annotations({ identifier: "SessionEvent" })

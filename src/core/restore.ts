@@ -5,9 +5,9 @@
  * job (preflight); this module never does I/O.
  */
 import { HashMap } from "effect"
-import { type FileAfterState, inputWithStoredNotes, type JsonValue } from "./events.js"
+import { inputWithStoredNotes, type JsonValue } from "./events.js"
 import type { Refusal } from "./errors.js"
-import { type FileHistoryEntry, pathRestore, type PathRestore, type SessionState } from "./session.js"
+import { type NotCovered, pathAtCheckpoint, type PathRestore, type RecordedState, type SessionState } from "./session.js"
 
 /** Tools whose effects restore undoes (through snapshots); anything else is reported, not undone. */
 export const FILE_TOOLS: ReadonlySet<string> = new Set(["read_file", "write_file", "edit_file", "delete_file", "list_files", "chmod_file"])
@@ -18,8 +18,8 @@ export interface FilePlan {
   readonly path: string
   /** What the path goes back to. */
   readonly action: FileAction
-  /** What the agent left there (the last change record), or undefined when no hash was recorded. */
-  readonly expected: FileAfterState | undefined
+  /** What the session last recorded there (a change record or a capture), or undefined when no hash was recorded. */
+  readonly expected: RecordedState | undefined
 }
 
 export interface CommandAfterCheckpoint {
@@ -40,8 +40,10 @@ export interface RestorePlan {
   readonly refusals: ReadonlyArray<Refusal>
   /** Paths whose last change record has no hash: outside edits to them cannot be detected. */
   readonly unverifiedFiles: ReadonlyArray<string>
-  /** Shell commands and other non-file tools called after the checkpoint: not undone. */
+  /** Shell commands and other non-file tools called after the checkpoint in turns the workspace capture did not cover: not undone. */
   readonly commandsNotUndone: ReadonlyArray<CommandAfterCheckpoint>
+  /** Paths changed after the checkpoint that the workspace capture does not cover: left as they are. */
+  readonly notCovered: ReadonlyArray<NotCovered>
 }
 
 
@@ -53,24 +55,37 @@ export const planRestore = (
   sessionId: string,
   state: SessionState,
   seq: number,
-  options: { readonly files: boolean; readonly conversation: boolean }
+  options: {
+    readonly files: boolean
+    readonly conversation: boolean
+    /** Undo the user's own edits between turns too (seen by a capture before a prompt); refused otherwise. */
+    readonly includeUserEdits?: boolean
+  }
 ): RestorePlan => {
   const refusals: Array<Refusal> = []
   const files: Array<FilePlan> = []
   const unverifiedFiles: Array<string> = []
   const commandsNotUndone: Array<CommandAfterCheckpoint> = []
+  const notCovered: Array<NotCovered> = []
   const base = { sessionId, seq, truncateTo: Math.max(0, seq - 1), head: state.head }
+  const done = () => ({ ...base, files, refusals, unverifiedFiles, commandsNotUndone, notCovered })
 
-  const isCheckpoint = state.anchors.find((anchor) => anchor.seq === seq) !== undefined
+  const anchors = state.anchors.toArray()
+  const isCheckpoint = anchors.find((anchor) => anchor.seq === seq) !== undefined
   if (!isCheckpoint) {
     refusals.push({ reason: "not_a_checkpoint", detail: `seq ${seq} is not a checkpoint (user prompt) of this session` })
-    return { ...base, files, refusals, unverifiedFiles, commandsNotUndone }
+    return done()
   }
 
   const messages = state.messages.toArray()
-  // Tool calls made after the checkpoint that restore cannot undo.
+  // Tool calls made after the checkpoint, in turns the workspace capture did not cover, that restore cannot undo.
+  const capturedTurnAt = (at: number) => {
+    let turn: (typeof anchors)[number] | undefined
+    for (const anchor of anchors) if (anchor.seq <= at) turn = anchor
+    return turn?.workspaceCaptured === true
+  }
   for (const { event, seq: at } of messages) {
-    if (at <= seq || event._tag !== "AssistantMessage") continue
+    if (at <= seq || event._tag !== "AssistantMessage" || capturedTurnAt(at)) continue
     for (const block of event.content) {
       if (block.type === "tool_use" && !FILE_TOOLS.has(block.name)) {
         commandsNotUndone.push({ seq: at, tool: block.name, input: inputWithStoredNotes(block) })
@@ -102,23 +117,31 @@ export const planRestore = (
     }
   }
 
-  if (!options.files) return { ...base, files, refusals, unverifiedFiles, commandsNotUndone }
+  if (!options.files) return done()
 
   const histories = HashMap.toEntries(state.files).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   for (const [path, history] of histories) {
-    const after = history.toArray().filter((entry) => entry.seq > seq)
-    if (after.length === 0) continue
-    const action = pathRestore(after)
-    if (!("kind" in action)) {
-      refusals.push({ path, reason: action.reason, detail: action.detail })
+    const outcome = pathAtCheckpoint(history.toArray(), seq, state.coveredFrom)
+    if (outcome === undefined) continue
+    if (outcome.kind === "refused") {
+      refusals.push({ path, reason: outcome.refusal.reason, detail: outcome.refusal.detail })
       continue
     }
-    const lastChange = [...after].reverse().find(
-      (entry): entry is Extract<FileHistoryEntry, { kind: "change" }> => entry.kind === "change"
-    )
-    const expected = lastChange?.after
-    if (expected === undefined) unverifiedFiles.push(path)
-    files.push({ path, action, expected })
+    if (outcome.kind === "notCovered") {
+      notCovered.push({ path, reason: outcome.reason })
+      continue
+    }
+    if (outcome.userEdits.length > 0 && options.includeUserEdits !== true) {
+      refusals.push({
+        path,
+        reason: "modified_externally",
+        detail: `changed outside the session between turns (seen by the capture at seq ${outcome.userEdits.join(", ")}, before a prompt); ` +
+          "pass includeUserEdits to undo that too"
+      })
+      continue
+    }
+    if (outcome.expected === undefined) unverifiedFiles.push(path)
+    files.push({ path, action: outcome.action, expected: outcome.expected })
   }
-  return { ...base, files, refusals, unverifiedFiles, commandsNotUndone }
+  return done()
 }

@@ -4,26 +4,33 @@
  * everything else (the conversation, the checkpoints list) is a projection of it.
  */
 import { Data, HashMap, Option } from "effect"
-import { sha256Hex } from "./internal/sha256.js"
-import type { RefusalReason } from "./errors.js"
 import { AppendOnly } from "./internal/appendOnly.js"
 import {
   type AssistantMessage,
   type BackgroundCompleted,
+  type CapturedState,
   type Compaction,
   contentText,
-  type FileAfterState,
-  type FileChange,
-  type FileSnapshotState,
   type JsonValue,
   type RestoreStarted,
   type RuntimeMessage,
   type StoredEvent,
   type TokenUsage,
   type ToolResult,
-  type UserMessage
+  type UserMessage,
+  type WorkspaceCaptured
 } from "./events.js"
+import { type FileHistoryEntry, type NotCovered, pathAtCheckpoint } from "./pathHistory.js"
 import { isUserCheckpoint } from "./userCheckpoint.js"
+
+export {
+  type FileHistoryEntry,
+  type NotCovered,
+  pathAtCheckpoint,
+  type PathOutcome,
+  type PathRestore,
+  type RecordedState
+} from "./pathHistory.js"
 
 export type ConversationEvent = UserMessage | RuntimeMessage | AssistantMessage | ToolResult | BackgroundCompleted
 
@@ -39,6 +46,8 @@ export interface CheckpointAnchor {
   readonly seq: number
   readonly ts: number
   readonly prompt: string
+  /** Whether the workspace was captured right before it (its turn's shell effects are then covered). */
+  readonly workspaceCaptured: boolean
 }
 
 export interface PendingToolCall {
@@ -51,15 +60,10 @@ export interface PendingToolCall {
   readonly blockIndex: number
 }
 
-export type FileHistoryEntry =
-  | { readonly kind: "snapshot"; readonly seq: number; readonly toolUseId: string; readonly state: FileSnapshotState }
-  | {
-    readonly kind: "change"
-    readonly seq: number
-    readonly toolUseId: string
-    readonly operation: FileChange["operation"]
-    readonly after: FileAfterState | undefined
-  }
+/** What the session's last capture saw at a path (a file by its hash; its bytes are in the snapshot store). */
+export type KnownPathState =
+  | { readonly _tag: "stored"; readonly sha256: string; readonly size: number; readonly mode: number }
+  | Extract<CapturedState, { readonly _tag: "link" | "directory" | "unavailable" }>
 
 export interface SessionMetadataState {
   readonly formatVersion: number | undefined
@@ -97,6 +101,17 @@ interface SessionStateFields {
   readonly usage: TokenUsage
   /** A restore whose intent is in the log and not closed: it was cut short (or is under way). */
   readonly pendingRestore: PendingRestore | undefined
+  /**
+   * What the last workspace capture saw at every covered path that holds something (a path
+   * captured as missing is not in it). Empty until the session's first capture.
+   */
+  readonly workspace: HashMap.HashMap<string, KnownPathState>
+  /** The coverage digest of the session's last capture; undefined before its first. */
+  readonly coverage: string | undefined
+  /** The seq of the session's first capture: the workspace is known from there on. */
+  readonly coveredFrom: number | undefined
+  /** The seq of the last capture taken before a prompt (`checkpoint` cause). */
+  readonly lastCheckpointCapture: number | undefined
 }
 
 export class SessionState extends Data.Class<SessionStateFields> {}
@@ -117,7 +132,11 @@ export const emptySessionState: SessionState = new SessionState({
     labels: HashMap.empty<string, string>()
   }),
   usage: Data.struct({ inputTokens: 0, outputTokens: 0 }),
-  pendingRestore: undefined
+  pendingRestore: undefined,
+  workspace: HashMap.empty(),
+  coverage: undefined,
+  coveredFrom: undefined,
+  lastCheckpointCapture: undefined
 })
 
 /**
@@ -139,6 +158,32 @@ const withFileEntry = (draft: Draft, path: string, entry: FileHistoryEntry) => {
   return HashMap.set(draft.files, path, history.append(Data.struct(entry)))
 }
 
+const knownStateOf = (state: CapturedState): KnownPathState | undefined =>
+  state._tag === "missing"
+    ? undefined
+    : state._tag === "content"
+    ? Data.struct({ _tag: "stored", sha256: state.sha256, size: state.size, mode: state.mode })
+    : state
+
+const applyCapture = (draft: Draft, seq: number, event: WorkspaceCaptured) => {
+  let workspace = draft.workspace
+  for (const change of event.changes) {
+    draft.files = withFileEntry(draft, change.path, {
+      kind: "captured",
+      seq,
+      cause: event.cause,
+      state: change.state,
+      firstSeen: change.firstSeen === true
+    })
+    const known = knownStateOf(change.state)
+    workspace = known === undefined ? HashMap.remove(workspace, change.path) : HashMap.set(workspace, change.path, known)
+  }
+  draft.workspace = workspace
+  draft.coverage = event.coverage
+  draft.coveredFrom ??= seq
+  if (event.cause._tag === "checkpoint") draft.lastCheckpointCapture = seq
+}
+
 /** Fold one stored event into a draft. Never throws. */
 const apply = (draft: Draft, stored: StoredEvent): void => {
   draft.head = stored.seq
@@ -147,7 +192,12 @@ const apply = (draft: Draft, stored: StoredEvent): void => {
   switch (event._tag) {
     case "UserMessage": {
       if (isUserCheckpoint(event, HashMap.size(draft.pendingToolCalls))) {
-        draft.anchors = draft.anchors.append(Data.struct({ seq: stored.seq, ts: stored.ts, prompt: contentText(event.content) }))
+        draft.anchors = draft.anchors.append(Data.struct({
+          seq: stored.seq,
+          ts: stored.ts,
+          prompt: contentText(event.content),
+          workspaceCaptured: draft.lastCheckpointCapture === stored.seq - 1
+        }))
       }
       draft.messages = withMessage(draft, stored, event)
       return
@@ -197,6 +247,9 @@ const apply = (draft: Draft, stored: StoredEvent): void => {
         operation: event.operation,
         after: event.after
       })
+      return
+    case "WorkspaceCaptured":
+      applyCapture(draft, stored.seq, event)
       return
     case "Compaction":
       draft.compaction = Data.struct({ seq: stored.seq, event })
@@ -286,65 +339,8 @@ export interface Checkpoint {
   readonly files: ReadonlyArray<string>
   /** Paths changed after this checkpoint whose earlier state was not (usably) recorded. */
   readonly unavailableFiles: ReadonlyArray<string>
-}
-
-/**
- * What restoring one path to before a checkpoint does: put content back (with this hash, size
- * and mode), or delete it. The bytes are inline (`data`) for logs from before the snapshot
- * store; otherwise they are read from the store by hash when the restore runs.
- */
-export type PathRestore =
-  | {
-    readonly kind: "write"
-    readonly sha256: string
-    readonly size: number
-    readonly mode: number
-    readonly data: Uint8Array | undefined
-  }
-  | { readonly kind: "delete" }
-
-/**
- * How a path can be put back to before a checkpoint, given its history entries after that
- * checkpoint (oldest first) — or why it cannot. The one rule used by both `checkpoints`
- * (which files restore can put back) and the restore planner.
- */
-export const pathRestore = (
-  after: ReadonlyArray<FileHistoryEntry>
-): PathRestore | { readonly reason: Extract<RefusalReason, `snapshot_${string}` | "tool_interrupted">; readonly detail: string } => {
-  const interrupted = after.find((entry, index) =>
-    entry.kind === "snapshot" &&
-    !after.slice(index + 1).some((later) => later.kind === "change" && later.toolUseId === entry.toolUseId)
-  )
-  if (interrupted !== undefined) {
-    return {
-      reason: "tool_interrupted",
-      detail: `tool call ${interrupted.toolUseId} snapshotted the file at seq ${interrupted.seq} but never recorded its change`
-    }
-  }
-  const first = after[0]
-  if (first === undefined || first.kind !== "snapshot") {
-    return { reason: "snapshot_missing", detail: `changed at seq ${first?.seq ?? "?"} with no snapshot taken before` }
-  }
-  switch (first.state._tag) {
-    case "missing":
-      return { kind: "delete" }
-    case "unavailable":
-      return { reason: "snapshot_unavailable", detail: first.state.reason }
-    case "content": {
-      const { data, mode, sha256, size } = first.state
-      if (data.length !== size || sha256Hex(data) !== sha256) {
-        return {
-          reason: "snapshot_truncated",
-          detail: `the snapshot at seq ${first.seq} holds ${data.length} of ${size} bytes or does not match its hash`
-        }
-      }
-      return { kind: "write", sha256, size, mode, data }
-    }
-    case "stored": {
-      const { mode, sha256, size } = first.state
-      return { kind: "write", sha256, size, mode, data: undefined }
-    }
-  }
+  /** The paths of `unavailableFiles` that the workspace capture does not cover, with why (a restore leaves them as they are). */
+  readonly notCovered: ReadonlyArray<NotCovered>
 }
 
 /** The rollback anchors, one per real user prompt, oldest first. */
@@ -353,12 +349,15 @@ export const checkpoints = (state: SessionState): ReadonlyArray<Checkpoint> => {
   return state.anchors.toArray().map((anchor) => {
     const files: Array<string> = []
     const unavailableFiles: Array<string> = []
+    const notCovered: Array<NotCovered> = []
     for (const [path, history] of histories) {
-      const after = history.toArray().filter((entry) => entry.seq > anchor.seq)
-      if (after.length === 0) continue
-      ;("kind" in pathRestore(after) ? files : unavailableFiles).push(path)
+      const outcome = pathAtCheckpoint(history.toArray(), anchor.seq, state.coveredFrom)
+      if (outcome === undefined) continue
+      if (outcome.kind === "restore") files.push(path)
+      else unavailableFiles.push(path)
+      if (outcome.kind === "notCovered") notCovered.push({ path, reason: outcome.reason })
     }
-    return { seq: anchor.seq, prompt: anchor.prompt, ts: anchor.ts, files, unavailableFiles }
+    return { seq: anchor.seq, prompt: anchor.prompt, ts: anchor.ts, files, unavailableFiles, notCovered }
   })
 }
 

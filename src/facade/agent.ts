@@ -28,6 +28,7 @@ import {
 } from "../agent/compaction.js"
 import { SessionPointer } from "../agent/SessionPointer.js"
 import { fileToolsOptionFields } from "../tools/FileTools.js"
+import { storeIgnorePatterns, WorkspaceOptions } from "../tools/WorkspaceCapture.js"
 import { AnyString, decodeOptionsOrThrow, described, expecting, quoteValue, recognised } from "../core/internal/options.js"
 import { workdirProblem } from "../tools/Workspace.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
@@ -73,7 +74,9 @@ export const LiteAgentOptions = Schema.Struct({
     )
   ),
   ...agentOptionFields,
-  ...fileToolsOptionFields
+  ...fileToolsOptionFields,
+  /** What restore covers: `{ capture: "all" | "tools", ignore?, maxFileBytes?, maxFiles?, maxBytes? }` (default: the whole workdir). */
+  workspace: Schema.optional(WorkspaceOptions)
 })
 export interface LiteAgentOptions extends Schema.Schema.Type<typeof LiteAgentOptions> {}
 
@@ -154,8 +157,14 @@ const createAgent = (options: LiteAgentOptions): LiteAgent => {
   const checkpointer = ownCheckpointer ?? options.checkpointer
   if (checkpointer === undefined) throw new ConfigurationError({ option: "checkpointer", detail: "no checkpointer" })
   const { model, workdir, checkpointer: _given, sessions: _sessions, sessionId: _sessionId, storage: _storage, ...layerOptions } = options
+  // The agent's own file store, when it lies inside the workdir, is never captured.
+  const storeDirectory = options.sessions !== false && options.checkpointer === undefined
+    ? options.storage?.dir ?? FileCheckpointer.defaultDirectory()
+    : undefined
+  const storeIgnore = storeDirectory === undefined ? [] : storeIgnorePatterns(workdir ?? process.cwd(), { directory: storeDirectory })
   const agentLayer = layerWithWorkdir(workdir ?? process.cwd(), {
     ...layerOptions,
+    ...(storeIgnore.length === 0 ? {} : { workspace: { ...options.workspace, ignore: [...(options.workspace?.ignore ?? []), ...storeIgnore] } }),
     pointer,
     modelName: options.modelName ?? model.defaultModelName,
     autoCompact: options.autoCompact ?? defaultAutoCompact(model.contextTokens)

@@ -35,7 +35,9 @@ export const RestoreBody = Schema.Struct({
   seq: NonNegativeInteger,
   files: Schema.optional(Flag),
   conversation: Schema.optional(Flag),
-  dryRun: Schema.optional(Flag)
+  dryRun: Schema.optional(Flag),
+  /** Undo the user's own edits between turns too (otherwise refused as `modified_externally`). */
+  includeUserEdits: Schema.optional(Flag)
 })
 
 export const CompactBody = Schema.Struct({
@@ -57,13 +59,17 @@ export const SessionSummary = Schema.Struct({
   stats: Schema.Struct({ events: Schema.Number, logBytes: Schema.Number, snapshotBytes: Schema.Number, snapshots: Schema.Number })
 })
 
+/** A path a restore leaves as it is, and why (not covered by the workspace capture). */
+const NotCovered = Schema.Struct({ path: Schema.String, reason: Schema.String })
+
 export const CheckpointList = Schema.Struct({
   checkpoints: Schema.Array(Schema.Struct({
     seq: Schema.Number,
     prompt: Schema.String,
     ts: Schema.Number,
     files: Schema.Array(Schema.String),
-    unavailableFiles: Schema.Array(Schema.String)
+    unavailableFiles: Schema.Array(Schema.String),
+    notCovered: Schema.Array(NotCovered)
   })),
   /** A restore a crash cut short, or null. */
   interruptedRestore: Schema.NullOr(Schema.Struct({
@@ -79,10 +85,11 @@ export const RestoreResult = Schema.Struct({
   conversationRestored: Schema.Boolean,
   unverifiedFiles: Schema.Array(Schema.String),
   commandsNotUndone: Schema.Array(Schema.Struct({ seq: Schema.Number, tool: Schema.String, input: Schema.Unknown })),
+  notCovered: Schema.Array(NotCovered),
   dryRun: Schema.Boolean,
   plan: Schema.Array(Schema.Struct({
     path: Schema.String,
-    action: Schema.Literal("write", "delete", "none"),
+    action: Schema.Literal("write", "link", "directory", "delete", "none"),
     refusal: Schema.optionalWith(Refusal, { exact: true }),
     unverified: Schema.Boolean,
     alreadyRestored: Schema.Boolean

@@ -18,7 +18,8 @@ import {
   STORED_ARGUMENT_MIN_BYTES,
   ToolResult,
   type ToolUseBlock,
-  UserMessage
+  UserMessage,
+  WorkspaceCaptured
 } from "../core/events.js"
 import { withBlobs } from "../core/internal/blobs.js"
 
@@ -185,7 +186,39 @@ const samples = () => [
   }),
   new RestoreStarted({ checkpoint: 1, conversation: false, files: [] }),
   new RestoreEnded({ startedSeq: 24, outcome: "finished" }),
-  new RestoreEnded({ startedSeq: 25, outcome: "undone" })
+  new RestoreEnded({ startedSeq: 25, outcome: "undone" }),
+  new WorkspaceCaptured({
+    cause: { _tag: "tool", toolUseId: "toolu_01" },
+    coverage: "0123456789abcdef",
+    changes: [
+      {
+        path: "src/ünïcode dir/a b.ts",
+        state: {
+          _tag: "content",
+          data: SAMPLE_SNAPSHOT_BYTES,
+          mode: 0o644,
+          size: SAMPLE_SNAPSHOT_BYTES.length,
+          sha256: sha256Hex(SAMPLE_SNAPSHOT_BYTES)
+        }
+      },
+      { path: "build", state: { _tag: "missing" } },
+      { path: "current", state: { _tag: "link", target: "../outside/ü.txt" } },
+      { path: "gen/deep", state: { _tag: "directory", mode: 0o755 }, firstSeen: true },
+      { path: "big.bin", state: { _tag: "unavailable", reason: "larger than the cap", size: 20_000_000 } }
+    ]
+  }),
+  new WorkspaceCaptured({ cause: { _tag: "checkpoint" }, coverage: "", changes: [] }),
+  new WorkspaceCaptured({ cause: { _tag: "task", taskId: "bg_1" }, coverage: "x", changes: [] }),
+  new WorkspaceCaptured({ cause: { _tag: "restore" }, coverage: "x", changes: [] }),
+  new RestoreStarted({
+    checkpoint: 3,
+    conversation: false,
+    files: [
+      { path: "current", before: { _tag: "link", target: "src/b.ts" }, target: { _tag: "link", target: "src/a.ts" } },
+      { path: "gen", before: { _tag: "directory", mode: 0o700 }, target: { _tag: "absent" } },
+      { path: "build", before: { _tag: "missing" }, target: { _tag: "directory", mode: 0o755 } }
+    ]
+  })
 ] as const
 
 // Every kind has a sample: a kind added without one fails to compile here, naming it.

@@ -16,18 +16,20 @@
  * the session then refuses turns (`RestoreInterruptedError`) until the same restore finishes
  * it or `undoInterruptedRestore` puts every file back from the intent.
  */
-import { Context, Effect, Layer, PubSub, type Queue, Schema, type Scope, Stream } from "effect"
+import { Context, Effect, Layer, Option, PubSub, type Queue, Schema, type Scope, Stream } from "effect"
 import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
 import { AbortSignalOption, decodeOptions, Flag } from "../core/internal/options.js"
 import type { CheckpointerError, ConfigurationError, Refusal } from "../core/errors.js"
 import { type RestoreFailedError, RestoreRefusedError, type WorkspaceIOError } from "./errors.js"
 import { type CommandAfterCheckpoint, planRestore, type RestorePlan } from "../core/restore.js"
 import * as Session from "../core/session.js"
+import type { NotCovered } from "../core/session.js"
 import * as RestoreFiles from "./restoreFiles.js"
 import * as RestoreIntent from "./restoreIntent.js"
 import * as Preflight from "./restorePreflight.js"
 import * as SessionStates from "./SessionStates.js"
 import { Workspace } from "./Workspace.js"
+import { WorkspaceCapture } from "./WorkspaceCapture.js"
 
 export const RestoreOptions = Schema.Struct({
   /** Put back the files the agent changed after the checkpoint. Default true. */
@@ -36,6 +38,11 @@ export const RestoreOptions = Schema.Struct({
   conversation: Schema.optional(Flag),
   /** Only plan: return every file, its action and any refusal; change nothing. Default false. */
   dryRun: Schema.optional(Flag),
+  /**
+   * Undo the user's own edits made between turns too (changes a capture saw before a prompt,
+   * made by nobody in the session). Default false: such a file is refused as `modified_externally`.
+   */
+  includeUserEdits: Schema.optional(Flag),
   /** Abort part-way: every file already changed is put back. */
   signal: Schema.optional(AbortSignalOption)
 })
@@ -43,7 +50,7 @@ export interface RestoreOptions extends Schema.Schema.Type<typeof RestoreOptions
 
 export interface PlannedFile {
   readonly path: string
-  readonly action: "write" | "delete" | "none"
+  readonly action: "write" | "link" | "directory" | "delete" | "none"
   readonly refusal?: Refusal
   /** True when the agent recorded no hash for this path, so outside edits cannot be detected. */
   readonly unverified: boolean
@@ -57,8 +64,14 @@ export interface RestoreResult {
   readonly conversationRestored: boolean
   /** Paths restored without an outside-edit check (written before change hashes were recorded). */
   readonly unverifiedFiles: ReadonlyArray<string>
-  /** Shell commands and custom tools run after the checkpoint: their effects are not undone. */
+  /** Shell commands run after the checkpoint in turns the workspace capture did not cover: their effects are not undone. */
   readonly commandsNotUndone: ReadonlyArray<CommandAfterCheckpoint>
+  /**
+   * Paths changed after the checkpoint that the restore leaves as they are, with why: not covered
+   * by the workspace capture (ignored, over a cap, first captured later), or a directory that
+   * still holds something uncovered.
+   */
+  readonly notCovered: ReadonlyArray<NotCovered>
   readonly dryRun: boolean
   /** Every file considered, with its action and any refusal. */
   readonly plan: ReadonlyArray<PlannedFile>
@@ -139,6 +152,7 @@ export const make = Effect.gen(function*() {
   const checkpointer = yield* Checkpointer
   const workspace = yield* Workspace
   const states = yield* SessionStates.fromContextOrNew
+  const capture = Option.getOrUndefined(yield* Effect.serviceOption(WorkspaceCapture))
   const hub = yield* PubSub.unbounded<RestoreProgress>()
   const publish = (progress: RestoreProgress) => PubSub.publish(hub, progress)
   const preflight = Preflight.make(workspace, checkpointer)
@@ -159,7 +173,7 @@ export const make = Effect.gen(function*() {
       const dryRun = options.dryRun ?? false
       // The shared fold: no re-read of the log. Its head is the expected head of what this writes.
       const { state } = yield* states.get(sessionId)
-      const plan = planRestore(sessionId, state, seq, { files, conversation })
+      const plan = planRestore(sessionId, state, seq, { files, conversation, includeUserEdits: options.includeUserEdits ?? false })
       // A restore cut short is finished by the same restore; anything else waits until it is.
       const pending = state.pendingRestore
       const resuming = pending !== undefined
@@ -174,6 +188,7 @@ export const make = Effect.gen(function*() {
       const report = {
         unverifiedFiles: plan.unverifiedFiles,
         commandsNotUndone: plan.commandsNotUndone,
+        notCovered: plan.notCovered,
         plan: plannedFiles(plan, refusals, alreadyRestored),
         refusals,
         resumed: resuming
@@ -200,7 +215,7 @@ export const make = Effect.gen(function*() {
       if (pending !== undefined) yield* applier.removeWriteTemps(pending.event.files.map((file) => file.path))
       yield* publish({ type: "checkpoint_restore", phase: "start", sessionId, seq, total: operations.length, mode: resuming ? "finish" : "restore" })
 
-      yield* applier.apply(operations, {
+      const applied = yield* applier.apply(operations, {
         sessionId,
         seq,
         commit: intents.commit(sessionId, { conversation, truncateTo: plan.truncateTo, startedSeq, head }),
@@ -211,17 +226,39 @@ export const make = Effect.gen(function*() {
         ...reporting(sessionId, seq)
       })
 
+      const kept = new Set(applied.keptDirectories)
       const result: RestoreResult = {
         ...report,
-        restoredFiles: plan.files.map((file) => file.path),
+        notCovered: [
+          ...report.notCovered,
+          ...applied.keptDirectories.map((path) => ({ path, reason: "a directory that still holds paths the capture does not cover" }))
+        ],
+        restoredFiles: plan.files.map((file) => file.path).filter((path) => !kept.has(path)),
         conversationRestored: conversation,
         dryRun: false
       }
+      yield* recordRestore(sessionId)
       // Blobs only the cut events (or the closed intent) referenced go now; a failure here loses nothing (the next sweep retries).
       if (conversation || startedSeq !== undefined) yield* sweep(sessionId)
       yield* publish({ type: "checkpoint_restore", phase: "done", sessionId, seq, result })
       return result
     })
+
+  /**
+   * After a restore changed files, the session's capture records what is on disk now, as the
+   * restore's doing (not an outside edit). A failure loses nothing: the next capture sees the
+   * same changes, attributed to nobody — a later restore then refuses them rather than guess.
+   */
+  const recordRestore = (sessionId: string) =>
+    capture === undefined || !capture.enabled ? Effect.void : Effect.gen(function*() {
+      const { state } = yield* states.get(sessionId)
+      // A session never captured (or cut back to before its first capture) starts its captures at its next prompt.
+      if (state.coveredFrom === undefined) return
+      let head = state.head
+      for (const event of yield* capture.capture(state, { _tag: "restore" })) {
+        head = yield* checkpointer.append(sessionId, [event], head)
+      }
+    }).pipe(Effect.catchAll((error) => Effect.logWarning(`restore of "${sessionId}": capturing the workspace after it failed`, error)))
 
   const sweep = (sessionId: string) =>
     checkpointer.sweepSnapshots(sessionId).pipe(
@@ -258,12 +295,14 @@ export const make = Effect.gen(function*() {
         afterPutBack: Effect.succeed(undefined),
         ...reporting(sessionId, seq)
       })
+      yield* recordRestore(sessionId)
       yield* sweep(sessionId)
       const result: RestoreResult = {
         restoredFiles: operations.map((operation) => operation.path),
         conversationRestored: false,
         unverifiedFiles: [],
         commandsNotUndone: [],
+        notCovered: [],
         dryRun: false,
         plan: [],
         refusals: [],

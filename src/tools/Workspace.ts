@@ -33,6 +33,14 @@ export interface OtherState {
 }
 export type PathState = FileState | AbsentState | OtherState
 
+/** What is at a path, a link or a directory included (what a restore of the whole workspace sees and puts back). */
+export type EntryState =
+  | FileState
+  | AbsentState
+  | { readonly kind: "link"; readonly target: string }
+  | { readonly kind: "directory"; readonly mode: number }
+  | OtherState
+
 export interface WorkspaceService {
   readonly root: string
   /** Check `relative` and return its absolute path inside the workdir. */
@@ -53,6 +61,17 @@ export interface WorkspaceService {
   readonly chmod: (relative: string, mode: number) => Effect.Effect<void, UnsafePathError | WorkspaceIOError>
   /** Entries of a directory (names, `/` appended to directories), sorted. */
   readonly list: (relative: string) => Effect.Effect<ReadonlyArray<string>, UnsafePathError | WorkspaceIOError>
+  /** What is at `relative`, which may itself be a link (never followed); every directory on the way is checked as for `resolve`. */
+  readonly entry: (relative: string) => Effect.Effect<EntryState, UnsafePathError | WorkspaceIOError>
+  /** Replace `relative` atomically with a symbolic link to `target` (never followed), creating parent directories. */
+  readonly writeLink: (relative: string, target: string) => Effect.Effect<void, UnsafePathError | WorkspaceIOError>
+  /** Make `relative` a directory with `mode` (creating it and its parents, or changing its mode). */
+  readonly makeDirectory: (relative: string, mode: number) => Effect.Effect<void, UnsafePathError | WorkspaceIOError>
+  /**
+   * Remove what is at `relative` — a file, a link (not what it names) or an empty directory;
+   * `false` when it is a directory that is not empty (left as it is).
+   */
+  readonly removeEntry: (relative: string) => Effect.Effect<boolean, UnsafePathError | WorkspaceIOError>
 }
 
 export class Workspace extends Context.Tag("@lite-agent/tools/Workspace")<Workspace, WorkspaceService>() {}
@@ -197,7 +216,90 @@ export const make = (workdir: string): WorkspaceService => {
         catch: io("list", relative)
       }))
 
-  return { root, resolve, inspect, stat, write, remove, chmod, list }
+  /** `resolve` for a path that may itself be a link: its directory is checked, the last component is not followed. */
+  const resolveEntry = (relative: string) =>
+    Effect.suspend(() => {
+      const problem = relativePathProblem(relative)
+      if (problem !== undefined) return Effect.fail(unsafe(relative, problem))
+      const normalized = normalizeRelative(relative)
+      const parent = path.posix.dirname(normalized)
+      const name = path.posix.basename(normalized)
+      return Effect.map(parent === "." ? Effect.succeed(root) : resolve(parent), (directory) => path.join(directory, name))
+    })
+
+  const entry = (relative: string) =>
+    Effect.flatMap(resolveEntry(relative), (target) =>
+      Effect.try({
+        try: (): EntryState => {
+          let found: fs.Stats
+          try {
+            found = fs.lstatSync(target)
+          } catch (error) {
+            if (codeOf(error) === "ENOENT" || codeOf(error) === "ENOTDIR") return { kind: "absent" }
+            throw error
+          }
+          if (found.isSymbolicLink()) return { kind: "link", target: fs.readlinkSync(target) }
+          if (found.isDirectory()) return { kind: "directory", mode: found.mode & 0o7777 }
+          if (!found.isFile()) return { kind: "other", description: "not a regular file" }
+          return { kind: "file", data: fs.readFileSync(target), mode: found.mode & 0o7777 }
+        },
+        catch: io("read", relative)
+      }))
+
+  const writeLink = (relative: string, linkTarget: string) =>
+    Effect.flatMap(resolveEntry(relative), (target) =>
+      Effect.try({
+        try: () => {
+          fs.mkdirSync(path.dirname(target), { recursive: true })
+          const temp = path.join(path.dirname(target), `${TEMP_PREFIX}${randomBytes(6).toString("hex")}${TEMP_SUFFIX}`)
+          try {
+            fs.symlinkSync(linkTarget, temp)
+            fs.renameSync(temp, target)
+          } catch (error) {
+            fs.rmSync(temp, { force: true })
+            throw error
+          }
+        },
+        catch: io("link", relative)
+      }).pipe(Effect.zipLeft(resolveEntry(relative))))
+
+  const makeDirectory = (relative: string, mode: number) =>
+    Effect.flatMap(resolve(relative), (target) =>
+      Effect.try({
+        try: () => {
+          fs.mkdirSync(target, { recursive: true })
+          fs.chmodSync(target, mode)
+        },
+        catch: io("create directory", relative)
+      }).pipe(Effect.zipLeft(resolve(relative))))
+
+  const removeEntry = (relative: string) =>
+    Effect.flatMap(resolveEntry(relative), (target) =>
+      Effect.try({
+        try: () => {
+          let found: fs.Stats
+          try {
+            found = fs.lstatSync(target)
+          } catch (error) {
+            if (codeOf(error) === "ENOENT") return true
+            throw error
+          }
+          if (!found.isDirectory()) {
+            fs.rmSync(target, { force: true })
+            return true
+          }
+          try {
+            fs.rmdirSync(target)
+            return true
+          } catch (error) {
+            if (codeOf(error) === "ENOTEMPTY" || codeOf(error) === "EEXIST") return false
+            throw error
+          }
+        },
+        catch: io("delete", relative)
+      }))
+
+  return { root, resolve, inspect, stat, write, remove, chmod, list, entry, writeLink, makeDirectory, removeEntry }
 }
 
 /**

@@ -8,12 +8,14 @@ import { posix } from "node:path"
 import { Cause, Data, Effect } from "effect"
 import { messageOf } from "../backends/internal/causes.js"
 import type { CheckpointerError } from "../core/errors.js"
-import { RestoreFailedError } from "./errors.js"
-import { isWriteTemp, type PathState, type WorkspaceService } from "./Workspace.js"
+import { RestoreFailedError, WorkspaceIOError } from "./errors.js"
+import { type EntryState, isWriteTemp, type WorkspaceService } from "./Workspace.js"
 
-/** One change to the workspace: write these bytes, or delete. */
+/** One change to the workspace: write these bytes, make a link or a directory, or delete what is there. */
 export type FileOperation =
   | { readonly path: string; readonly kind: "write"; readonly data: Uint8Array; readonly mode: number }
+  | { readonly path: string; readonly kind: "link"; readonly target: string }
+  | { readonly path: string; readonly kind: "directory"; readonly mode: number }
   | { readonly path: string; readonly kind: "delete" }
 
 export interface ApplyOptions {
@@ -29,13 +31,18 @@ export interface ApplyOptions {
   readonly onFailure: (error: RestoreFailedError) => Effect.Effect<unknown>
 }
 
+export interface Applied {
+  /** Directories to delete that were left because they still hold something the restore does not cover. */
+  readonly keptDirectories: ReadonlyArray<string>
+}
+
 export interface FileApplier {
   /**
    * Apply `operations` in order, then `commit`. A failure, an abort or an interruption before
    * the commit is through puts every file changed back as it was, runs `afterPutBack` (when all
    * of them could be) and fails with `RestoreFailedError`.
    */
-  readonly apply: (operations: ReadonlyArray<FileOperation>, options: ApplyOptions) => Effect.Effect<void, RestoreFailedError>
+  readonly apply: (operations: ReadonlyArray<FileOperation>, options: ApplyOptions) => Effect.Effect<Applied, RestoreFailedError>
   /**
    * Remove the temporary files that writes cut short by a crash left beside `paths` (a restore
    * that completes leaves none). Best effort: one that cannot be listed or removed is left.
@@ -44,33 +51,63 @@ export interface FileApplier {
 }
 
 export const make = (workspace: WorkspaceService): FileApplier => {
-  const apply = (operations: ReadonlyArray<FileOperation>, options: ApplyOptions): Effect.Effect<void, RestoreFailedError> => {
+  const apply = (operations: ReadonlyArray<FileOperation>, options: ApplyOptions): Effect.Effect<Applied, RestoreFailedError> => {
     const { seq, sessionId, signal } = options
     const total = operations.length
     // What each path held before this restore touched it, to put it back on failure.
-    const replaced: Array<{ readonly path: string; readonly before: PathState }> = []
+    const replaced: Array<{ readonly path: string; readonly kind: FileOperation["kind"]; readonly before: EntryState }> = []
+    const keptDirectories: Array<string> = []
     const putBack = Effect.gen(function*() {
       const failed: Array<string> = []
-      for (const { before, path } of [...replaced].reverse()) {
+      for (const { before, kind, path } of [...replaced].reverse()) {
         const undone = before.kind === "file"
           ? workspace.write(path, before.data, before.mode)
           : before.kind === "absent"
-          ? workspace.remove(path)
+          ? (kind === "write" ? workspace.remove(path) : workspace.removeEntry(path))
+          : before.kind === "link"
+          ? workspace.writeLink(path, before.target)
+          : before.kind === "directory"
+          ? workspace.makeDirectory(path, before.mode)
           : Effect.void
         if ((yield* Effect.either(undone))._tag === "Left") failed.push(path)
       }
       return failed
     })
+    /** A path that holds another kind of thing than the operation puts there (a link where a file goes, …) is cleared first. */
+    const clearedFor = (operation: FileOperation, before: EntryState) => {
+      const kind = operation.kind === "write" ? "file" : operation.kind
+      return before.kind === "absent" || before.kind === kind
+        ? Effect.void
+        : Effect.flatMap(workspace.removeEntry(operation.path), (removed) =>
+          removed
+            ? Effect.void
+            : Effect.fail(new WorkspaceIOError({ operation: "replace", path: operation.path, detail: "it is a directory that is not empty" })))
+    }
+    const perform = (operation: FileOperation, before: EntryState) => {
+      switch (operation.kind) {
+        case "write":
+          return Effect.zipRight(clearedFor(operation, before), workspace.write(operation.path, operation.data, operation.mode))
+        case "link":
+          return Effect.zipRight(clearedFor(operation, before), workspace.writeLink(operation.path, operation.target))
+        case "directory":
+          return Effect.zipRight(clearedFor(operation, before), workspace.makeDirectory(operation.path, operation.mode))
+        case "delete":
+          // A file goes through `remove` (its path checked like every file's); a link or a directory through `removeEntry`.
+          return before.kind === "file" || before.kind === "absent"
+            ? workspace.remove(operation.path)
+            : Effect.map(workspace.removeEntry(operation.path), (removed) => {
+              if (!removed) keptDirectories.push(operation.path)
+            })
+      }
+    }
     const checkAbort = Effect.suspend(() => (signal?.aborted === true ? Effect.fail(new RestoreAborted()) : Effect.void))
     const execute = Effect.gen(function*() {
       let completed = 0
       for (const operation of operations) {
         yield* checkAbort
-        const before = yield* workspace.inspect(operation.path)
-        replaced.push({ path: operation.path, before })
-        yield* operation.kind === "write"
-          ? workspace.write(operation.path, operation.data, operation.mode)
-          : workspace.remove(operation.path)
+        const before = yield* workspace.entry(operation.path)
+        replaced.push({ path: operation.path, kind: operation.kind, before })
+        yield* perform(operation, before)
         completed++
         yield* options.onProgress(completed, total, operation.path)
         // Let listeners, an abort and an interruption in between files.
@@ -83,7 +120,7 @@ export const make = (workspace: WorkspaceService): FileApplier => {
     return Effect.uninterruptibleMask((restoreInterruptibility) =>
       Effect.gen(function*() {
         const outcome = yield* Effect.exit(Effect.zipRight(restoreInterruptibility(execute), options.commit))
-        if (outcome._tag === "Success") return
+        if (outcome._tag === "Success") return { keptDirectories } satisfies Applied
         const notRolledBack = yield* putBack
         const note = notRolledBack.length === 0 ? yield* options.afterPutBack : undefined
         const error = new RestoreFailedError({

@@ -8,11 +8,11 @@
 import { Effect } from "effect"
 import type { CheckpointerService } from "../core/Checkpointer.js"
 import { type CheckpointerError, type Refusal, SnapshotBlobError } from "../core/errors.js"
-import { type FileAfterState, RestoreEnded, type RestoreFile, RestoreStarted } from "../core/events.js"
-import type { PendingRestore } from "../core/session.js"
+import { RestoreEnded, type RestoreFile, RestoreStarted } from "../core/events.js"
+import type { PendingRestore, RecordedState } from "../core/session.js"
 import { RestoreInterruptedError, type WorkspaceIOError } from "./errors.js"
 import type { FileOperation } from "./restoreFiles.js"
-import { beforeStateOf, blobRefusal, type Preflight } from "./restorePreflight.js"
+import { beforeStateOf, blobRefusal, inApplyOrder, type Preflight } from "./restorePreflight.js"
 
 /**
  * Why a pending intent blocks this restore: it is finished only by the same restore (same
@@ -32,7 +32,7 @@ export const pendingRefusals = (
     }]
 
 /** What each file of a pending intent held when its restore began (an empty map without one). */
-export const statesBefore = (pending: PendingRestore | undefined): ReadonlyMap<string, FileAfterState> =>
+export const statesBefore = (pending: PendingRestore | undefined): ReadonlyMap<string, RecordedState> =>
   new Map(pending?.event.files.map((file) => [file.path, beforeStateOf(file.before)]) ?? [])
 
 export interface RestoreIntents {
@@ -103,11 +103,19 @@ export const make = (checkpointer: CheckpointerService, preflight: Preflight): R
             operations.push({ path: file.path, kind: "delete" })
             continue
           }
+          if (file.before._tag === "link" || file.before._tag === "directory") {
+            operations.push(
+              file.before._tag === "link"
+                ? { path: file.path, kind: "link", target: file.before.target }
+                : { path: file.path, kind: "directory", mode: file.before.mode }
+            )
+            continue
+          }
           const data = file.before._tag === "content" ? file.before.data : yield* preflight.storedBytes(sessionId, file.before.sha256)
           if (data instanceof SnapshotBlobError) refusals.push(blobRefusal(file.path, data))
           else operations.push({ path: file.path, kind: "write", data, mode: file.before.mode })
         }
-        return { refusals, operations }
+        return { refusals, operations: inApplyOrder(operations) }
       })
   }
 }

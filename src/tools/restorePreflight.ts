@@ -6,37 +6,90 @@
 import { Effect } from "effect"
 import type { CheckpointerService } from "../core/Checkpointer.js"
 import { type CheckpointerError, type Refusal, SnapshotBlobError } from "../core/errors.js"
-import type { FileAfterState, RestoreBefore, RestoreFile } from "../core/events.js"
+import type { RestoreBefore, RestoreFile, RestoreTarget } from "../core/events.js"
 import type { FileAction, FilePlan } from "../core/restore.js"
+import type { RecordedState } from "../core/session.js"
 import { sha256Hex } from "../core/internal/sha256.js"
 import { UnsafePathError, type WorkspaceIOError } from "./errors.js"
 import type { FileOperation } from "./restoreFiles.js"
-import type { AbsentState, FileState, WorkspaceService } from "./Workspace.js"
+import type { EntryState, WorkspaceService } from "./Workspace.js"
+
+/** A path's state as a restore compares it: a file by hash, nothing, a link or a directory. */
+type Comparable = RecordedState
 
 /** A state as a refusal's detail names it. */
-const describeState = (state: FileAfterState) =>
-  state._tag === "absent" ? "missing" : `sha-256 ${state.sha256.slice(0, 12)}…, mode ${state.mode.toString(8)}`
+const describeState = (state: Comparable) => {
+  switch (state._tag) {
+    case "absent":
+      return "missing"
+    case "file":
+      return `sha-256 ${state.sha256.slice(0, 12)}…, mode ${state.mode.toString(8)}`
+    case "link":
+      return `a link to ${JSON.stringify(state.target)}`
+    case "directory":
+      return `a directory (mode ${state.mode.toString(8)})`
+  }
+}
 
-/** What a planned file goes back to, as a state to compare the disk with. */
-const targetOf = (action: FileAction): FileAfterState =>
-  action.kind === "write" ? { _tag: "file", sha256: action.sha256, size: action.size, mode: action.mode } : { _tag: "absent" }
+/** What a planned path goes back to, as a state to compare the disk with. */
+const targetOf = (action: FileAction): RestoreTarget => {
+  switch (action.kind) {
+    case "write":
+      return { _tag: "file", sha256: action.sha256, size: action.size, mode: action.mode }
+    case "delete":
+      return { _tag: "absent" }
+    case "link":
+      return { _tag: "link", target: action.target }
+    case "directory":
+      return { _tag: "directory", mode: action.mode }
+  }
+}
 
-/** What a file held before a restore, as a state to compare the disk with. */
-export const beforeStateOf = (before: RestoreBefore): FileAfterState =>
-  before._tag === "missing" ? { _tag: "absent" } : { _tag: "file", sha256: before.sha256, size: before.size, mode: before.mode }
+/** What a path held before a restore, as a state to compare the disk with. */
+export const beforeStateOf = (before: RestoreBefore): Comparable =>
+  before._tag === "missing"
+    ? { _tag: "absent" }
+    : before._tag === "link" || before._tag === "directory"
+    ? before
+    : { _tag: "file", sha256: before.sha256, size: before.size, mode: before.mode }
 
-/** What is on disk, as a state (its bytes hashed once, however many states it is compared with). */
-const stateOf = (disk: FileState | AbsentState): FileAfterState =>
-  disk.kind === "absent" ? { _tag: "absent" } : { _tag: "file", sha256: sha256Hex(disk.data), size: disk.data.length, mode: disk.mode }
+/** What is on disk, as a state (a file's bytes hashed once, however many states it is compared with). */
+const stateOf = (disk: OnDisk): Comparable => {
+  switch (disk.kind) {
+    case "absent":
+      return { _tag: "absent" }
+    case "file":
+      return { _tag: "file", sha256: sha256Hex(disk.data), size: disk.data.length, mode: disk.mode }
+    case "link":
+      return { _tag: "link", target: disk.target }
+    case "directory":
+      return { _tag: "directory", mode: disk.mode }
+  }
+}
 
-const sameState = (a: FileAfterState, b: FileAfterState): boolean =>
-  a._tag === "absent" ? b._tag === "absent" : b._tag === "file" && a.sha256 === b.sha256 && a.size === b.size && a.mode === b.mode
+const sameState = (a: Comparable, b: Comparable): boolean => {
+  switch (a._tag) {
+    case "absent":
+      return b._tag === "absent"
+    case "file":
+      return b._tag === "file" && a.sha256 === b.sha256 && a.size === b.size && a.mode === b.mode
+    case "link":
+      return b._tag === "link" && a.target === b.target
+    case "directory":
+      return b._tag === "directory" && a.mode === b.mode
+  }
+}
 
-/** A path's state as a restore's intent records it: its bytes (to the snapshot store), or nothing. */
-const recordedBefore = (disk: FileState | AbsentState, found: FileAfterState): RestoreBefore =>
-  disk.kind === "absent" || found._tag === "absent"
-    ? { _tag: "missing" }
-    : { _tag: "content", data: disk.data, mode: found.mode, size: found.size, sha256: found.sha256 }
+/** A path's state as a restore's intent records it: a file's bytes (to the snapshot store), nothing, a link or a directory. */
+const recordedBefore = (disk: OnDisk, found: Comparable): RestoreBefore => {
+  if (disk.kind === "file" && found._tag === "file") {
+    return { _tag: "content", data: disk.data, mode: found.mode, size: found.size, sha256: found.sha256 }
+  }
+  return found._tag === "link" || found._tag === "directory" ? found : { _tag: "missing" }
+}
+
+/** What can be on disk where a restore acts (anything else is refused). */
+type OnDisk = Exclude<EntryState, { readonly kind: "other" }>
 
 /** The result of checking one path against the disk before anything changes. */
 export type Checked =
@@ -44,7 +97,7 @@ export type Checked =
   /** Already holds what the restore puts there. */
   | { readonly kind: "done" }
   /** `found` is `disk` as a state. */
-  | { readonly kind: "ready"; readonly disk: FileState | AbsentState; readonly found: FileAfterState }
+  | { readonly kind: "ready"; readonly disk: OnDisk; readonly found: Comparable }
 
 export const blobRefusal = (path: string, error: SnapshotBlobError): Refusal => ({
   reason: error.reason === "missing" ? "snapshot_missing" : "snapshot_truncated",
@@ -62,8 +115,8 @@ export interface Preflight {
    */
   readonly check: (
     path: string,
-    target: FileAfterState,
-    allowed: ReadonlyArray<FileAfterState>,
+    target: Comparable,
+    allowed: ReadonlyArray<Comparable>,
     whoLeftIt: string
   ) => Effect.Effect<Checked, WorkspaceIOError>
   /** A blob's bytes from the snapshot store, or why they cannot be had (a refusal, not a failure). */
@@ -76,7 +129,7 @@ export interface Preflight {
   readonly files: (
     sessionId: string,
     files: ReadonlyArray<FilePlan>,
-    statesBefore: ReadonlyMap<string, FileAfterState>
+    statesBefore: ReadonlyMap<string, Comparable>
   ) => Effect.Effect<PreflightResult, CheckpointerError | WorkspaceIOError>
 }
 
@@ -89,10 +142,26 @@ export interface PreflightResult {
   readonly alreadyRestored: ReadonlySet<string>
 }
 
+const depth = (path: string) => path.split("/").length
+
+/**
+ * The order operations can be applied in: what goes deleted first (children first, so a
+ * directory is empty by its turn, and a path that changes kind is free), then directories made
+ * (parents first), then files and links written.
+ */
+export const inApplyOrder = (operations: ReadonlyArray<FileOperation>): ReadonlyArray<FileOperation> => {
+  const rank = (operation: FileOperation) => (operation.kind === "delete" ? 0 : operation.kind === "directory" ? 1 : 2)
+  return [...operations].sort((a, b) =>
+    rank(a) - rank(b) ||
+    (a.kind === "delete" ? depth(b.path) - depth(a.path) : depth(a.path) - depth(b.path)) ||
+    (a.path < b.path ? -1 : a.path > b.path ? 1 : 0)
+  )
+}
+
 export const make = (workspace: WorkspaceService, checkpointer: CheckpointerService): Preflight => {
   const check: Preflight["check"] = (path, target, allowed, whoLeftIt) =>
     Effect.gen(function*() {
-      const current = yield* Effect.either(workspace.inspect(path))
+      const current = yield* Effect.either(workspace.entry(path))
       if (current._tag === "Left") {
         if (current.left instanceof UnsafePathError) {
           return { kind: "refused", refusal: { reason: "unsafe_path", path, detail: current.left.reason } } as const
@@ -102,6 +171,10 @@ export const make = (workspace: WorkspaceService, checkpointer: CheckpointerServ
       const disk = current.right
       if (disk.kind === "other") {
         return { kind: "refused", refusal: { reason: "unsafe_path", path, detail: `the path is now ${disk.description}` } } as const
+      }
+      // A file replaced by a link since: never written through, refused as unsafe (as every file path is).
+      if (disk.kind === "link" && target._tag !== "link" && allowed.every((state) => state._tag !== "link")) {
+        return { kind: "refused", refusal: { reason: "unsafe_path", path, detail: `${path} is a symbolic link` } } as const
       }
       const found = stateOf(disk)
       if (sameState(found, target)) return { kind: "done" } as const
@@ -144,10 +217,10 @@ export const make = (workspace: WorkspaceService, checkpointer: CheckpointerServ
             continue
           }
           operations.push({ path: file.path, kind: "write", data, mode: action.mode })
-        } else operations.push({ path: file.path, kind: "delete" })
+        } else operations.push({ path: file.path, ...action })
         recorded.push({ path: file.path, before: recordedBefore(checked.disk, checked.found), target })
       }
-      return { operations, recorded, refusals, alreadyRestored }
+      return { operations: inApplyOrder(operations), recorded, refusals, alreadyRestored }
     })
 
   return { check, storedBytes, files }

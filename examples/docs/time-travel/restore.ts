@@ -21,12 +21,12 @@ const agent = createLiteAgent({
 try {
   await agent.send("Create greeting.txt")
   await agent.send("Make it louder")
-  const checkpoints = await agent.listCheckpoints(agent.sessionId) // { seq, prompt, ts, files, unavailableFiles }[]
+  const checkpoints = await agent.listCheckpoints(agent.sessionId) // { seq, prompt, ts, files, unavailableFiles, notCovered }[]
   const louder = checkpoints[1]!.seq
   const dryRun = await agent.restore(agent.sessionId, louder, { dryRun: true }) // the plan; changes nothing
   console.log(dryRun.plan, dryRun.refusals)
   const result = await agent.restore(agent.sessionId, louder)
-  // { restoredFiles, conversationRestored, unverifiedFiles, commandsNotUndone, dryRun, plan, refusals }
+  // { restoredFiles, conversationRestored, unverifiedFiles, commandsNotUndone, notCovered, dryRun, plan, refusals }
   console.log(result.restoredFiles, result.conversationRestored, result.commandsNotUndone)
   console.log(`greeting.txt: ${JSON.stringify(readFileSync(join(workdir, "greeting.txt"), "utf8"))}`)
 } finally {

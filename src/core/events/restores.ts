@@ -1,24 +1,36 @@
 /** A restore under way: its intent, logged before it changes any file, and its end. */
 import { Schema } from "effect"
-import { afterState, blobState, isFields, isNonEmptyString, isPositiveInt } from "../internal/eventChecks.js"
+import { afterState, blobState, isFields, isFileMode, isNonEmptyString, isPositiveInt } from "../internal/eventChecks.js"
 import { EventClass } from "../internal/eventKind.js"
-import { FileAfterState, PositiveInt, SnapshotContent, SnapshotMissing, SnapshotStored } from "./parts.js"
+import { FileAbsent, FileLeft, PositiveInt, SnapshotContent, SnapshotMissing, SnapshotStored } from "./parts.js"
+import { DirectoryState, LinkState } from "./workspace.js"
 
 /**
- * What a path held when a restore began: its bytes and mode (`content`, kept in the snapshot
- * store as `stored`, like a `FileSnapshot`'s), or nothing.
+ * What a path held when a restore began: a file's bytes and mode (`content`, kept in the snapshot
+ * store as `stored`, like a `FileSnapshot`'s), nothing, a link or a directory.
  */
-export const RestoreBefore = Schema.Union(SnapshotContent, SnapshotStored, SnapshotMissing)
+export const RestoreBefore = Schema.Union(SnapshotContent, SnapshotStored, SnapshotMissing, LinkState, DirectoryState)
 export type RestoreBefore = typeof RestoreBefore.Type
 
-/** One file a restore changes: what it held before, and what the restore puts there. */
+/** What a restore puts at a path: a file (by hash), nothing, a link or a directory. */
+export const RestoreTarget = Schema.Union(FileLeft, FileAbsent, LinkState, DirectoryState)
+export type RestoreTarget = typeof RestoreTarget.Type
+
+/** One path a restore changes: what it held before, and what the restore puts there. */
 export const RestoreFile = Schema.Struct({
   /** Relative to the workdir, with `/` separators. */
   path: Schema.NonEmptyString,
   before: RestoreBefore,
-  target: FileAfterState
+  target: RestoreTarget
 })
 export type RestoreFile = typeof RestoreFile.Type
+
+const linkOrDirectory = (value: unknown): LinkState | DirectoryState | undefined => {
+  if (!isFields(value)) return undefined
+  if (value["_tag"] === "link") return isNonEmptyString(value["target"]) ? { _tag: "link", target: value["target"] } : undefined
+  if (value["_tag"] === "directory") return isFileMode(value["mode"]) ? { _tag: "directory", mode: value["mode"] } : undefined
+  return undefined
+}
 
 /**
  * A restore's intent, appended before it changes any file. A restore that completes takes it
@@ -43,8 +55,8 @@ export class RestoreStarted extends EventClass<RestoreStarted>()("RestoreStarted
     for (const file of files) {
       if (!isFields(file)) return undefined
       const { path } = file
-      const before = blobState(file["before"])
-      const target = afterState(file["target"])
+      const before = linkOrDirectory(file["before"]) ?? blobState(file["before"])
+      const target = linkOrDirectory(file["target"]) ?? afterState(file["target"])
       if (!isNonEmptyString(path) || before === undefined || target === undefined) return undefined
       built.push({ path, before, target })
     }
@@ -52,7 +64,11 @@ export class RestoreStarted extends EventClass<RestoreStarted>()("RestoreStarted
   },
   blobs: (fields, visit) => ({
     ...fields,
-    files: fields.files.map((file) => ({ path: file.path, before: visit.state(file.before, file.path), target: file.target }))
+    files: fields.files.map((file) =>
+      file.before._tag === "link" || file.before._tag === "directory"
+        ? file
+        : { path: file.path, before: visit.state(file.before, file.path), target: file.target }
+    )
   })
 }) {}
 

@@ -42,7 +42,7 @@ const isInt = (value: unknown): value is number => typeof value === "number" && 
 export const isCount = (value: unknown): value is number => isInt(value) && value >= 0 && !Object.is(value, -0)
 export const isPositiveInt = (value: unknown): value is number => isInt(value) && value > 0
 export const isIntOrNull = (value: unknown): value is number | null => value === null || isInt(value)
-const isFileMode = (value: unknown): value is number => isCount(value) && value <= 0o7777
+export const isFileMode = (value: unknown): value is number => isCount(value) && value <= 0o7777
 const SHA256_HEX = /^[0-9a-f]{64}$/
 const isSha256 = (value: unknown): value is string => typeof value === "string" && SHA256_HEX.test(value)
 

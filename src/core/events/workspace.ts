@@ -1,0 +1,103 @@
+/**
+ * What a workspace capture saw: the covered paths under the workdir that changed since the
+ * session's previous capture, each with what it holds now, and who changed them.
+ */
+import { Schema } from "effect"
+import { isFields, isFileMode, isNonEmptyString, isString, snapshotState } from "../internal/eventChecks.js"
+import { EventClass } from "../internal/eventKind.js"
+import { FileMode, SnapshotContent, SnapshotMissing, SnapshotStored, SnapshotUnavailable } from "./parts.js"
+
+/** A symbolic link, recorded as the target it names (never followed). */
+export const LinkState = Schema.TaggedStruct("link", { target: Schema.NonEmptyString })
+export type LinkState = typeof LinkState.Type
+/** A directory and its permission bits. */
+export const DirectoryState = Schema.TaggedStruct("directory", { mode: FileMode })
+export type DirectoryState = typeof DirectoryState.Type
+
+/**
+ * What a capture saw at a path: a file's bytes (inline when appended, kept in the snapshot store
+ * as `stored`), nothing (`missing`), a link, a directory, or why it could not be captured
+ * (`unavailable`: over a cap, changing while read, now ignored, not a file).
+ */
+export const CapturedState = Schema.Union(SnapshotContent, SnapshotStored, SnapshotMissing, SnapshotUnavailable, LinkState, DirectoryState)
+export type CapturedState = typeof CapturedState.Type
+
+export const CapturedPath = Schema.Struct({
+  /** Relative to the workdir, with `/` separators. */
+  path: Schema.NonEmptyString,
+  state: CapturedState,
+  /**
+   * The path was not covered by the capture before (the session's first capture, or the ignore
+   * rules changed): what it held before is unknown, which is not the same as "nothing".
+   */
+  firstSeen: Schema.optionalWith(Schema.Literal(true), { exact: true })
+})
+export type CapturedPath = typeof CapturedPath.Type
+
+/**
+ * Whose change a capture saw: a tool call's, a background task's, a restore's — or nobody's in
+ * the session (`checkpoint`: seen before a prompt, made between turns, i.e. the user's own edit).
+ */
+export const CaptureCause = Schema.Union(
+  Schema.TaggedStruct("tool", { toolUseId: Schema.NonEmptyString }),
+  Schema.TaggedStruct("task", { taskId: Schema.NonEmptyString }),
+  Schema.TaggedStruct("restore", {}),
+  Schema.TaggedStruct("checkpoint", {})
+)
+export type CaptureCause = typeof CaptureCause.Type
+
+const captureCause = (value: unknown): CaptureCause | undefined => {
+  if (!isFields(value)) return undefined
+  switch (value["_tag"]) {
+    case "tool":
+      return isNonEmptyString(value["toolUseId"]) ? { _tag: "tool", toolUseId: value["toolUseId"] } : undefined
+    case "task":
+      return isNonEmptyString(value["taskId"]) ? { _tag: "task", taskId: value["taskId"] } : undefined
+    case "restore":
+      return { _tag: "restore" }
+    case "checkpoint":
+      return { _tag: "checkpoint" }
+    default:
+      return undefined
+  }
+}
+
+const capturedState = (value: unknown): CapturedState | undefined => {
+  if (!isFields(value)) return undefined
+  if (value["_tag"] === "link") return isNonEmptyString(value["target"]) ? { _tag: "link", target: value["target"] } : undefined
+  if (value["_tag"] === "directory") return isFileMode(value["mode"]) ? { _tag: "directory", mode: value["mode"] } : undefined
+  return snapshotState(value)
+}
+
+/** The session's workspace capture: every covered path that changed since its previous one. */
+export class WorkspaceCaptured extends EventClass<WorkspaceCaptured>()("WorkspaceCaptured", {
+  cause: CaptureCause,
+  changes: Schema.Array(CapturedPath),
+  /** The coverage settings it was taken with (a digest): a change makes new paths `firstSeen`. */
+  coverage: Schema.String
+}, {
+  check: (json) => {
+    if (!isFields(json)) return undefined
+    const cause = captureCause(json["cause"])
+    const { changes, coverage } = json
+    if (cause === undefined || !Array.isArray(changes) || !isString(coverage)) return undefined
+    const built: Array<CapturedPath> = []
+    for (const change of changes) {
+      if (!isFields(change)) return undefined
+      const { firstSeen, path } = change
+      const state = capturedState(change["state"])
+      if (!isNonEmptyString(path) || state === undefined || (firstSeen !== undefined && firstSeen !== true)) return undefined
+      built.push(firstSeen === true ? { path, state, firstSeen } : { path, state })
+    }
+    return { cause, changes: built, coverage }
+  },
+  blobs: (fields, visit) => ({
+    ...fields,
+    changes: fields.changes.map((change) => {
+      const state = change.state
+      return state._tag === "content" || state._tag === "stored" || state._tag === "missing"
+        ? { ...change, state: visit.state(state, change.path) }
+        : change
+    })
+  })
+}) {}

@@ -1,0 +1,228 @@
+/**
+ * Workspace captures: what changed under the workdir since the session's last capture — by a
+ * file tool, a shell command, a background task, a restore or the user between turns — as
+ * `WorkspaceCaptured` events whose files' bytes go to the snapshot store (once per content).
+ *
+ * A capture walks the workdir with the stat cache of `workspaceScan` (only files whose stat data
+ * changed are read) and compares what it finds with what the session's fold says its last
+ * capture saw (`SessionState.workspace`), so it records exactly the changes, whoever made them.
+ * The walk is synchronous and runs on the calling fiber: the turn waits for it anyway.
+ */
+import { createHash } from "node:crypto"
+import { realpathSync } from "node:fs"
+import { basename, isAbsolute, relative as relativePath, resolve as resolvePath, sep } from "node:path"
+import { Context, Effect, HashMap, Layer, Option, Schema } from "effect"
+import type { CaptureCause, CapturedPath, CapturedState } from "../core/events.js"
+import { WorkspaceCaptured } from "../core/events.js"
+import type { ConfigurationError } from "../core/errors.js"
+import { decodeOptions, NonNegativeInteger, PositiveInteger } from "../core/internal/options.js"
+import type { KnownPathState, SessionState } from "../core/session.js"
+import { messageOf } from "../backends/internal/causes.js"
+import { WorkspaceIOError } from "./errors.js"
+import { DEFAULT_SNAPSHOT_MAX_BYTES } from "./FileTools.js"
+import { makeScanner, type ScannedEntry } from "./workspaceScan.js"
+
+export const WorkspaceOptions = Schema.Struct({
+  /**
+   * `all` (the default): capture the whole workdir at every checkpoint and after every change a
+   * tool can make, so a restore undoes what shell commands did too. `tools`: only the file tools'
+   * own snapshots (the spec's behaviour).
+   */
+  capture: Schema.optional(Schema.Literal("all", "tools")),
+  /** More paths to leave out, in gitignore syntax relative to the workdir (`.git` and `.gitignore`d paths always are). */
+  ignore: Schema.optional(Schema.Array(Schema.String)),
+  /** Larger files are reported as not covered. Default: the snapshot cap (10 MiB). */
+  maxFileBytes: Schema.optional(NonNegativeInteger),
+  /** Changed files one capture stores at most; the rest are reported as not covered. Default 50,000. */
+  maxFiles: Schema.optional(PositiveInteger),
+  /** Bytes one capture stores at most; the rest are reported as not covered. Default 1 GiB. */
+  maxBytes: Schema.optional(NonNegativeInteger)
+})
+export interface WorkspaceOptions extends Schema.Schema.Type<typeof WorkspaceOptions> {}
+
+/**
+ * Patterns that leave a session store out of the capture when it lives inside the workdir (a
+ * store that captured itself would record every append): the directory of a file store, or a
+ * SQLite database with its `-wal`, `-shm` and `-journal` files. None when it is elsewhere.
+ */
+export const storeIgnorePatterns = (workdir: string, store: { readonly directory: string } | { readonly file: string }): Array<string> => {
+  const real = (path: string): string => {
+    try {
+      return realpathSync(path)
+    } catch {
+      // Not there yet (a store about to be made): its parent's real path, then its name.
+      const parent = resolvePath(path, "..")
+      return parent === path ? path : resolvePath(real(parent), basename(path))
+    }
+  }
+  const root = real(workdir)
+  const target = real("directory" in store ? store.directory : store.file)
+  const relative = relativePath(root, target)
+  if (relative === "" || relative.startsWith("..") || isAbsolute(relative)) return []
+  const escaped = "/" + relative.split(sep).join("/").replace(/[\\*?[\]!# ]/g, (char) => `\\${char}`)
+  return "directory" in store ? [`${escaped}/`] : [escaped, `${escaped}-wal`, `${escaped}-shm`, `${escaped}-journal`]
+}
+
+export const DEFAULT_CAPTURE_MAX_FILES = 50_000
+export const DEFAULT_CAPTURE_MAX_BYTES = 1024 * 1024 * 1024
+/** A capture's changes go to the log in events of at most this many paths and bytes (a baseline can be large). */
+const EVENT_MAX_PATHS = 1_000
+const EVENT_MAX_BYTES = 32 * 1024 * 1024
+
+export interface WorkspaceCaptureService {
+  /** False with `capture: "tools"`: `capture` then records nothing. */
+  readonly enabled: boolean
+  /**
+   * The events recording what changed since the session's last capture (as `state` folds it),
+   * attributed to `cause`. None when nothing changed — except for a `checkpoint` capture, which
+   * is always recorded (it marks the turn after it as covered).
+   */
+  readonly capture: (
+    state: SessionState,
+    cause: CaptureCause
+  ) => Effect.Effect<ReadonlyArray<WorkspaceCaptured>, WorkspaceIOError>
+}
+
+export class WorkspaceCapture extends Context.Tag("@lite-agent/tools/WorkspaceCapture")<WorkspaceCapture, WorkspaceCaptureService>() {}
+
+const isGitignore = (path: string) => path === ".gitignore" || path.endsWith("/.gitignore")
+
+/** Whether what the last capture saw is what is there now. */
+const unchanged = (known: KnownPathState | undefined, found: ScannedEntry): boolean => {
+  if (known === undefined) return false
+  switch (found.kind) {
+    case "file":
+      return known._tag === "stored" && known.sha256 === found.sha256 && known.size === found.size && known.mode === found.mode
+    case "link":
+      return known._tag === "link" && known.target === found.target
+    case "directory":
+      return known._tag === "directory" && known.mode === found.mode
+    case "unavailable":
+      return known._tag === "unavailable" && known.reason === found.reason && known.size === found.size
+  }
+}
+
+/** Changes cut into events small enough for any log. */
+const eventsOf = (cause: CaptureCause, coverage: string, changes: ReadonlyArray<CapturedPath>): Array<WorkspaceCaptured> => {
+  const events: Array<WorkspaceCaptured> = []
+  let batch: Array<CapturedPath> = []
+  let bytes = 0
+  const flush = () => {
+    events.push(new WorkspaceCaptured({ cause, changes: batch, coverage }))
+    batch = []
+    bytes = 0
+  }
+  for (const change of changes) {
+    const size = change.state._tag === "content" ? change.state.size : 0
+    if (batch.length > 0 && (batch.length >= EVENT_MAX_PATHS || bytes + size > EVENT_MAX_BYTES)) flush()
+    batch.push(change)
+    bytes += size
+  }
+  if (batch.length > 0 || (events.length === 0 && cause._tag === "checkpoint")) flush()
+  return events
+}
+
+export const make = (workdir: string, input: WorkspaceOptions = {}) =>
+  Effect.gen(function*() {
+    const options = yield* decodeOptions(WorkspaceOptions, input, "workspace options")
+    const enabled = (options.capture ?? "all") === "all"
+    const ignore = options.ignore ?? []
+    const maxFileBytes = options.maxFileBytes ?? DEFAULT_SNAPSHOT_MAX_BYTES
+    const maxFiles = options.maxFiles ?? DEFAULT_CAPTURE_MAX_FILES
+    const maxBytes = options.maxBytes ?? DEFAULT_CAPTURE_MAX_BYTES
+    // What decides which paths are covered: a different one makes paths new to it `firstSeen`.
+    const coverage = createHash("sha256").update(JSON.stringify({ ignore, maxFileBytes })).digest("hex").slice(0, 16)
+    const scanner = yield* Effect.try({
+      try: () => makeScanner(workdir),
+      catch: (cause) => new WorkspaceIOError({ operation: "open workdir", path: workdir, detail: messageOf(cause) })
+    })
+
+    const changesSince = (state: SessionState): ReadonlyArray<CapturedPath> => {
+      const known = state.workspace
+      const scanned = scanner.scan({
+        ignore,
+        maxFileBytes,
+        keepBytes: (path, sha256) => {
+          const last = Option.getOrUndefined(HashMap.get(known, path))
+          return !(last !== undefined && last._tag === "stored" && last.sha256 === sha256)
+        }
+      })
+      const found = scanned.entries
+      const changed: Array<[string, ScannedEntry]> = []
+      for (const [path, entry] of found) {
+        if (!unchanged(Option.getOrUndefined(HashMap.get(known, path)), entry)) changed.push([path, entry])
+      }
+      const gone: Array<string> = []
+      for (const path of HashMap.keys(known)) if (!found.has(path)) gone.push(path)
+      // New coverage rules (the first capture, other settings, a .gitignore changed): a path new to
+      // this capture may have been there all along, so it is `firstSeen`, not created.
+      const newlyCovered = state.coverage !== coverage ||
+        changed.some(([path]) => isGitignore(path)) || gone.some(isGitignore)
+
+      const changes: Array<CapturedPath> = []
+      let files = 0
+      let bytes = 0
+      for (const [path, entry] of changed) {
+        const firstSeen = newlyCovered && !HashMap.has(known, path) ? { firstSeen: true as const } : {}
+        let state: CapturedState
+        switch (entry.kind) {
+          case "file": {
+            if (files >= maxFiles || bytes + entry.size > maxBytes) {
+              state = {
+                _tag: "unavailable",
+                reason: files >= maxFiles
+                  ? `the capture's cap of ${maxFiles} changed files was reached`
+                  : `the capture's cap of ${maxBytes} bytes was reached`,
+                size: entry.size
+              }
+              break
+            }
+            const data = entry.data ?? scanner.read(path, entry.sha256)
+            if (data === undefined) {
+              state = { _tag: "unavailable", reason: "it changed while the workspace was read" }
+              break
+            }
+            files++
+            bytes += entry.size
+            state = { _tag: "content", data, mode: entry.mode, size: entry.size, sha256: entry.sha256 }
+            break
+          }
+          case "link":
+            state = { _tag: "link", target: entry.target }
+            break
+          case "directory":
+            state = { _tag: "directory", mode: entry.mode }
+            break
+          case "unavailable":
+            state = entry.size === undefined
+              ? { _tag: "unavailable", reason: entry.reason }
+              : { _tag: "unavailable", reason: entry.reason, size: entry.size }
+            break
+        }
+        changes.push({ path, state, ...firstSeen })
+      }
+      for (const path of gone) {
+        const last = HashMap.unsafeGet(known, path)
+        if (scanner.exists(path)) {
+          const reason = "it is no longer covered (ignored now, or inside an ignored directory)"
+          if (!(last._tag === "unavailable" && last.reason === reason)) changes.push({ path, state: { _tag: "unavailable", reason } })
+        } else changes.push({ path, state: { _tag: "missing" } })
+      }
+      return changes
+    }
+
+    const service: WorkspaceCaptureService = {
+      enabled,
+      capture: (state, cause) =>
+        enabled
+          ? Effect.try({
+            try: () => eventsOf(cause, coverage, changesSince(state)),
+            catch: (error) => new WorkspaceIOError({ operation: "capture", path: workdir, detail: messageOf(error) })
+          })
+          : Effect.succeed([])
+    }
+    return service
+  })
+
+export const layer = (workdir: string, options: WorkspaceOptions = {}): Layer.Layer<WorkspaceCapture, ConfigurationError | WorkspaceIOError> =>
+  Layer.effect(WorkspaceCapture, make(workdir, options))

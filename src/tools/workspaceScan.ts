@@ -1,0 +1,295 @@
+/**
+ * The stat walk under a workspace capture: every covered path under the workdir with what is
+ * there — a regular file's SHA-256, size and mode; a symlink's target (never followed); a
+ * directory's mode. Like git's index, a file is hashed again only when its stat data (size,
+ * mtime, ctime, inode, mode) differs from when this scanner last hashed it, so a walk costs a
+ * `readdir` per directory and an `lstat` per entry, plus reading what changed.
+ *
+ * A file whose mtime is within `RACY_WINDOW_MS` of the moment it was hashed is "racily clean"
+ * (git's term): a change in the same timestamp tick would leave its stat data as it was, so it
+ * is hashed again by the next walk. A file that changes while it is read (its stat data before
+ * and after the read differ) is read again, and reported unavailable if it keeps changing.
+ *
+ * Covered: the workdir minus every `.git`, minus what `.gitignore` files ignore (the `ignore`
+ * package, with git's precedence: a deeper file's rules win, and nothing under an ignored
+ * directory is looked at), minus the configured patterns (gitignore syntax, relative to the
+ * workdir), minus the workspace's own write temporaries.
+ */
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import ignore, { type Ignore } from "ignore"
+import { isWriteTemp } from "./Workspace.js"
+
+/** What a covered path holds. `data` is set only for a file read by this walk that `keepBytes` asked for. */
+export type ScannedEntry =
+  | {
+    readonly kind: "file"
+    readonly size: number
+    readonly mode: number
+    readonly sha256: string
+    readonly data: Uint8Array | undefined
+  }
+  | { readonly kind: "link"; readonly target: string }
+  | { readonly kind: "directory"; readonly mode: number }
+  | { readonly kind: "unavailable"; readonly reason: string; readonly size?: number }
+
+export interface ScanOptions {
+  /** Extra patterns to leave out, in gitignore syntax, relative to the workdir. */
+  readonly ignore: ReadonlyArray<string>
+  /** Larger files are reported unavailable, never read. */
+  readonly maxFileBytes: number
+  /** Whether to keep the bytes of a file this walk reads (a state the capture will store). */
+  readonly keepBytes: (path: string, sha256: string) => boolean
+}
+
+export interface ScanResult {
+  /** Every covered path (workdir-relative, `/`-separated) and what it holds, in walk order. */
+  readonly entries: ReadonlyMap<string, ScannedEntry>
+  /** Files read and hashed by this walk (their stat data was new, changed or racily clean). */
+  readonly hashedFiles: number
+  readonly hashedBytes: number
+}
+
+/** How close to its hashing a file's mtime makes it racily clean (covers coarse kernel clocks and file systems). */
+export const RACY_WINDOW_MS = 2_000
+/** Reads of a file that keeps changing before it is reported unavailable. */
+const READ_ATTEMPTS = 3
+
+interface Hashed {
+  readonly ino: number
+  readonly size: number
+  readonly mtimeMs: number
+  readonly ctimeMs: number
+  readonly mode: number
+  readonly sha256: string
+  readonly hashedAtMs: number
+}
+
+interface IgnoreLevel {
+  /** The directory of the `.gitignore`, workdir-relative ("" for the workdir). */
+  readonly base: string
+  readonly rules: Ignore
+}
+
+export interface WorkspaceScanner {
+  readonly root: string
+  /** Walk the workdir. Synchronous: the caller runs it where blocking is fine. */
+  readonly scan: (options: ScanOptions) => ScanResult
+  /**
+   * The bytes of a covered file if it still has `sha256` (read again: a walk keeps only the
+   * bytes it was asked for); undefined when it no longer does or is no longer a regular file.
+   */
+  readonly read: (relative: string, sha256: string) => Uint8Array | undefined
+  /** Whether something (anything, even ignored) is at `relative`, without following a link. */
+  readonly exists: (relative: string) => boolean
+}
+
+const sha256Of = (data: Uint8Array) => createHash("sha256").update(data).digest("hex")
+
+const sameStat = (hashed: Hashed, stat: fs.Stats) =>
+  hashed.ino === stat.ino && hashed.size === stat.size && hashed.mtimeMs === stat.mtimeMs &&
+  hashed.ctimeMs === stat.ctimeMs && hashed.mode === (stat.mode & 0o7777)
+
+type ReadOutcome = { readonly data: Uint8Array; readonly stat: fs.Stats } | "changed" | "gone" | "not a file"
+
+/** Read a regular file whole, without following a link; `changed` when it changed during the read. */
+const readStable = (absolute: string, expectedIno: number | undefined): ReadOutcome => {
+  let fd: number
+  try {
+    fd = fs.openSync(absolute, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === "ENOENT") return "gone"
+    if (code === "ELOOP") return "not a file"
+    throw error
+  }
+  try {
+    const before = fs.fstatSync(fd)
+    if (!before.isFile()) return "not a file"
+    if (expectedIno !== undefined && before.ino !== expectedIno) return "changed"
+    const data = Buffer.allocUnsafe(before.size)
+    let offset = 0
+    while (offset < data.length) {
+      const read = fs.readSync(fd, data, offset, data.length - offset, offset)
+      if (read === 0) return "changed"
+      offset += read
+    }
+    // One more byte than the size means it grew while being read.
+    if (fs.readSync(fd, Buffer.allocUnsafe(1), 0, 1, offset) !== 0) return "changed"
+    const after = fs.fstatSync(fd)
+    if (after.size !== before.size || after.mtimeMs !== before.mtimeMs || after.ctimeMs !== before.ctimeMs) return "changed"
+    // Changed within the timestamp tick (kernel clocks are coarse): the stat data cannot show a
+    // rewrite during the read, so a recently modified file is read again and must read the same.
+    if (Date.now() - after.mtimeMs < RACY_WINDOW_MS) {
+      const again = Buffer.allocUnsafe(data.length)
+      let offset = 0
+      while (offset < again.length) {
+        const read = fs.readSync(fd, again, offset, again.length - offset, offset)
+        if (read === 0) return "changed"
+        offset += read
+      }
+      if (!again.equals(data) || fs.fstatSync(fd).mtimeMs !== after.mtimeMs) return "changed"
+    }
+    return { data, stat: before }
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+export const makeScanner = (workdir: string): WorkspaceScanner => {
+  const root = fs.realpathSync(workdir)
+  /** Stat data and hash of each file as this scanner last hashed it. */
+  const hashes = new Map<string, Hashed>()
+
+  const ignoreLevelOf = (base: string, absoluteDir: string): IgnoreLevel | undefined => {
+    let text: string
+    try {
+      text = fs.readFileSync(path.join(absoluteDir, ".gitignore"), "utf8")
+    } catch {
+      return undefined
+    }
+    return { base, rules: ignore().add(text) }
+  }
+
+  /** Git's precedence: the deepest `.gitignore` with a matching rule decides; the configured patterns win over all. */
+  const isIgnored = (relative: string, isDirectory: boolean, levels: ReadonlyArray<IgnoreLevel>, configured: Ignore) => {
+    const probe = isDirectory ? `${relative}/` : relative
+    if (configured.ignores(probe)) return true
+    let ignored = false
+    for (const level of levels) {
+      const result = level.rules.test(level.base === "" ? probe : probe.slice(level.base.length + 1))
+      if (result.ignored) ignored = true
+      else if (result.unignored) ignored = false
+    }
+    return ignored
+  }
+
+  const scan = (options: ScanOptions): ScanResult => {
+    const configured = ignore().add([...options.ignore])
+    const entries = new Map<string, ScannedEntry>()
+    let hashedFiles = 0
+    let hashedBytes = 0
+    const seen = new Set<string>()
+
+    const fileEntry = (relative: string, absolute: string, stat: fs.Stats): ScannedEntry => {
+      const mode = stat.mode & 0o7777
+      if (stat.size > options.maxFileBytes) {
+        return { kind: "unavailable", reason: `${stat.size} bytes is larger than the capture's cap of ${options.maxFileBytes} bytes`, size: stat.size }
+      }
+      const cached = hashes.get(relative)
+      if (cached !== undefined && sameStat(cached, stat) && stat.mtimeMs < cached.hashedAtMs - RACY_WINDOW_MS) {
+        return { kind: "file", size: stat.size, mode, sha256: cached.sha256, data: undefined }
+      }
+      let expectedIno: number | undefined = stat.ino
+      for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+        const hashedAtMs = Date.now()
+        const outcome = readStable(absolute, expectedIno)
+        if (outcome === "gone") return { kind: "unavailable", reason: "it was removed while the workspace was read" }
+        if (outcome === "not a file") return { kind: "unavailable", reason: "it was replaced while the workspace was read" }
+        if (outcome === "changed") {
+          expectedIno = undefined
+          continue
+        }
+        const sha256 = sha256Of(outcome.data)
+        hashedFiles++
+        hashedBytes += outcome.data.length
+        const read = outcome.stat
+        hashes.set(relative, {
+          ino: read.ino,
+          size: read.size,
+          mtimeMs: read.mtimeMs,
+          ctimeMs: read.ctimeMs,
+          mode: read.mode & 0o7777,
+          sha256,
+          hashedAtMs
+        })
+        if (read.size > options.maxFileBytes) {
+          return { kind: "unavailable", reason: `${read.size} bytes is larger than the capture's cap of ${options.maxFileBytes} bytes`, size: read.size }
+        }
+        return {
+          kind: "file",
+          size: read.size,
+          mode: read.mode & 0o7777,
+          sha256,
+          data: options.keepBytes(relative, sha256) ? outcome.data : undefined
+        }
+      }
+      hashes.delete(relative)
+      return { kind: "unavailable", reason: `it kept changing while it was read (${READ_ATTEMPTS} attempts)` }
+    }
+
+    const walk = (relativeDir: string, absoluteDir: string, levels: ReadonlyArray<IgnoreLevel>) => {
+      let names: Array<string>
+      try {
+        names = fs.readdirSync(absoluteDir)
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code
+        // Removed or replaced since its parent was listed: what is there now is the next walk's.
+        if (code === "ENOENT" || code === "ENOTDIR") return
+        throw error
+      }
+      const own = ignoreLevelOf(relativeDir, absoluteDir)
+      const here = own === undefined ? levels : [...levels, own]
+      names.sort()
+      for (const name of names) {
+        if (name === ".git" || isWriteTemp(name)) continue
+        const relative = relativeDir === "" ? name : `${relativeDir}/${name}`
+        const absolute = path.join(absoluteDir, name)
+        let stat: fs.Stats
+        try {
+          stat = fs.lstatSync(absolute)
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code === "ENOENT") continue
+          throw error
+        }
+        const isDirectory = stat.isDirectory()
+        if (isIgnored(relative, isDirectory, here, configured)) continue
+        seen.add(relative)
+        if (isDirectory) {
+          entries.set(relative, { kind: "directory", mode: stat.mode & 0o7777 })
+          walk(relative, absolute, here)
+        } else if (stat.isSymbolicLink()) {
+          let target: string
+          try {
+            target = fs.readlinkSync(absolute)
+          } catch (error) {
+            if ((error as NodeJS.ErrnoException).code === "ENOENT" || (error as NodeJS.ErrnoException).code === "EINVAL") continue
+            throw error
+          }
+          entries.set(relative, { kind: "link", target })
+        } else if (stat.isFile()) {
+          entries.set(relative, fileEntry(relative, absolute, stat))
+        } else {
+          entries.set(relative, { kind: "unavailable", reason: "not a regular file, a directory or a symbolic link" })
+        }
+      }
+    }
+
+    walk("", root, [])
+    // Forget files that are gone, so the cache stays the size of the workspace.
+    for (const relative of hashes.keys()) if (!seen.has(relative)) hashes.delete(relative)
+    return { entries, hashedFiles, hashedBytes }
+  }
+
+  const read = (relative: string, sha256: string) => {
+    for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+      const outcome = readStable(path.join(root, ...relative.split("/")), undefined)
+      if (outcome === "changed") continue
+      if (typeof outcome === "string") return undefined
+      return sha256Of(outcome.data) === sha256 ? outcome.data : undefined
+    }
+    return undefined
+  }
+
+  const exists = (relative: string) => {
+    try {
+      fs.lstatSync(path.join(root, ...relative.split("/")))
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  return { root, scan, read, exists }
+}
