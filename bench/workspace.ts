@@ -91,6 +91,8 @@ const measureTree = async (files: number): Promise<TreeFigures> => {
   const shadow = mkdtempSync(join(tmpdir(), "lite-agent-bench-shadow-"))
   const shadowEnv = { GIT_DIR: shadow, GIT_WORK_TREE: root }
   git(["init", "-q"], root, shadowEnv)
+  // No background garbage collection in the middle of a measurement.
+  git(["config", "gc.auto", "0"], root, shadowEnv)
   git(["add", "-A"], root, shadowEnv)
   git(["commit", "-q", "-m", "base"], root, shadowEnv)
   git(["status", "--porcelain"], root, shadowEnv)

@@ -3,7 +3,7 @@
  * cleanly: open tool calls are closed with error results and a repair note, the repair is
  * not a checkpoint, the model sees what happened, and restore still works.
  */
-import { existsSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
 import { fileCheckpointer, type LiteAgentResult, RuntimeMessage, ToolResult } from "../src/index.js"
@@ -128,6 +128,52 @@ describe("an agent process killed mid-turn", () => {
       expect(events[3] instanceof RuntimeMessage && events[3].kind).toBe("repair")
     } finally {
       await checkpointer.close()
+    }
+  })
+})
+
+describe("an agent process killed during a workspace capture", () => {
+  it("leaves a session whose next turn captures consistently: a restore then puts the workspace back exactly", async () => {
+    // Killed at three moments of its first capture (the whole tree read, hashed and stored): early, midway, late.
+    for (const delayMs of [20, 150, 400]) {
+      const dir = makeTempDir("capture-kill-log")
+      const workdir = makeTempDir("capture-kill-work")
+      for (let i = 0; i < 3000; i++) {
+        const sub = join(workdir, "src", `d${Math.floor(i / 100)}`)
+        if (i % 100 === 0) mkdirSync(sub, { recursive: true })
+        writeFileSync(join(sub, `f${i}.txt`), `file ${i} `.repeat(200))
+      }
+      const sessionId = `capture-kill-${delayMs}`
+      const worker = run({ mode: "capture", dir, workdir, sessionId, prompt: "look" })
+      await worker.waitForLine((line) => line === "sending")
+      await new Promise((resolve) => setTimeout(resolve, delayMs))
+      worker.child.kill("SIGKILL")
+      await worker.closed
+
+      const { createLiteAgent } = await import("../src/index.js")
+      const { scripted } = await import("../src/provider.js")
+      const checkpointer = fileCheckpointer({ dir })
+      const command = "sed -i 's/file/FILE/' src/d0/f0.txt && rm -rf src/d1 && mkdir -p gen && echo new > gen/n.txt"
+      const agent = createLiteAgent({
+        model: scripted([{ toolCalls: [{ name: "shell", input: { command } }] }, { text: "changed" }]),
+        workdir,
+        checkpointer,
+        sessionId
+      })
+      try {
+        const before = readFileSync(join(workdir, "src", "d0", "f0.txt"), "utf8")
+        await agent.send("change things")
+        const checkpoint = (await agent.listCheckpoints(sessionId)).at(-1)!
+        const result = await agent.restore(sessionId, checkpoint.seq)
+        expect(result.refusals, `killed after ${delayMs} ms`).toEqual([])
+        expect(result.notCovered, `killed after ${delayMs} ms`).toEqual([])
+        expect(readFileSync(join(workdir, "src", "d0", "f0.txt"), "utf8")).toBe(before)
+        expect(readdirSync(join(workdir, "src", "d1"))).toHaveLength(100)
+        expect(existsSync(join(workdir, "gen"))).toBe(false)
+      } finally {
+        await agent.close()
+        await checkpointer.close()
+      }
     }
   })
 })

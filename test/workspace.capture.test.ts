@@ -11,7 +11,7 @@ import { postgresCheckpointer } from "../src/checkpoint-postgres.js"
 import { createLiteAgent, type LiteAgentOptions, type PromiseCheckpointer, RestoreRefusedError } from "../src/index.js"
 import { scripted } from "../src/provider.js"
 import { BACKENDS } from "./support/agentSim.js"
-import { promiseCheckpointer, tempDir } from "./support/agent.js"
+import { eventually, promiseCheckpointer, tempDir } from "./support/agent.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
 import { makeScanner } from "../src/tools/workspaceScan.js"
 
@@ -142,6 +142,25 @@ describe.each([...BACKENDS, "postgres" as const])("whole-workspace checkpoints o
     const [checkpoint] = await agent.listCheckpoints(agent.sessionId)
     expect(checkpoint!.files).toHaveLength(304) // src/a.ts, feature.ts, old.ts, dist and its 300 files
     await agent.restore(agent.sessionId, checkpoint!.seq)
+    expect(tree(workdir)).toEqual(before)
+  })
+
+  it("what a background task changed is its own: captured when it is logged, undone by a restore", async () => {
+    const { agent, checkpointer, workdir } = setup([
+      { toolCalls: [{ name: "shell", input: { command: "sleep 0.3; echo built > bg.txt; rm -rf build", background: true } }] },
+      { text: "started" }
+    ])
+    const before = tree(workdir)
+    await agent.send("build in the background")
+    // The turn ended first; the task logs its completion (after a capture of its changes) once it is done.
+    await eventually(async () => (await checkpointer.read(agent.sessionId)).at(-1)?.event._tag === "BackgroundCompleted")
+    const log = await checkpointer.read(agent.sessionId)
+    const captured = log.at(-2)!.event
+    expect(captured).toMatchObject({ _tag: "WorkspaceCaptured", cause: { _tag: "task" } })
+    const [checkpoint] = await agent.listCheckpoints(agent.sessionId)
+    expect(checkpoint!.files).toEqual(expect.arrayContaining(["bg.txt", "build", "build/js", "build/js/out.js"]))
+    const result = await agent.restore(agent.sessionId, checkpoint!.seq)
+    expect(result.refusals).toEqual([])
     expect(tree(workdir)).toEqual(before)
   })
 

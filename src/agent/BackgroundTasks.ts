@@ -12,6 +12,7 @@ import type { MaintenanceLockService } from "./MaintenanceLock.js"
 import type { Emit } from "./AgentEvents.js"
 import type { SessionWriter } from "./SessionWriter.js"
 import { type CommandOutcome, runCommand } from "./Shell.js"
+import type { WorkspaceCaptureService } from "../tools/WorkspaceCapture.js"
 
 export interface BackgroundTasks {
   /** Start `command`; returns its task id at once. */
@@ -30,6 +31,8 @@ export interface BackgroundTasksSettings {
   readonly publish: Emit
   /** Where the tasks run: closing it stops them. */
   readonly scope: Scope.Scope
+  /** Workspace captures: what a task changed is captured, as its, when its completion is logged. */
+  readonly capture: WorkspaceCaptureService | undefined
 }
 
 const completionOf = (taskId: string, command: string, outcome: CommandOutcome, defaultTimeoutMs: number) =>
@@ -60,14 +63,18 @@ export const makeBackgroundTasks = (settings: BackgroundTasksSettings): Backgrou
     Effect.gen(function*() {
       const pending = inbox.get(writer.sessionId) ?? []
       if (pending.length === 0) return 0
+      // What the tasks changed in the workdir since the last capture, theirs (logged before their completions).
+      const captured = settings.capture === undefined ? [] : yield* settings.capture.capture(writer.state, { _tag: "task", taskId: pending[0]!.taskId }).pipe(
+        Effect.catchAll((error) => Effect.as(Effect.logWarning("workspace capture after a background task failed; the next capture records its changes", error), []))
+      )
       inbox.delete(writer.sessionId)
-      const appended = yield* Effect.either(writer.append(pending))
+      const appended = yield* Effect.either(writer.append([...captured, ...pending]))
       if (appended._tag === "Left") {
         inbox.set(writer.sessionId, [...pending, ...(inbox.get(writer.sessionId) ?? [])])
         return yield* Effect.fail(appended.left)
       }
       yield* lock.backgroundLogged(new Set(pending.map((event) => event.taskId)))
-      return pending.length
+      return captured.length + pending.length
     }).pipe(Effect.uninterruptible, Effect.flatMap(writer.foldOwn))
 
   // Registering a task and forking it happen together: a task listed as running always has a fiber that will report it.

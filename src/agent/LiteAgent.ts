@@ -170,13 +170,15 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
     const restoreProgress = yield* timeTravel.subscribe
     yield* Effect.forkIn(Effect.forever(Effect.flatMap(Queue.take(restoreProgress), hub.publish)), scope)
 
+    const capture = Option.getOrUndefined(yield* Effect.serviceOption(WorkspaceCapture.WorkspaceCapture))
     const background = makeBackgroundTasks({
       cwd: workspace.root,
       timeoutMs: options.backgroundTimeoutMs ?? DEFAULT_BACKGROUND_TIMEOUT_MS,
       lock,
       openSession: (sessionId) => openSessionWriter(checkpointer, states, sessionId, hub.publish),
       publish: hub.publish,
-      scope
+      scope,
+      capture
     })
     const compaction = yield* makeCompact({ systemPrompt: options.systemPrompt, states })
     const runTurn = yield* makeRunTurn({
@@ -189,7 +191,7 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
       states,
       compaction,
       autoCompact: options.autoCompact ?? false,
-      capture: Option.getOrUndefined(yield* Effect.serviceOption(WorkspaceCapture.WorkspaceCapture))
+      capture
     })
     const turn = (input: UserContent, sendOptions: SendOptions | undefined, emit: Emit) =>
       Effect.suspend(() => runTurn(input, sendOptions, pointer.current, emit))

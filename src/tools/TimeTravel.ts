@@ -16,7 +16,7 @@
  * the session then refuses turns (`RestoreInterruptedError`) until the same restore finishes
  * it or `undoInterruptedRestore` puts every file back from the intent.
  */
-import { Context, Effect, Layer, Option, PubSub, type Queue, Schema, type Scope, Stream } from "effect"
+import { Context, Effect, HashMap, Layer, Option, PubSub, type Queue, Schema, type Scope, Stream } from "effect"
 import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
 import { AbortSignalOption, decodeOptions, Flag } from "../core/internal/options.js"
 import type { CheckpointerError, ConfigurationError, Refusal } from "../core/errors.js"
@@ -29,7 +29,11 @@ import * as RestoreIntent from "./restoreIntent.js"
 import * as Preflight from "./restorePreflight.js"
 import * as SessionStates from "./SessionStates.js"
 import { Workspace } from "./Workspace.js"
-import { WorkspaceCapture } from "./WorkspaceCapture.js"
+import { captureEvents, WorkspaceCapture } from "./WorkspaceCapture.js"
+import type { CapturedPath, CapturedState } from "../core/events.js"
+import type { KnownPathState } from "../core/session.js"
+import { sha256Hex } from "../core/internal/sha256.js"
+import type { FileOperation } from "./restoreFiles.js"
 
 export const RestoreOptions = Schema.Struct({
   /** Put back the files the agent changed after the checkpoint. Default true. */
@@ -125,6 +129,23 @@ export interface TimeTravelService {
 }
 
 export class TimeTravel extends Context.Tag("@lite-agent/tools/TimeTravel")<TimeTravel, TimeTravelService>() {}
+
+/** Whether the session's last capture already says `state` is at the path. */
+const sameAsKnown = (known: KnownPathState | undefined, state: CapturedState): boolean => {
+  switch (state._tag) {
+    case "content":
+    case "stored":
+      return known?._tag === "stored" && known.sha256 === state.sha256 && known.mode === state.mode
+    case "missing":
+      return known === undefined
+    case "link":
+      return known?._tag === "link" && known.target === state.target
+    case "directory":
+      return known?._tag === "directory" && known.mode === state.mode
+    case "unavailable":
+      return false
+  }
+}
 
 /** Every file a restore considered, with its action and any refusal, by path. */
 const plannedFiles = (
@@ -237,7 +258,7 @@ export const make = Effect.gen(function*() {
         conversationRestored: conversation,
         dryRun: false
       }
-      yield* recordRestore(sessionId)
+      yield* recordRestore(sessionId, operations, applied.keptDirectories)
       // Blobs only the cut events (or the closed intent) referenced go now; a failure here loses nothing (the next sweep retries).
       if (conversation || startedSeq !== undefined) yield* sweep(sessionId)
       yield* publish({ type: "checkpoint_restore", phase: "done", sessionId, seq, result })
@@ -245,20 +266,38 @@ export const make = Effect.gen(function*() {
     })
 
   /**
-   * After a restore changed files, the session's capture records what is on disk now, as the
-   * restore's doing (not an outside edit). A failure loses nothing: the next capture sees the
-   * same changes, attributed to nobody — a later restore then refuses them rather than guess.
+   * After a restore changed files, the session records what it put there as a capture of its
+   * own (`restore`), so that the next capture does not take the restore's work for an outside
+   * edit. Built from the operations, not from a walk of the workdir: a restore costs what it
+   * changes. A failure loses nothing: the next capture sees the same changes, attributed to
+   * nobody — a later restore then refuses them rather than guess.
    */
-  const recordRestore = (sessionId: string) =>
+  const recordRestore = (sessionId: string, operations: ReadonlyArray<FileOperation>, keptDirectories: ReadonlyArray<string>) =>
     capture === undefined || !capture.enabled ? Effect.void : Effect.gen(function*() {
       const { state } = yield* states.get(sessionId)
       // A session never captured (or cut back to before its first capture) starts its captures at its next prompt.
-      if (state.coveredFrom === undefined) return
+      if (state.coveredFrom === undefined || state.coverage === undefined) return
+      const kept = new Set(keptDirectories)
+      const changes: Array<CapturedPath> = []
+      for (const operation of operations) {
+        const done: CapturedState | undefined = operation.kind === "write"
+          ? { _tag: "content", data: operation.data, mode: operation.mode, size: operation.data.length, sha256: sha256Hex(operation.data) }
+          : operation.kind === "link"
+          ? { _tag: "link", target: operation.target }
+          : operation.kind === "directory"
+          ? { _tag: "directory", mode: operation.mode }
+          : kept.has(operation.path)
+          ? yield* Effect.map(workspace.entry(operation.path), (entry) => (entry.kind === "directory" ? { _tag: "directory" as const, mode: entry.mode } : undefined))
+          : { _tag: "missing" }
+        if (done !== undefined && !sameAsKnown(Option.getOrUndefined(HashMap.get(state.workspace, operation.path)), done)) {
+          changes.push({ path: operation.path, state: done })
+        }
+      }
       let head = state.head
-      for (const event of yield* capture.capture(state, { _tag: "restore" })) {
+      for (const event of captureEvents({ _tag: "restore" }, state.coverage, changes)) {
         head = yield* checkpointer.append(sessionId, [event], head)
       }
-    }).pipe(Effect.catchAll((error) => Effect.logWarning(`restore of "${sessionId}": capturing the workspace after it failed`, error)))
+    }).pipe(Effect.catchAll((error) => Effect.logWarning(`restore of "${sessionId}": recording what it put back failed`, error)))
 
   const sweep = (sessionId: string) =>
     checkpointer.sweepSnapshots(sessionId).pipe(
@@ -287,7 +326,7 @@ export const make = Effect.gen(function*() {
       }
       yield* applier.removeWriteTemps(pending.event.files.map((file) => file.path))
       yield* publish({ type: "checkpoint_restore", phase: "start", sessionId, seq, total: operations.length, mode: "undo" })
-      yield* applier.apply(operations, {
+      const undone = yield* applier.apply(operations, {
         sessionId,
         seq,
         commit: intents.close(sessionId, pending.seq, "undone", state.head),
@@ -295,7 +334,7 @@ export const make = Effect.gen(function*() {
         afterPutBack: Effect.succeed(undefined),
         ...reporting(sessionId, seq)
       })
-      yield* recordRestore(sessionId)
+      yield* recordRestore(sessionId, operations, undone.keptDirectories)
       yield* sweep(sessionId)
       const result: RestoreResult = {
         restoredFiles: operations.map((operation) => operation.path),

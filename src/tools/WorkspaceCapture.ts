@@ -103,7 +103,7 @@ const unchanged = (known: KnownPathState | undefined, found: ScannedEntry): bool
 }
 
 /** Changes cut into events small enough for any log. */
-const eventsOf = (cause: CaptureCause, coverage: string, changes: ReadonlyArray<CapturedPath>): Array<WorkspaceCaptured> => {
+export const captureEvents = (cause: CaptureCause, coverage: string, changes: ReadonlyArray<CapturedPath>): Array<WorkspaceCaptured> => {
   const events: Array<WorkspaceCaptured> = []
   let batch: Array<CapturedPath> = []
   let bytes = 0
@@ -216,7 +216,7 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
       capture: (state, cause) =>
         enabled
           ? Effect.try({
-            try: () => eventsOf(cause, coverage, changesSince(state)),
+            try: () => captureEvents(cause, coverage, changesSince(state)),
             catch: (error) => new WorkspaceIOError({ operation: "capture", path: workdir, detail: messageOf(error) })
           })
           : Effect.succeed([])

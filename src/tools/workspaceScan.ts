@@ -153,9 +153,10 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
   }
 
   /** Git's precedence: the deepest `.gitignore` with a matching rule decides; the configured patterns win over all. */
-  const isIgnored = (relative: string, isDirectory: boolean, levels: ReadonlyArray<IgnoreLevel>, configured: Ignore) => {
+  const isIgnored = (relative: string, isDirectory: boolean, levels: ReadonlyArray<IgnoreLevel>, configured: Ignore | undefined) => {
+    if (levels.length === 0 && configured === undefined) return false
     const probe = isDirectory ? `${relative}/` : relative
-    if (configured.ignores(probe)) return true
+    if (configured?.ignores(probe) === true) return true
     let ignored = false
     for (const level of levels) {
       const result = level.rules.test(level.base === "" ? probe : probe.slice(level.base.length + 1))
@@ -166,11 +167,10 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
   }
 
   const scan = (options: ScanOptions): ScanResult => {
-    const configured = ignore().add([...options.ignore])
+    const configured = options.ignore.length === 0 ? undefined : ignore().add([...options.ignore])
     const entries = new Map<string, ScannedEntry>()
     let hashedFiles = 0
     let hashedBytes = 0
-    const seen = new Set<string>()
 
     const fileEntry = (relative: string, absolute: string, stat: fs.Stats): ScannedEntry => {
       const mode = stat.mode & 0o7777
@@ -235,7 +235,7 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
       for (const name of names) {
         if (name === ".git" || isWriteTemp(name)) continue
         const relative = relativeDir === "" ? name : `${relativeDir}/${name}`
-        const absolute = path.join(absoluteDir, name)
+        const absolute = `${absoluteDir}/${name}`
         let stat: fs.Stats
         try {
           stat = fs.lstatSync(absolute)
@@ -245,7 +245,6 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
         }
         const isDirectory = stat.isDirectory()
         if (isIgnored(relative, isDirectory, here, configured)) continue
-        seen.add(relative)
         if (isDirectory) {
           entries.set(relative, { kind: "directory", mode: stat.mode & 0o7777 })
           walk(relative, absolute, here)
@@ -268,7 +267,7 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
 
     walk("", root, [])
     // Forget files that are gone, so the cache stays the size of the workspace.
-    for (const relative of hashes.keys()) if (!seen.has(relative)) hashes.delete(relative)
+    for (const relative of hashes.keys()) if (!entries.has(relative)) hashes.delete(relative)
     return { entries, hashedFiles, hashedBytes }
   }
 

@@ -11,6 +11,8 @@
  *   `calling model` once the model is called.
  * - mode "resume": a new agent on the same session and a scripted model that answers
  *   `recovered`; prints `result <json>`.
+ * - mode "capture": the promise facade with the file checkpointer and a model that answers at
+ *   once, so that the turn is mostly its workspace capture; prints `sending` right before it.
  */
 import { LanguageModel } from "@effect/ai"
 import { Effect, Layer, Stream } from "effect"
@@ -19,7 +21,7 @@ import { FileCheckpointer, LiteAgent } from "../../src/core.js"
 import { scripted } from "../../src/provider.js"
 
 interface Config {
-  readonly mode: "tool" | "model" | "resume"
+  readonly mode: "tool" | "model" | "resume" | "capture"
   readonly dir: string
   readonly workdir: string
   readonly sessionId: string
@@ -61,12 +63,15 @@ const main = async () => {
         ]
       }
     ])
+    : config.mode === "capture"
+    ? scripted([{ text: "looked" }])
     : scripted([{ text: "recovered" }])
   const agent = createLiteAgent({ model, workdir: config.workdir, checkpointer, sessionId: config.sessionId })
   agent.subscribe((event) => {
     if (event.type === "tool_start") print(`tool_start ${event.name}`)
     if (event.type === "session_event") print(`event ${event.seq} ${event.event._tag}`)
   })
+  if (config.mode === "capture") print("sending")
   const result = await agent.send(config.prompt)
   print(`result ${JSON.stringify(result)}`)
   await agent.close()

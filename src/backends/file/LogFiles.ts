@@ -42,6 +42,11 @@ export interface LogFilesService {
   /** Flush a directory's entries (after a create, rename or remove) to disk. */
   readonly flushDirectory: (path: string) => Effect.Effect<void, StorageError>
   readonly list: (path: string) => Effect.Effect<ReadonlyArray<string>, StorageError>
+  /** The regular files directly in `path` whose names pass `wanted`, with their sizes, in one pass (empty when there is no such directory). */
+  readonly sizes: (
+    path: string,
+    wanted: (name: string) => boolean
+  ) => Effect.Effect<ReadonlyArray<{ readonly name: string; readonly size: number }>, StorageError>
   /** Modification time of a file, or `undefined` when it does not exist. */
   readonly modifiedAt: (path: string) => Effect.Effect<Date | undefined, StorageError>
   /**
@@ -174,6 +179,24 @@ export const node: LogFilesService = {
       })
     }),
   list: (path) => attempt("list", () => fs.readdirSync(path)),
+  sizes: (path, wanted) =>
+    attempt("list", () => {
+      let names: Array<string>
+      try {
+        names = fs.readdirSync(path)
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") return []
+        throw error
+      }
+      const found: Array<{ readonly name: string; readonly size: number }> = []
+      for (const name of names) {
+        if (!wanted(name)) continue
+        // Removed since the listing (a sweep elsewhere): not there.
+        const stat = fs.statSync(`${path}/${name}`, { throwIfNoEntry: false })
+        if (stat?.isFile() === true) found.push({ name, size: stat.size })
+      }
+      return found
+    }),
   modifiedAt: (path) => attempt("stat", () => statIfPresent(path)?.mtime),
   status: (path) => attempt("stat", () => statusOf(path)),
   identify: (path) => attempt("stat", () => {

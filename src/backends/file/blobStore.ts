@@ -91,19 +91,12 @@ export const makeBlobStore = ({ codec, directory, durable, files, tempSuffix }: 
       return yield* blobs.decode({ sessionId, sha256, data: stored })
     }))
 
+  // One pass over the directory: a blob store holds a file per content, tens of thousands after a whole-workspace capture.
   const list = (sessionId: string) =>
-    Effect.gen(function*() {
-      if ((yield* files.modifiedAt(blobsDir(sessionId))) === undefined) return []
-      const names = (yield* files.list(blobsDir(sessionId))).filter((name) => SHA256_NAME.test(name))
-      const found: Array<Checkpointer.SnapshotInfo> = []
-      for (const sha256 of names) {
-        const storedBytes = yield* Effect.scoped(
-          Effect.flatMap(files.open(blobPath(sessionId, sha256), "read"), (file) => (file === undefined ? Effect.succeed(undefined) : file.size))
-        )
-        if (storedBytes !== undefined) found.push({ sha256, storedBytes })
-      }
-      return found
-    })
+    Effect.map(
+      files.sizes(blobsDir(sessionId), (name) => SHA256_NAME.test(name)),
+      (found): Array<Checkpointer.SnapshotInfo> => found.map(({ name, size }) => ({ sha256: name, storedBytes: size }))
+    )
 
   return { put, remove, missing, read, list }
 }
