@@ -123,3 +123,85 @@ describe("whole-workspace restores, as a model", () => {
     )
   })
 })
+
+describe("the watcher's captures against a walk's", () => {
+  it("after random file-system changes, a capture from the watcher's report records exactly what a full walk records", async () => {
+    const { Effect, Exit, Scope } = await import("effect")
+    const { make } = await import("../src/tools/WorkspaceCapture.js")
+    const { Session } = await import("../src/core.js")
+    const { chmodSync, renameSync, rmSync, symlinkSync } = await import("node:fs")
+    type Change =
+      | { readonly kind: "write"; readonly path: string; readonly text: string }
+      | { readonly kind: "remove"; readonly path: string }
+      | { readonly kind: "rename"; readonly from: string; readonly to: string }
+      | { readonly kind: "chmod"; readonly path: string }
+      | { readonly kind: "link"; readonly path: string; readonly target: string }
+    const entry = fc.constantFrom("a.txt", "b.txt", "d", "d/c.txt", "d/e", "d/e/f.txt", "g/h/i.txt")
+    const change: fc.Arbitrary<Change> = fc.oneof(
+      fc.record({ kind: fc.constant("write" as const), path: entry, text }),
+      fc.record({ kind: fc.constant("remove" as const), path: entry }),
+      fc.record({ kind: fc.constant("rename" as const), from: entry, to: entry }),
+      fc.record({ kind: fc.constant("chmod" as const), path: entry }),
+      fc.record({ kind: fc.constant("link" as const), path: entry, target: entry })
+    )
+    const apply = (workdir: string, c: Change) => {
+      const at = (p: string) => join(workdir, p)
+      try {
+        switch (c.kind) {
+          case "write":
+            mkdirSync(join(workdir, parentOf(c.path)), { recursive: true })
+            rmSync(at(c.path), { recursive: true, force: true })
+            writeFileSync(at(c.path), c.text)
+            return
+          case "remove":
+            rmSync(at(c.path), { recursive: true, force: true })
+            return
+          case "rename":
+            mkdirSync(join(workdir, parentOf(c.to)), { recursive: true })
+            renameSync(at(c.from), at(c.to))
+            return
+          case "chmod":
+            chmodSync(at(c.path), 0o700)
+            return
+          case "link":
+            mkdirSync(join(workdir, parentOf(c.path)), { recursive: true })
+            rmSync(at(c.path), { recursive: true, force: true })
+            symlinkSync(c.target, at(c.path))
+            return
+        }
+      } catch {
+        // An impossible change (a rename into itself, a parent that is a file): nothing happened.
+      }
+    }
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.array(change, { minLength: 1, maxLength: 5 }), { minLength: 1, maxLength: 5 }), async (rounds) => {
+        const workdir = tempDir("watch-model")
+        writeFileSync(join(workdir, "a.txt"), "start")
+        mkdirSync(join(workdir, "d", "e"), { recursive: true })
+        writeFileSync(join(workdir, "d", "c.txt"), "c")
+        const scope = Effect.runSync(Scope.make())
+        try {
+          const watched = await Effect.runPromise(Scope.extend(make(workdir), scope))
+          let state = Session.emptySessionState
+          const capture = async (engine: typeof watched, from: typeof state) =>
+            Effect.runPromise(engine.capture("s", from, { _tag: "checkpoint" }))
+          const fold = (events: Awaited<ReturnType<typeof capture>>) =>
+            Session.fold(events.map((event, index) => ({ seq: state.head + index + 1, ts: 0, event })), state)
+          state = fold(await capture(watched, state))
+          for (const round of rounds) {
+            for (const c of round) apply(workdir, c)
+            // A fresh engine knows nothing of the watcher's reports: it walks.
+            const walked = await Effect.runPromise(Effect.scoped(Effect.flatMap(make(workdir), (fresh) => fresh.capture("s", state, { _tag: "checkpoint" }))))
+            const reported = await capture(watched, state)
+            const changes = (events: typeof reported) => events.flatMap((event) => event.changes).map((c) => JSON.stringify({ ...c, state: c.state._tag === "content" ? { ...c.state, data: undefined } : c.state }))
+            expect(changes(reported).sort()).toEqual(changes(walked).sort())
+            state = fold(reported)
+          }
+        } finally {
+          await Effect.runPromise(Scope.close(scope, Exit.void))
+        }
+      }),
+      { numRuns: 40 }
+    )
+  })
+})

@@ -64,7 +64,7 @@ export const makeBackgroundTasks = (settings: BackgroundTasksSettings): Backgrou
       const pending = inbox.get(writer.sessionId) ?? []
       if (pending.length === 0) return 0
       // What the tasks changed in the workdir since the last capture, theirs (logged before their completions).
-      const captured = settings.capture === undefined ? [] : yield* settings.capture.capture(writer.state, { _tag: "task", taskId: pending[0]!.taskId }).pipe(
+      const captured = settings.capture === undefined ? [] : yield* settings.capture.capture(writer.sessionId, writer.state, { _tag: "task", taskId: pending[0]!.taskId }).pipe(
         Effect.catchAll((error) => Effect.as(Effect.logWarning("workspace capture after a background task failed; the next capture records its changes", error), []))
       )
       inbox.delete(writer.sessionId)

@@ -101,7 +101,7 @@ export const makeRunTurn = (
       Effect.gen(function*() {
         const captured = settings.capture === undefined
           ? []
-          : yield* settings.capture.capture(writer.state, cause).pipe(
+          : yield* settings.capture.capture(writer.sessionId, writer.state, cause).pipe(
             Effect.catchAll((error) =>
               Effect.as(Effect.logWarning(`workspace capture failed; changes are recorded by the next capture`, error), [])
             )

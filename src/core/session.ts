@@ -112,6 +112,8 @@ interface SessionStateFields {
   readonly coveredFrom: number | undefined
   /** The seq of the last capture taken before a prompt (`checkpoint` cause). */
   readonly lastCheckpointCapture: number | undefined
+  /** The seq of the session's last capture, whatever its cause. */
+  readonly lastCapture: number | undefined
 }
 
 export class SessionState extends Data.Class<SessionStateFields> {}
@@ -136,7 +138,8 @@ export const emptySessionState: SessionState = new SessionState({
   workspace: HashMap.empty(),
   coverage: undefined,
   coveredFrom: undefined,
-  lastCheckpointCapture: undefined
+  lastCheckpointCapture: undefined,
+  lastCapture: undefined
 })
 
 /**
@@ -181,6 +184,7 @@ const applyCapture = (draft: Draft, seq: number, event: WorkspaceCaptured) => {
   draft.workspace = workspace
   draft.coverage = event.coverage
   draft.coveredFrom ??= seq
+  draft.lastCapture = seq
   if (event.cause._tag === "checkpoint") draft.lastCheckpointCapture = seq
 }
 

@@ -21,6 +21,7 @@ import { messageOf } from "../backends/internal/causes.js"
 import { WorkspaceIOError } from "./errors.js"
 import { DEFAULT_SNAPSHOT_MAX_BYTES } from "./FileTools.js"
 import { makeScanner, type ScannedEntry } from "./workspaceScan.js"
+import { makeWatcher } from "./workspaceWatch.js"
 
 export const WorkspaceOptions = Schema.Struct({
   /**
@@ -75,9 +76,11 @@ export interface WorkspaceCaptureService {
   /**
    * The events recording what changed since the session's last capture (as `state` folds it),
    * attributed to `cause`. None when nothing changed — except for a `checkpoint` capture, which
-   * is always recorded (it marks the turn after it as covered).
+   * is always recorded (it marks the turn after it as covered). The caller appends the events
+   * right after `state.head`, in order.
    */
   readonly capture: (
+    sessionId: string,
     state: SessionState,
     cause: CaptureCause
   ) => Effect.Effect<ReadonlyArray<WorkspaceCaptured>, WorkspaceIOError>
@@ -137,23 +140,63 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
       catch: (cause) => new WorkspaceIOError({ operation: "open workdir", path: workdir, detail: messageOf(cause) })
     })
 
-    const changesSince = (state: SessionState): ReadonlyArray<CapturedPath> => {
+    const watcher = yield* Effect.acquireRelease(
+      Effect.sync(() => (enabled ? makeWatcher(scanner.root) : undefined)),
+      (made) => Effect.sync(() => made?.close())
+    )
+    /** The session this service captured last, and the seq its last capture event has if nobody wrote one since. */
+    let last: { readonly sessionId: string; readonly lastCapture: number | undefined } | undefined
+
+    /**
+     * What changed since the session's last capture: a walk of the whole workdir (`paths`
+     * undefined), or a look at the paths the watcher reported.
+     */
+    const changesSince = (state: SessionState, paths: ReadonlySet<string> | undefined): ReadonlyArray<CapturedPath> => {
       const known = state.workspace
-      const scanned = scanner.scan({
+      const scanOptions = {
         ignore,
         maxFileBytes,
-        keepBytes: (path, sha256) => {
+        keepBytes: (path: string, sha256: string) => {
           const last = Option.getOrUndefined(HashMap.get(known, path))
           return !(last !== undefined && last._tag === "stored" && last.sha256 === sha256)
+        },
+        beforeList: (directory: string) => watcher?.watch([directory])
+      }
+      let found: ReadonlyMap<string, ScannedEntry>
+      const gone: Array<string> = []
+      if (paths === undefined || watcher === undefined) {
+        // A full walk watches afresh: each directory from right before it is listed.
+        watcher?.unwatch(watcher.watched())
+        found = scanner.scan(scanOptions).entries
+        for (const path of HashMap.keys(known)) if (!found.has(path)) gone.push(path)
+      } else {
+        const looked = scanner.scanPaths(paths, {
+          ...scanOptions,
+          // A directory not watched as what it is now (new, or removed and made again) is walked, and watched from then.
+          isListed: (directory, ino) => {
+            if (watcher.watching(directory, ino)) return true
+            watcher.unwatch([directory])
+            return false
+          }
+        })
+        found = looked.entries
+        if (looked.gone.size > 0 || looked.walked.size > 0) {
+          // Gone: what the watcher named, everything the session knew under it, and what it knew
+          // under a directory walked afresh that the walk did not find.
+          const under = (path: string, directories: ReadonlySet<string>) => {
+            for (let at = path.indexOf("/"); at >= 0; at = path.indexOf("/", at + 1)) if (directories.has(path.slice(0, at))) return true
+            return false
+          }
+          for (const path of HashMap.keys(known)) {
+            if (looked.gone.has(path) || under(path, looked.gone) || (under(path, looked.walked) && !found.has(path))) gone.push(path)
+          }
+          watcher.unwatch([...watcher.watched()].filter((directory) => looked.gone.has(directory) || under(directory, looked.gone)))
         }
-      })
-      const found = scanned.entries
+      }
       const changed: Array<[string, ScannedEntry]> = []
       for (const [path, entry] of found) {
         if (!unchanged(Option.getOrUndefined(HashMap.get(known, path)), entry)) changed.push([path, entry])
       }
-      const gone: Array<string> = []
-      for (const path of HashMap.keys(known)) if (!found.has(path)) gone.push(path)
       // New coverage rules (the first capture, other settings, a .gitignore changed): a path new to
       // this capture may have been there all along, so it is `firstSeen`, not created.
       const newlyCovered = state.coverage !== coverage ||
@@ -213,16 +256,24 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
 
     const service: WorkspaceCaptureService = {
       enabled,
-      capture: (state, cause) =>
-        enabled
-          ? Effect.try({
-            try: () => captureEvents(cause, coverage, changesSince(state)),
+      capture: (sessionId, state, cause) =>
+        !enabled ? Effect.succeed([]) : Effect.gen(function*() {
+          // Every change made before now reported; then the watcher's word is good only if nothing
+          // but this service captured this session since its own last capture, with the same rules.
+          const reported = watcher === undefined ? undefined : yield* Effect.promise(() => watcher.settle())
+          const trusted = reported !== undefined && !reported.full && last?.sessionId === sessionId &&
+            last.lastCapture === state.lastCapture && state.coverage === coverage && ![...reported.paths].some(isGitignore)
+          const events = yield* Effect.try({
+            try: () => captureEvents(cause, coverage, changesSince(state, trusted ? reported.paths : undefined)),
             catch: (error) => new WorkspaceIOError({ operation: "capture", path: workdir, detail: messageOf(error) })
           })
-          : Effect.succeed([])
+          // Its events are appended next, right after the state's head (the callers' rule).
+          last = { sessionId, lastCapture: events.length > 0 ? state.head + events.length : state.lastCapture }
+          return events
+        })
     }
     return service
   })
 
 export const layer = (workdir: string, options: WorkspaceOptions = {}): Layer.Layer<WorkspaceCapture, ConfigurationError | WorkspaceIOError> =>
-  Layer.effect(WorkspaceCapture, make(workdir, options))
+  Layer.scoped(WorkspaceCapture, make(workdir, options))

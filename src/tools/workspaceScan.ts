@@ -37,6 +37,8 @@ export type ScannedEntry =
 export interface ScanOptions {
   /** Extra patterns to leave out, in gitignore syntax, relative to the workdir. */
   readonly ignore: ReadonlyArray<string>
+  /** Called for each covered directory ("" for the workdir) right before it is listed (a watcher starts watching it there). */
+  readonly beforeList?: (directory: string) => void
   /** Larger files are reported unavailable, never read. */
   readonly maxFileBytes: number
   /** Whether to keep the bytes of a file this walk reads (a state the capture will store). */
@@ -72,10 +74,30 @@ interface IgnoreLevel {
   readonly rules: Ignore
 }
 
+/** What a look at some paths found: the covered ones there now (a new directory with everything under it), and those gone. */
+export interface PathsResult extends ScanResult {
+  /** Paths looked at that hold nothing now, or nothing covered (ignored). */
+  readonly gone: ReadonlySet<string>
+  /**
+   * Paths whose whole subtree this look saw: directories walked whole (new, or made again) and
+   * paths that are no longer directories. What was known under them and is not in `entries` is gone.
+   */
+  readonly walked: ReadonlySet<string>
+}
+
 export interface WorkspaceScanner {
   readonly root: string
   /** Walk the workdir. Synchronous: the caller runs it where blocking is fine. */
   readonly scan: (options: ScanOptions) => ScanResult
+  /**
+   * Look at these paths only (what a watcher says may have changed): each is stat'ed as the walk
+   * would; a directory `isListed` does not know yet is walked whole. The walk's ignore rules
+   * apply (a changed `.gitignore` needs a full walk: the caller's to decide).
+   */
+  readonly scanPaths: (
+    paths: Iterable<string>,
+    options: ScanOptions & { readonly isListed: (directory: string, ino: number) => boolean }
+  ) => PathsResult
   /**
    * The bytes of a covered file if it still has `sha256` (read again: a walk keeps only the
    * bytes it was asked for); undefined when it no longer does or is no longer a regular file.
@@ -166,7 +188,23 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
     return ignored
   }
 
-  const scan = (options: ScanOptions): ScanResult => {
+  /** Each directory's own `.gitignore` rules, as the last walk found them (undefined: none). */
+  const ownLevels = new Map<string, IgnoreLevel | undefined>()
+  const levelOf = (relativeDir: string, absoluteDir: string) => {
+    const level = ignoreLevelOf(relativeDir, absoluteDir)
+    ownLevels.set(relativeDir, level)
+    return level
+  }
+  /** The rules that apply inside `relativeDir`: its ancestors' and its own, root first. */
+  const levelsFor = (relativeDir: string): Array<IgnoreLevel> => {
+    const chain = relativeDir === "" ? [""] : ["", ...relativeDir.split("/").map((_, index, parts) => parts.slice(0, index + 1).join("/"))]
+    return chain.flatMap((dir) => {
+      const level = ownLevels.has(dir) ? ownLevels.get(dir) : levelOf(dir, dir === "" ? root : `${root}/${dir}`)
+      return level === undefined ? [] : [level]
+    })
+  }
+
+  const session = (options: ScanOptions) => {
     const configured = options.ignore.length === 0 ? undefined : ignore().add([...options.ignore])
     const entries = new Map<string, ScannedEntry>()
     let hashedFiles = 0
@@ -219,7 +257,46 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
       return { kind: "unavailable", reason: `it kept changing while it was read (${READ_ATTEMPTS} attempts)` }
     }
 
-    const walk = (relativeDir: string, absoluteDir: string, levels: ReadonlyArray<IgnoreLevel>) => {
+    /**
+     * Record what is at one path (whose parent's rules are `levels`), walking into a directory
+     * when `into` says so; false when nothing covered is there.
+     */
+    const look = (relative: string, levels: ReadonlyArray<IgnoreLevel>, into: (directory: string, ino: number) => boolean): boolean => {
+      const absolute = `${root}/${relative}`
+      let stat: fs.Stats
+      try {
+        stat = fs.lstatSync(absolute)
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code
+        if (code === "ENOENT" || code === "ENOTDIR" || code === "ELOOP") return false
+        throw error
+      }
+      const isDirectory = stat.isDirectory()
+      if (isIgnored(relative, isDirectory, levels, configured)) return false
+      if (isDirectory) {
+        entries.set(relative, { kind: "directory", mode: stat.mode & 0o7777 })
+        if (into(relative, stat.ino)) walk(relative, levels)
+      } else if (stat.isSymbolicLink()) {
+        let target: string
+        try {
+          target = fs.readlinkSync(absolute)
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code === "ENOENT" || (error as NodeJS.ErrnoException).code === "EINVAL") return false
+          throw error
+        }
+        entries.set(relative, { kind: "link", target })
+      } else if (stat.isFile()) {
+        entries.set(relative, fileEntry(relative, absolute, stat))
+      } else {
+        entries.set(relative, { kind: "unavailable", reason: "not a regular file, a directory or a symbolic link" })
+      }
+      return true
+    }
+
+    const walk = (relativeDir: string, levels: ReadonlyArray<IgnoreLevel>) => {
+      const absoluteDir = relativeDir === "" ? root : `${root}/${relativeDir}`
+      // Watched before it is listed: a change after the listing is then reported.
+      options.beforeList?.(relativeDir)
       let names: Array<string>
       try {
         names = fs.readdirSync(absoluteDir)
@@ -229,46 +306,57 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
         if (code === "ENOENT" || code === "ENOTDIR") return
         throw error
       }
-      const own = ignoreLevelOf(relativeDir, absoluteDir)
+      const own = levelOf(relativeDir, absoluteDir)
       const here = own === undefined ? levels : [...levels, own]
       names.sort()
       for (const name of names) {
         if (name === ".git" || isWriteTemp(name)) continue
-        const relative = relativeDir === "" ? name : `${relativeDir}/${name}`
-        const absolute = `${absoluteDir}/${name}`
-        let stat: fs.Stats
-        try {
-          stat = fs.lstatSync(absolute)
-        } catch (error) {
-          if ((error as NodeJS.ErrnoException).code === "ENOENT") continue
-          throw error
-        }
-        const isDirectory = stat.isDirectory()
-        if (isIgnored(relative, isDirectory, here, configured)) continue
-        if (isDirectory) {
-          entries.set(relative, { kind: "directory", mode: stat.mode & 0o7777 })
-          walk(relative, absolute, here)
-        } else if (stat.isSymbolicLink()) {
-          let target: string
-          try {
-            target = fs.readlinkSync(absolute)
-          } catch (error) {
-            if ((error as NodeJS.ErrnoException).code === "ENOENT" || (error as NodeJS.ErrnoException).code === "EINVAL") continue
-            throw error
-          }
-          entries.set(relative, { kind: "link", target })
-        } else if (stat.isFile()) {
-          entries.set(relative, fileEntry(relative, absolute, stat))
-        } else {
-          entries.set(relative, { kind: "unavailable", reason: "not a regular file, a directory or a symbolic link" })
-        }
+        look(relativeDir === "" ? name : `${relativeDir}/${name}`, here, () => true)
       }
     }
 
-    walk("", root, [])
+    return { entries, look, walk, counts: () => ({ hashedFiles, hashedBytes }) }
+  }
+
+  const scan = (options: ScanOptions): ScanResult => {
+    const run = session(options)
+    run.walk("", [])
     // Forget files that are gone, so the cache stays the size of the workspace.
-    for (const relative of hashes.keys()) if (!entries.has(relative)) hashes.delete(relative)
-    return { entries, hashedFiles, hashedBytes }
+    for (const relative of hashes.keys()) if (!run.entries.has(relative)) hashes.delete(relative)
+    return { entries: run.entries, ...run.counts() }
+  }
+
+  const scanPaths: WorkspaceScanner["scanPaths"] = (paths, options) => {
+    const run = session(options)
+    const gone = new Set<string>()
+    const walked = new Set<string>()
+    // Whether every directory on the way to a path is still a real directory (never a link: it is not followed).
+    const realDirectories = new Map<string, boolean>([["", true]])
+    const isRealDirectory = (directory: string): boolean => {
+      const known = realDirectories.get(directory)
+      if (known !== undefined) return known
+      const parent = directory.includes("/") ? directory.slice(0, directory.lastIndexOf("/")) : ""
+      const stat = isRealDirectory(parent) ? fs.lstatSync(`${root}/${directory}`, { throwIfNoEntry: false }) : undefined
+      const real = stat?.isDirectory() === true
+      realDirectories.set(directory, real)
+      return real
+    }
+    for (const relative of [...paths].sort()) {
+      const name = relative.slice(relative.lastIndexOf("/") + 1)
+      if (run.entries.has(relative)) continue
+      const parent = relative.includes("/") ? relative.slice(0, relative.lastIndexOf("/")) : ""
+      const covered = name !== ".git" && !isWriteTemp(name) && !relative.split("/").includes(".git") && isRealDirectory(parent) &&
+        run.look(relative, levelsFor(parent), (directory, ino) => {
+          if (options.isListed(directory, ino)) return false
+          walked.add(directory)
+          return true
+        })
+      if (!covered) {
+        gone.add(relative)
+        hashes.delete(relative)
+      } else if (run.entries.get(relative)?.kind !== "directory") walked.add(relative)
+    }
+    return { entries: run.entries, gone, walked, ...run.counts() }
   }
 
   const read = (relative: string, sha256: string) => {
@@ -290,5 +378,5 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
     }
   }
 
-  return { root, scan, read, exists }
+  return { root, scan, scanPaths, read, exists }
 }
