@@ -13,7 +13,7 @@ export * from "./core/encoding.js"
 export * from "./core/sessionId.js"
 export * from "./core/userCheckpoint.js"
 export * as Session from "./core/session.js"
-export type { FollowItem, SessionStats, SessionVersion, SnapshotBlob, SnapshotInfo } from "./core/Checkpointer.js"
+export type { FollowItem, SessionStats, SessionVersion, SnapshotBlob, SnapshotInfo, SweepOptions } from "./core/Checkpointer.js"
 export type {
   Checkpoint,
   CheckpointAnchor,

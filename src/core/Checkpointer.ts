@@ -106,8 +106,12 @@ export interface CheckpointerService {
   readonly readSnapshot: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array, CheckpointerError>
   /** The session's snapshot blobs, referenced or not. */
   readonly listSnapshots: (sessionId: string) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
-  /** Delete the session's blobs that no logged event references; resolves to how many went. */
-  readonly sweepSnapshots: (sessionId: string) => Effect.Effect<number, CheckpointerError>
+  /**
+   * Delete the session's blobs that no logged event references; resolves to how many went.
+   * `options.only` limits the sweep to those hashes (what a truncate just cut, say), so that it
+   * does not list the whole store; the references are checked against the whole log either way.
+   */
+  readonly sweepSnapshots: (sessionId: string, options?: SweepOptions) => Effect.Effect<number, CheckpointerError>
   /**
    * The session's events after `sinceSeq`, then each event any process appends, as it lands —
    * a stream that ends only when its consumer stops. A truncate, or a delete and re-creation,
@@ -115,6 +119,11 @@ export interface CheckpointerService {
    * never a silent mix of the old and the new log. Each look reads only the new events.
    */
   readonly follow: (sessionId: string, options?: FollowOptions) => Stream.Stream<FollowItem, CheckpointerError>
+}
+
+export interface SweepOptions {
+  /** Only these blobs are candidates for deletion. Default: every blob of the session. */
+  readonly only?: ReadonlyArray<string> | undefined
 }
 
 export const FollowOptions = Schema.Struct({
@@ -310,15 +319,18 @@ export const make = (driver: CheckpointerDriver) =>
         })
       )
 
-    const sweepSnapshots: CheckpointerService["sweepSnapshots"] = (sessionId) =>
+    const sweepSnapshots: CheckpointerService["sweepSnapshots"] = (sessionId, options) =>
       guard(
         sessionId,
         driver.withSession(sessionId, (session) =>
           Effect.gen(function*() {
-            const stored = yield* session.storedBlobs
+            const only = options?.only
+            const stored = only === undefined
+              ? (yield* session.storedBlobs).map((blob) => blob.sha256)
+              : yield* Effect.map(session.missingBlobs(only), (missing) => [...new Set(only)].filter((sha256) => !missing.includes(sha256)))
             if (stored.length === 0) return 0
             const referenced = yield* referencedBlobs(sessionId, session.records())
-            const unreferenced = stored.map((blob) => blob.sha256).filter((sha256) => !referenced.has(sha256))
+            const unreferenced = stored.filter((sha256) => !referenced.has(sha256))
             // Called even with nothing to delete: a backend may clear its own leftovers (half-written blobs) here.
             yield* session.deleteBlobs(unreferenced)
             return unreferenced.length

@@ -119,7 +119,9 @@ export const planRestore = (
 
   if (!options.files) return done()
 
-  const histories = HashMap.toEntries(state.files).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  // Only the paths changed after the checkpoint (a whole-workspace capture knows every path of the workdir).
+  const histories = Array.from(HashMap.filter(state.files, (history) => (history.at(history.length - 1)?.seq ?? 0) > seq))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   for (const [path, history] of histories) {
     const outcome = pathAtCheckpoint(history.toArray(), seq, state.coveredFrom)
     if (outcome === undefined) continue

@@ -11,7 +11,8 @@ import {
   type ReadOptions,
   type SessionInfo,
   type SessionStats,
-  type SnapshotInfo
+  type SnapshotInfo,
+  type SweepOptions
 } from "../core/Checkpointer.js"
 import type { SessionEventInput } from "../core/encoding.js"
 import { CheckpointerClosedError } from "../core/errors.js"
@@ -45,8 +46,8 @@ export interface PromiseCheckpointer {
   toolInput(sessionId: string, block: ToolUseBlock): Promise<JsonValue>
   /** The session's snapshot blobs (referenced or not), with their stored sizes. */
   listSnapshots(sessionId: string): Promise<Array<SnapshotInfo>>
-  /** Delete the session's blobs no logged event references; resolves to how many went. */
-  sweepSnapshots(sessionId: string): Promise<number>
+  /** Delete the session's blobs no logged event references (`options.only`: just among those hashes); resolves to how many went. */
+  sweepSnapshots(sessionId: string, options?: SweepOptions): Promise<number>
   /** Release the backend. Idempotent; every later call rejects with `CheckpointerClosedError`. */
   close(): Promise<void>
   /** The same store as an Effect layer (for `createLiteAgent` and Effect programs). */
@@ -113,7 +114,7 @@ const makeFacade = <R, E>(layer: Layer.Layer<Checkpointer | R, E>) => {
     readSnapshot: (sessionId, sha256) => run((c) => c.readSnapshot(sessionId, sha256)),
     toolInput: (sessionId, block) => run((c) => fullToolInput(c, sessionId, block)),
     listSnapshots: (sessionId) => run((c) => Effect.map(c.listSnapshots(sessionId), (blobs) => [...blobs])),
-    sweepSnapshots: (sessionId) => run((c) => c.sweepSnapshots(sessionId)),
+    sweepSnapshots: (sessionId, options) => run((c) => c.sweepSnapshots(sessionId, options)),
     close: async () => {
       if (closed) return
       closed = true

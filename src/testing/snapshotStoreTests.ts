@@ -251,6 +251,22 @@ export const snapshotStoreTests = <E>({ layer, options, runner, test, timeoutMs 
         assert.equal(yield* c.sweepSnapshots(p + "never"), 0)
       }))
 
+    test("a sweep limited to some hashes deletes only those of them no event references", (c, p) =>
+      Effect.gen(function*() {
+        const id = p + "sweep-only"
+        const [a, b, kept] = [new Uint8Array([5]), new Uint8Array([6]), new Uint8Array([7])]
+        yield* c.append(id, [snapshotOf("k", kept)])
+        yield* c.append(id, [snapshotOf("a", a)])
+        yield* c.append(id, [snapshotOf("b", b)])
+        yield* c.truncate(id, 1)
+        // a and b are both unreferenced now; only a is named, with a referenced blob and one never stored.
+        const never = sha256Hex(new Uint8Array([8]))
+        assert.equal(yield* c.sweepSnapshots(id, { only: [sha256Hex(a), sha256Hex(kept), never] }), 1)
+        assert.deepEqual((yield* c.listSnapshots(id)).map((blob) => blob.sha256).sort(), [sha256Hex(b), sha256Hex(kept)].sort())
+        assert.equal(yield* c.sweepSnapshots(id, { only: [] }), 0)
+        assert.equal(yield* c.sweepSnapshots(id), 1, "a full sweep finds b")
+      }))
+
     runner.it(
       "random append/truncate/delete/sweep sequences never leave a referenced blob missing, nor an unreferenced one after a sweep",
       () => runSnapshotProperty(layer, options),

@@ -33,6 +33,7 @@ import { captureEvents, WorkspaceCapture } from "./WorkspaceCapture.js"
 import type { CapturedPath, CapturedState } from "../core/events.js"
 import type { KnownPathState } from "../core/session.js"
 import { sha256Hex } from "../core/internal/sha256.js"
+import { blobReferences } from "../core/internal/blobs.js"
 import type { FileOperation } from "./restoreFiles.js"
 
 export const RestoreOptions = Schema.Struct({
@@ -223,6 +224,13 @@ export const make = Effect.gen(function*() {
         return yield* error
       }
 
+      // What the cut takes with it (the events after the cut, this restore's intent): the only blobs
+      // the restore can leave unreferenced, so the sweep after it looks at those alone.
+      const cutBlobs = [
+        ...(conversation ? yield* tailBlobs(sessionId, plan.truncateTo) : []),
+        ...recorded.flatMap((file) => (file.before._tag === "content" ? [file.before.sha256] : []))
+      ]
+
       // The intent first, before any file changes (a restore cut short can then be finished or
       // undone); its append with the expected head also claims the session against another restorer.
       let head = plan.head
@@ -258,9 +266,11 @@ export const make = Effect.gen(function*() {
         conversationRestored: conversation,
         dryRun: false
       }
-      yield* recordRestore(sessionId, operations, applied.keptDirectories)
+      // Cut back to just before the checkpoint, the log's last capture of each covered path is its
+      // state there — what the restore put back — except for a directory it had to keep.
+      if (!conversation || applied.keptDirectories.length > 0) yield* recordRestore(sessionId, operations, applied.keptDirectories)
       // Blobs only the cut events (or the closed intent) referenced go now; a failure here loses nothing (the next sweep retries).
-      if (conversation || startedSeq !== undefined) yield* sweep(sessionId)
+      if (conversation || startedSeq !== undefined) yield* sweep(sessionId, cutBlobs)
       yield* publish({ type: "checkpoint_restore", phase: "done", sessionId, seq, result })
       return result
     })
@@ -299,8 +309,15 @@ export const make = Effect.gen(function*() {
       }
     }).pipe(Effect.catchAll((error) => Effect.logWarning(`restore of "${sessionId}": recording what it put back failed`, error)))
 
-  const sweep = (sessionId: string) =>
-    checkpointer.sweepSnapshots(sessionId).pipe(
+  /** The blobs the events after `seq` reference. */
+  const tailBlobs = (sessionId: string, seq: number) =>
+    Stream.runFold(checkpointer.read(sessionId, { sinceSeq: seq }), [] as Array<string>, (hashes, stored) => {
+      hashes.push(...blobReferences(stored.event))
+      return hashes
+    })
+
+  const sweep = (sessionId: string, only?: ReadonlyArray<string>) =>
+    checkpointer.sweepSnapshots(sessionId, only === undefined ? undefined : { only }).pipe(
       Effect.asVoid,
       Effect.catchAll((error) => Effect.logWarning(`restore of "${sessionId}": sweeping unreferenced snapshots failed`, error))
     )
