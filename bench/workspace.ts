@@ -107,7 +107,8 @@ const measureTree = async (files: number): Promise<TreeFigures> => {
       return `src/d${Math.floor(i / PER_DIRECTORY)}/f${i}.ts`
     })
   const turnsFor = (rounds: number) => Array.from({ length: rounds }, (_, round) => shellTurn(script(round))).flat()
-  const agent = createLiteAgent({ model: scripted([{ text: "baseline" }, ...turnsFor(ROUNDS)]), workdir: root, checkpointer, sessionId: "all" })
+  // ROUNDS turns measured as turns, then ROUNDS more, each undone by the restore that is measured.
+  const agent = createLiteAgent({ model: scripted([{ text: "baseline" }, ...turnsFor(2 * ROUNDS)]), workdir: root, checkpointer, sessionId: "all" })
   // The session's first capture reads and stores the whole tree, once.
   await agent.send("start")
 
@@ -173,11 +174,16 @@ const measureTree = async (files: number): Promise<TreeFigures> => {
   })
   rmSync(buildDir, { recursive: true })
 
-  // A restore of 5 files: back to before the last round's turn.
-  const checkpoints = await agent.listCheckpoints("all")
-  const restoreStart = process.hrtime.bigint()
-  await agent.restore("all", checkpoints.at(-1)!.seq)
-  const restoreMs = ms(restoreStart)
+  // A restore of 5 files: a turn whose command changes 5 files, then back to before it.
+  const restoreTimes: Array<number> = []
+  for (let round = 0; round < ROUNDS; round++) {
+    await agent.send(`to undo ${round}`)
+    const checkpoints = await agent.listCheckpoints("all")
+    const restoreStart = process.hrtime.bigint()
+    await agent.restore("all", checkpoints.at(-1)!.seq)
+    restoreTimes.push(ms(restoreStart))
+  }
+  const restoreMs = median(restoreTimes)
   await agent.close()
 
   // The same turns with capture: "tools", on the same tree.
