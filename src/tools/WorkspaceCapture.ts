@@ -180,17 +180,18 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
           }
         })
         found = looked.entries
-        if (looked.gone.size > 0 || looked.walked.size > 0) {
-          // Gone: what the watcher named, everything the session knew under it, and what it knew
-          // under a directory walked afresh that the walk did not find.
-          const under = (path: string, directories: ReadonlySet<string>) => {
-            for (let at = path.indexOf("/"); at >= 0; at = path.indexOf("/", at + 1)) if (directories.has(path.slice(0, at))) return true
+        const wasDirectory = (path: string) => Option.getOrUndefined(HashMap.get(known, path))?._tag === "directory"
+        for (const path of looked.gone) if (HashMap.has(known, path)) gone.push(path)
+        // What the session knew under a directory that is gone, no longer one, or was walked afresh,
+        // and that the look did not find, is gone too (one pass over what it knows, only then).
+        const gutted = new Set([...looked.gone, ...looked.walked].filter((path) => wasDirectory(path) || looked.walked.has(path) && found.get(path)?.kind === "directory"))
+        if (gutted.size > 0) {
+          const under = (path: string) => {
+            for (let at = path.indexOf("/"); at >= 0; at = path.indexOf("/", at + 1)) if (gutted.has(path.slice(0, at))) return true
             return false
           }
-          for (const path of HashMap.keys(known)) {
-            if (looked.gone.has(path) || under(path, looked.gone) || (under(path, looked.walked) && !found.has(path))) gone.push(path)
-          }
-          watcher.unwatch([...watcher.watched()].filter((directory) => looked.gone.has(directory) || under(directory, looked.gone)))
+          for (const path of HashMap.keys(known)) if (!found.has(path) && !looked.gone.has(path) && under(path)) gone.push(path)
+          watcher.unwatch([...watcher.watched()].filter((directory) => looked.gone.has(directory) || (under(directory) && !found.has(directory))))
         }
       }
       const changed: Array<[string, ScannedEntry]> = []

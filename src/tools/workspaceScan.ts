@@ -103,7 +103,7 @@ export interface WorkspaceScanner {
    * bytes it was asked for); undefined when it no longer does or is no longer a regular file.
    */
   readonly read: (relative: string, sha256: string) => Uint8Array | undefined
-  /** Whether something (anything, even ignored) is at `relative`, without following a link. */
+  /** Whether something (anything, even ignored) is at `relative`, without following a link on the way or at its end. */
   readonly exists: (relative: string) => boolean
 }
 
@@ -369,13 +369,17 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
     return undefined
   }
 
+  // Never through a link: a path whose directory is now a link (or a file) holds nothing of the workdir's.
   const exists = (relative: string) => {
-    try {
-      fs.lstatSync(path.join(root, ...relative.split("/")))
-      return true
-    } catch {
-      return false
+    const parts = relative.split("/")
+    let current = root
+    for (let index = 0; index < parts.length; index++) {
+      current = `${current}/${parts[index]}`
+      const stat = fs.lstatSync(current, { throwIfNoEntry: false })
+      if (stat === undefined) return false
+      if (index < parts.length - 1 && !stat.isDirectory()) return false
     }
+    return true
   }
 
   return { root, scan, scanPaths, read, exists }
