@@ -6,7 +6,7 @@
  * streams out of the other, a truncate as `reset`; a session whose restore a crash cut short
  * (reported, a turn refused, undone over HTTP).
  */
-import { readFileSync, writeFileSync } from "node:fs"
+import { readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -256,6 +256,41 @@ describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes o
       withAgent.worker.child.kill("SIGTERM")
       sessionsOnly.worker.child.kill("SIGTERM")
       await Promise.all([withAgent.worker.closed, sessionsOnly.worker.closed])
+    }
+  })
+})
+
+describe("lite-agent serve over a workspace a shell command changed", () => {
+  it("lists the command's changes at the checkpoint, plans their undoing (links and directories too) and restores them", async () => {
+    const workdir = makeTempDir("serve-capture-work")
+    writeFileSync(join(workdir, "kept.txt"), "kept\n")
+    const command = "mkdir -p gen/deep && echo x > gen/deep/a.txt && ln -s kept.txt link && echo changed > kept.txt"
+    const turns = [{ toolCalls: [{ name: "shell", input: { command } }] }, { text: "done" }]
+    const server = await serve(["--checkpointer", `sqlite:${join(workdir, "sessions.db")}`, "--model", `scripted:${turnsFile(workdir, turns)}`, "--workdir", workdir])
+    try {
+      const turn = await connectSse(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", body: { text: "make things" } })
+      expect((await allMessages(turn.messages)).at(-1)?.event).toBe("result")
+      const { checkpoints } = await answer(server.url, TOKEN, (client) => client.sessions.checkpoints({ path: { id: "work" } }))
+      // The store lives in the workdir but is never captured; the scripted turns file was there before.
+      expect([...checkpoints[0]!.files].sort()).toEqual(["gen", "gen/deep", "gen/deep/a.txt", "kept.txt", "link"])
+      expect(checkpoints[0]!.notCovered).toEqual([])
+      const plan = await answer(server.url, TOKEN, (client) =>
+        client.agent.restore({ path: { id: "work" }, payload: { seq: checkpoints[0]!.seq, dryRun: true } }))
+      expect(plan.plan.map((file) => [file.path, file.action])).toEqual([
+        ["gen", "delete"],
+        ["gen/deep", "delete"],
+        ["gen/deep/a.txt", "delete"],
+        ["kept.txt", "write"],
+        ["link", "delete"]
+      ])
+      expect(plan).toMatchObject({ refusals: [], commandsNotUndone: [], notCovered: [] })
+      const restored = await answer(server.url, TOKEN, (client) => client.agent.restore({ path: { id: "work" }, payload: { seq: checkpoints[0]!.seq } }))
+      expect(restored.conversationRestored).toBe(true)
+      expect(readFileSync(join(workdir, "kept.txt"), "utf8")).toBe("kept\n")
+      expect(readdirSync(workdir).filter((name) => !name.startsWith("sessions.db")).sort()).toEqual(["kept.txt", "turns.json"])
+    } finally {
+      server.worker.child.kill("SIGTERM")
+      await server.worker.closed
     }
   })
 })
