@@ -6,7 +6,7 @@
  * with /restore), and Ctrl-D to leave. Asserts on the screen and the session log.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { fileCheckpointer, type StoredEvent } from "../src/index.js"
@@ -206,6 +206,36 @@ describe("lite-agent in a terminal", () => {
     tty.type("\u0004")
     expect(await tty.closed).toBe(0)
   })
+  it("a shell command's changes: /checkpoints lists them, the /restore plan says what it deletes, puts back and leaves, and y undoes them", async () => {
+    const workdir = tempDir("tty-work")
+    const sessions = tempDir("tty-sessions")
+    writeFileSync(join(workdir, "kept.txt"), "kept\n")
+    const command = "mkdir -p gen && echo x > gen/new.txt && echo changed > kept.txt && head -c 11000000 /dev/zero > big.bin"
+    const turns = join(tempDir("tty-turns"), "turns.json")
+    writeFileSync(turns, JSON.stringify([{ toolCalls: [{ name: "shell", input: { command } }] }, { text: "Done." }]))
+    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir])
+    await tty.waitFor("> ")
+    tty.type("run it\r")
+    await tty.waitFor("Done.")
+    await tty.waitFor("out tokens]")
+    tty.type("/checkpoints\r")
+    const listed = await tty.waitFor("cannot restore: big.bin")
+    expect(listed).toContain('"run it"  changed after: gen, gen/new.txt, kept.txt; cannot restore: big.bin')
+    const seq = (await readLog(sessions)).find((stored) => stored.event._tag === "UserMessage")!.seq
+    tty.type(`/restore ${seq}\r`)
+    const plan = await tty.waitFor("restore? [y/N]")
+    expect(plan).toContain("gen: deleted")
+    expect(plan).toContain("gen/new.txt: deleted")
+    expect(plan).toContain("kept.txt: put back")
+    expect(plan).toContain("big.bin: left as it is (not covered: 11000000 bytes is larger than the capture's cap of 10485760 bytes)")
+    tty.type("y\r")
+    await tty.waitFor("restored: gen, gen/new.txt, kept.txt; conversation cut back")
+    expect(readFileSync(join(workdir, "kept.txt"), "utf8")).toBe("kept\n")
+    expect(readdirSync(workdir).sort()).toEqual(["big.bin", "kept.txt"])
+    tty.type("\u0004")
+    expect(await tty.closed).toBe(0)
+  })
+
   it("a restore a crash cut short: /checkpoints says so, a turn is refused with the way out, /restore finishes it", async () => {
     const workdir = tempDir("tty-work")
     const sessions = tempDir("tty-sessions")
