@@ -6,12 +6,12 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync,
 import { join } from "node:path"
 import { execFileSync, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { postgresCheckpointer } from "../src/checkpoint-postgres.js"
 import { createLiteAgent, type LiteAgentOptions, type PromiseCheckpointer, RestoreRefusedError } from "../src/index.js"
 import { scripted } from "../src/provider.js"
 import { BACKENDS } from "./support/agentSim.js"
-import { eventually, promiseCheckpointer, tempDir } from "./support/agent.js"
+import { closeAfterEach, eventually, promiseCheckpointer, tempDir } from "./support/agent.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
 import { makeScanner } from "../src/tools/workspaceScan.js"
 
@@ -25,14 +25,7 @@ afterAll(() => postgres?.destroy())
 const checkpointerFor = (backend: (typeof BACKENDS)[number] | "postgres"): PromiseCheckpointer =>
   backend === "postgres" ? postgresCheckpointer({ url: postgres.url }) : promiseCheckpointer(backend)
 
-const opened: Array<{ close(): Promise<void> }> = []
-afterEach(async () => {
-  for (const thing of opened.splice(0)) await thing.close()
-})
-const track = <T extends { close(): Promise<void> }>(thing: T): T => {
-  opened.push(thing)
-  return thing
-}
+const track = closeAfterEach()
 
 const shell = (command: string) => ({ name: "shell", input: { command } })
 const write = (path: string, content: string) => ({ name: "write_file", input: { path, content } })

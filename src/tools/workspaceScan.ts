@@ -115,6 +115,16 @@ const sameStat = (hashed: Hashed, stat: fs.Stats) =>
 
 type ReadOutcome = { readonly data: Uint8Array; readonly stat: fs.Stats } | "changed" | "gone" | "not a file"
 
+/** Fill `buffer` from the start of the file; false when the file ends first (it shrank). */
+const readWhole = (fd: number, buffer: Buffer): boolean => {
+  for (let offset = 0; offset < buffer.length;) {
+    const read = fs.readSync(fd, buffer, offset, buffer.length - offset, offset)
+    if (read === 0) return false
+    offset += read
+  }
+  return true
+}
+
 /** Read a regular file whole, without following a link; `changed` when it changed during the read. */
 const readStable = (absolute: string, expectedIno: number | undefined): ReadOutcome => {
   let fd: number
@@ -131,27 +141,16 @@ const readStable = (absolute: string, expectedIno: number | undefined): ReadOutc
     if (!before.isFile()) return "not a file"
     if (expectedIno !== undefined && before.ino !== expectedIno) return "changed"
     const data = Buffer.allocUnsafe(before.size)
-    let offset = 0
-    while (offset < data.length) {
-      const read = fs.readSync(fd, data, offset, data.length - offset, offset)
-      if (read === 0) return "changed"
-      offset += read
-    }
+    if (!readWhole(fd, data)) return "changed"
     // One more byte than the size means it grew while being read.
-    if (fs.readSync(fd, Buffer.allocUnsafe(1), 0, 1, offset) !== 0) return "changed"
+    if (fs.readSync(fd, Buffer.allocUnsafe(1), 0, 1, data.length) !== 0) return "changed"
     const after = fs.fstatSync(fd)
     if (after.size !== before.size || after.mtimeMs !== before.mtimeMs || after.ctimeMs !== before.ctimeMs) return "changed"
     // Changed within the timestamp tick (kernel clocks are coarse): the stat data cannot show a
     // rewrite during the read, so a recently modified file is read again and must read the same.
     if (Date.now() - after.mtimeMs < RACY_WINDOW_MS) {
       const again = Buffer.allocUnsafe(data.length)
-      let offset = 0
-      while (offset < again.length) {
-        const read = fs.readSync(fd, again, offset, again.length - offset, offset)
-        if (read === 0) return "changed"
-        offset += read
-      }
-      if (!again.equals(data) || fs.fstatSync(fd).mtimeMs !== after.mtimeMs) return "changed"
+      if (!readWhole(fd, again) || !again.equals(data) || fs.fstatSync(fd).mtimeMs !== after.mtimeMs) return "changed"
     }
     return { data, stat: before }
   } finally {
