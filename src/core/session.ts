@@ -161,7 +161,23 @@ const withFileEntry = (draft: Draft, path: string, entry: FileHistoryEntry) => {
   return HashMap.set(draft.files, path, history.append(Data.struct(entry)))
 }
 
-const knownStateOf = (state: CapturedState): KnownPathState | undefined =>
+/** Whether two states of a path, as the session knows them (undefined: nothing there), are the same. */
+export const sameKnownState = (a: KnownPathState | undefined, b: KnownPathState | undefined): boolean => {
+  if (a === undefined || b === undefined) return a === b
+  switch (a._tag) {
+    case "stored":
+      return b._tag === "stored" && a.sha256 === b.sha256 && a.size === b.size && a.mode === b.mode
+    case "link":
+      return b._tag === "link" && a.target === b.target
+    case "directory":
+      return b._tag === "directory" && a.mode === b.mode
+    case "unavailable":
+      return b._tag === "unavailable" && a.reason === b.reason && a.size === b.size
+  }
+}
+
+/** A captured state as the session keeps it (a file by its hash; nothing for `missing`). */
+export const knownStateOf = (state: CapturedState): KnownPathState | undefined =>
   state._tag === "missing"
     ? undefined
     : state._tag === "content"

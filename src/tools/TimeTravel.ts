@@ -31,7 +31,6 @@ import * as SessionStates from "./SessionStates.js"
 import { Workspace } from "./Workspace.js"
 import { captureEvents, WorkspaceCapture } from "./WorkspaceCapture.js"
 import type { CapturedPath, CapturedState } from "../core/events.js"
-import type { KnownPathState } from "../core/session.js"
 import { sha256Hex } from "../core/internal/sha256.js"
 import { blobReferences } from "../core/internal/blobs.js"
 import type { FileOperation } from "./restoreFiles.js"
@@ -130,23 +129,6 @@ export interface TimeTravelService {
 }
 
 export class TimeTravel extends Context.Tag("@lite-agent/tools/TimeTravel")<TimeTravel, TimeTravelService>() {}
-
-/** Whether the session's last capture already says `state` is at the path. */
-const sameAsKnown = (known: KnownPathState | undefined, state: CapturedState): boolean => {
-  switch (state._tag) {
-    case "content":
-    case "stored":
-      return known?._tag === "stored" && known.sha256 === state.sha256 && known.mode === state.mode
-    case "missing":
-      return known === undefined
-    case "link":
-      return known?._tag === "link" && known.target === state.target
-    case "directory":
-      return known?._tag === "directory" && known.mode === state.mode
-    case "unavailable":
-      return false
-  }
-}
 
 /** Every file a restore considered, with its action and any refusal, by path. */
 const plannedFiles = (
@@ -299,7 +281,7 @@ export const make = Effect.gen(function*() {
           : kept.has(operation.path)
           ? yield* Effect.map(workspace.entry(operation.path), (entry) => (entry.kind === "directory" ? { _tag: "directory" as const, mode: entry.mode } : undefined))
           : { _tag: "missing" }
-        if (done !== undefined && !sameAsKnown(Option.getOrUndefined(HashMap.get(state.workspace, operation.path)), done)) {
+        if (done !== undefined && !Session.sameKnownState(Option.getOrUndefined(HashMap.get(state.workspace, operation.path)), Session.knownStateOf(done))) {
           changes.push({ path: operation.path, state: done })
         }
       }

@@ -16,7 +16,7 @@ import type { CaptureCause, CapturedPath, CapturedState } from "../core/events.j
 import { WorkspaceCaptured } from "../core/events.js"
 import type { ConfigurationError } from "../core/errors.js"
 import { decodeOptions, NonNegativeInteger, PositiveInteger } from "../core/internal/options.js"
-import type { KnownPathState, SessionState } from "../core/session.js"
+import { type KnownPathState, sameKnownState, type SessionState } from "../core/session.js"
 import { messageOf } from "../backends/internal/causes.js"
 import { WorkspaceIOError } from "./errors.js"
 import { DEFAULT_SNAPSHOT_MAX_BYTES } from "./FileTools.js"
@@ -90,20 +90,15 @@ export class WorkspaceCapture extends Context.Tag("@lite-agent/tools/WorkspaceCa
 
 const isGitignore = (path: string) => path === ".gitignore" || path.endsWith("/.gitignore")
 
-/** Whether what the last capture saw is what is there now. */
-const unchanged = (known: KnownPathState | undefined, found: ScannedEntry): boolean => {
-  if (known === undefined) return false
-  switch (found.kind) {
-    case "file":
-      return known._tag === "stored" && known.sha256 === found.sha256 && known.size === found.size && known.mode === found.mode
-    case "link":
-      return known._tag === "link" && known.target === found.target
-    case "directory":
-      return known._tag === "directory" && known.mode === found.mode
-    case "unavailable":
-      return known._tag === "unavailable" && known.reason === found.reason && known.size === found.size
-  }
-}
+/** What the walk found, as the session keeps a state (to compare with what its last capture saw). */
+const knownOfFound = (found: ScannedEntry): KnownPathState =>
+  found.kind === "file"
+    ? { _tag: "stored", sha256: found.sha256, size: found.size, mode: found.mode }
+    : found.kind === "unavailable"
+    ? (found.size === undefined ? { _tag: "unavailable", reason: found.reason } : { _tag: "unavailable", reason: found.reason, size: found.size })
+    : found.kind === "link"
+    ? { _tag: "link", target: found.target }
+    : { _tag: "directory", mode: found.mode }
 
 /** Changes cut into events small enough for any log. */
 export const captureEvents = (cause: CaptureCause, coverage: string, changes: ReadonlyArray<CapturedPath>): Array<WorkspaceCaptured> => {
@@ -196,7 +191,7 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
       }
       const changed: Array<[string, ScannedEntry]> = []
       for (const [path, entry] of found) {
-        if (!unchanged(Option.getOrUndefined(HashMap.get(known, path)), entry)) changed.push([path, entry])
+        if (!sameKnownState(Option.getOrUndefined(HashMap.get(known, path)), knownOfFound(entry))) changed.push([path, entry])
       }
       // New coverage rules (the first capture, other settings, a .gitignore changed): a path new to
       // this capture may have been there all along, so it is `firstSeen`, not created.

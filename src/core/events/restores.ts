@@ -1,9 +1,9 @@
 /** A restore under way: its intent, logged before it changes any file, and its end. */
 import { Schema } from "effect"
-import { afterState, blobState, isFields, isFileMode, isNonEmptyString, isPositiveInt } from "../internal/eventChecks.js"
+import { afterState, blobState, isFields, isNonEmptyString, isPositiveInt } from "../internal/eventChecks.js"
 import { EventClass } from "../internal/eventKind.js"
 import { FileAbsent, FileLeft, PositiveInt, SnapshotContent, SnapshotMissing, SnapshotStored } from "./parts.js"
-import { DirectoryState, LinkState } from "./workspace.js"
+import { DirectoryState, LinkState, linkOrDirectoryState } from "./workspace.js"
 
 /**
  * What a path held when a restore began: a file's bytes and mode (`content`, kept in the snapshot
@@ -24,13 +24,6 @@ export const RestoreFile = Schema.Struct({
   target: RestoreTarget
 })
 export type RestoreFile = typeof RestoreFile.Type
-
-const linkOrDirectory = (value: unknown): LinkState | DirectoryState | undefined => {
-  if (!isFields(value)) return undefined
-  if (value["_tag"] === "link") return isNonEmptyString(value["target"]) ? { _tag: "link", target: value["target"] } : undefined
-  if (value["_tag"] === "directory") return isFileMode(value["mode"]) ? { _tag: "directory", mode: value["mode"] } : undefined
-  return undefined
-}
 
 /**
  * A restore's intent, appended before it changes any file. A restore that completes takes it
@@ -55,8 +48,8 @@ export class RestoreStarted extends EventClass<RestoreStarted>()("RestoreStarted
     for (const file of files) {
       if (!isFields(file)) return undefined
       const { path } = file
-      const before = linkOrDirectory(file["before"]) ?? blobState(file["before"])
-      const target = linkOrDirectory(file["target"]) ?? afterState(file["target"])
+      const before = linkOrDirectoryState(file["before"]) ?? blobState(file["before"])
+      const target = linkOrDirectoryState(file["target"]) ?? afterState(file["target"])
       if (!isNonEmptyString(path) || before === undefined || target === undefined) return undefined
       built.push({ path, before, target })
     }

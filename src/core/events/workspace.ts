@@ -62,12 +62,15 @@ const captureCause = (value: unknown): CaptureCause | undefined => {
   }
 }
 
-const capturedState = (value: unknown): CapturedState | undefined => {
+/** A link or a directory state as the schemas build it; undefined for anything else (the caller tries its other states). */
+export const linkOrDirectoryState = (value: unknown): LinkState | DirectoryState | undefined => {
   if (!isFields(value)) return undefined
   if (value["_tag"] === "link") return isNonEmptyString(value["target"]) ? { _tag: "link", target: value["target"] } : undefined
   if (value["_tag"] === "directory") return isFileMode(value["mode"]) ? { _tag: "directory", mode: value["mode"] } : undefined
-  return snapshotState(value)
+  return undefined
 }
+
+const capturedState = (value: unknown): CapturedState | undefined => linkOrDirectoryState(value) ?? snapshotState(value)
 
 /** The session's workspace capture: every covered path that changed since its previous one. */
 export class WorkspaceCaptured extends EventClass<WorkspaceCaptured>()("WorkspaceCaptured", {
