@@ -141,7 +141,7 @@ describe.each(BACKENDS)("createLiteAgent on the %s backend", (backend) => {
     expect(agent.sessionId).toBe(sessionId)
     expect(readFileSync(join(workdir, "app.ts"), "utf8")).toBe("v1\n")
     expect(existsSync(join(workdir, "extra.ts"))).toBe(false)
-    expect(await checkpointer.head(sessionId)).toBe(checkpoints[1]!.seq - 1)
+    expect((await checkpointer.read(sessionId)).at(-1)?.event).toMatchObject({ _tag: "LeafMoved", to: checkpoints[1]!.seq - 1 })
     expect((await agent.listCheckpoints(sessionId)).map((checkpoint) => checkpoint.prompt)).toEqual(["one"])
 
     const next = await agent.send("again")

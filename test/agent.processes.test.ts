@@ -92,7 +92,8 @@ describe("an agent process killed mid-turn", () => {
         expect(existsSync(join(workdir, "a.txt"))).toBe(false)
         expect(existsSync(join(workdir, "bash.pid"))).toBe(false)
         // Back to just before the first prompt: the metadata and the capture taken before it.
-        expect(await checkpointer.head(sessionId)).toBe(2)
+        expect((await checkpointer.read(sessionId)).at(-1)?.event).toMatchObject({ _tag: "LeafMoved", to: 2, reason: "restore" })
+        expect(await agent.listCheckpoints(sessionId)).toEqual([])
       } finally {
         await agent.close()
       }

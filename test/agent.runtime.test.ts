@@ -128,8 +128,8 @@ describe("the maintenance lock", () => {
     expect((await checkpointer.read(sessionId, { sinceSeq: 5 }))[0]?.event._tag).toBe("AssistantMessage")
     // Idle again: restore goes through.
     await agent.restore(sessionId, 8)
-    // Back to just before the second prompt: the capture taken before it stays.
-    expect(await checkpointer.head(sessionId)).toBe(7)
+    // Back to just before the second prompt (the capture taken before it); nothing is deleted.
+    expect((await checkpointer.read(sessionId)).at(-1)?.event).toMatchObject({ _tag: "LeafMoved", to: 7, reason: "restore" })
   })
 
   effectIt.live("send fails with AgentBusyError while a restore runs, and works again after", () =>
@@ -190,7 +190,9 @@ describe("the maintenance lock", () => {
         const users = yield* Stream.runCollect(checkpointer.read("m1")).pipe(
           Effect.map((chunk) => [...chunk].flatMap((stored) => (stored.event instanceof UserMessage ? [stored.event.content] : [])))
         )
-        expect(users).toEqual(["one", "after"])
+        // Every prompt stays in the log; the conversation goes on from the restored point.
+        expect(users).toEqual(["one", "two", "after"])
+        expect((yield* agent.listCheckpoints("m1")).map((checkpoint) => checkpoint.prompt)).toEqual(["one", "after"])
       }).pipe(Effect.provide(agentLayer))
     }))
 })

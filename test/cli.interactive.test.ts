@@ -9,6 +9,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
+import { Session } from "../src/core.js"
 import { fileCheckpointer, type StoredEvent } from "../src/index.js"
 import { tempDir } from "./support/agent.js"
 import { sessionWithInterruptedRestore } from "./support/interruptedRestore.js"
@@ -155,10 +156,13 @@ describe("lite-agent in a terminal", () => {
 
     tty.type("\u0004")
     expect(await tty.closed).toBe(0)
-    // The first session: cut back to before "change a", then the interrupted turn's prompt.
+    // The first session: moved back to before "change a" (which stays in the log, on the branch the
+    // restore left), then the interrupted turn's prompt on the branch it went on with.
     const after = await readLog(sessions, sessionId)
     expect(after.at(-1)!.event).toMatchObject({ _tag: "UserMessage", content: "slow one" })
-    expect(after.some((stored) => stored.event._tag === "UserMessage" && stored.event.content === "change a")).toBe(false)
+    expect(after.some((stored) => stored.event._tag === "UserMessage" && stored.event.content === "change a")).toBe(true)
+    const branch = Session.fold(after).messages.toArray().map((entry) => entry.event)
+    expect(branch.some((event) => event._tag === "UserMessage" && event.content === "change a")).toBe(false)
   })
 
   it("Ctrl-C twice at an empty prompt leaves (the first only says how)", async () => {

@@ -3,7 +3,7 @@
  * the client going away) streamed over HTTP with the scripted model; a busy agent (maintenance
  * while a turn runs) and a refused restore as 409; bad bodies as 400 with nothing changed; and two server processes
  * over one SQLite database and over one PostgreSQL database — what goes in through one
- * streams out of the other, a truncate as `reset`; a session whose restore a crash cut short
+ * streams out of the other, a restore as the move of its leaf; a session whose restore a crash cut short
  * (reported, a turn refused, undone over HTTP).
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs"
@@ -201,7 +201,7 @@ describe("lite-agent serve over a session whose restore a crash cut short", () =
 })
 
 describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes over one %s store", (backend) => {
-  it("a turn through one streams out of the other; a restore through one is a reset on the other", async () => {
+  it("a turn through one streams out of the other; a restore through one is a move of the leaf on the other", async () => {
     const dir = makeTempDir(`serve-two-${backend}`)
     const store = backend === "sqlite" ? `sqlite:${join(dir, "sessions.db")}` : `postgres:${postgres.url}`
     const turns = [{ text: "first answer" }, { text: "second answer" }]
@@ -237,21 +237,14 @@ describe.each(["sqlite", "postgres"] as const)("two lite-agent serve processes o
       expect(seen).toEqual(["5:WorkspaceCaptured", "6:UserMessage", "7:AssistantMessage"])
       const restore = await answer(withAgent.url, TOKEN, (client) => client.agent.restore({ path: { id: session }, payload: { seq: 6 } }))
       expect(restore).toMatchObject({ conversationRestored: true })
-      await seenUntil(() => seen.length >= 9)
+      await seenUntil(() => seen.length >= 4)
       watcher.abort()
       await watching.catch(() => undefined)
-      // Back to just before the second prompt: the capture taken before it stays.
-      expect(seen).toEqual([
-        "5:WorkspaceCaptured",
-        "6:UserMessage",
-        "7:AssistantMessage",
-        "reset 0",
-        "1:SessionMetadata",
-        "2:WorkspaceCaptured",
-        "3:UserMessage",
-        "4:AssistantMessage",
-        "5:WorkspaceCaptured"
-      ])
+      // Back to just before the second prompt (the capture taken before it): a move of the leaf,
+      // never a silent mix of two branches; nothing is deleted, so nothing is sent again.
+      expect(seen).toEqual(["5:WorkspaceCaptured", "6:UserMessage", "7:AssistantMessage", "8:LeafMoved"])
+      const moved = await answer(sessionsOnly.url, TOKEN, (client) => client.sessions.checkpoints({ path: { id: session } }))
+      expect(moved.checkpoints.map((checkpoint) => checkpoint.seq)).toEqual([3])
     } finally {
       withAgent.worker.child.kill("SIGTERM")
       sessionsOnly.worker.child.kill("SIGTERM")

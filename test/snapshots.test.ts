@@ -72,14 +72,16 @@ describe("restore and the snapshot store", () => {
     expect(await checkpointer.head(agent.sessionId)).toBe(head)
   })
 
-  it("a restore puts the bytes back and sweeps the blobs only the cut events referenced", async () => {
+  it("a restore puts the bytes back and keeps every blob: the branch it leaves still references them", async () => {
     const { agent, checkpointer, workdir, second } = await threeVersions()
     // "one", "two" and "three", each once: the captures after the writes and the snapshots before them share blobs.
-    expect((await checkpointer.listSnapshots(agent.sessionId)).length).toBe(3)
+    const blobs = (await checkpointer.listSnapshots(agent.sessionId)).map((blob) => blob.sha256).sort()
+    expect(blobs.length).toBe(3)
     await agent.restore(agent.sessionId, second.seq)
     expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("one")
-    // "one" is still referenced by prompt 1's capture; "two" and "three" were referenced only after the cut.
-    expect((await checkpointer.listSnapshots(agent.sessionId)).map((blob) => blob.sha256)).toEqual([sha256Hex(bytesOf("one"))])
+    // "two" and "three" are referenced only by the branch the restore left, which stays: a sweep keeps them.
+    expect(await checkpointer.sweepSnapshots(agent.sessionId)).toBe(0)
+    expect((await checkpointer.listSnapshots(agent.sessionId)).map((blob) => blob.sha256).sort()).toEqual(blobs)
   })
 })
 
@@ -201,7 +203,8 @@ describe("logs from before the snapshot store", () => {
     const result = await agent.restore("legacy", 1)
     expect(result.restoredFiles).toEqual(["a.txt"])
     expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("old content\n")
-    expect(await checkpointer.head("legacy")).toBe(0)
+    expect(await agent.listCheckpoints("legacy")).toEqual([])
+    expect((await checkpointer.read("legacy")).at(-1)!.event).toMatchObject({ _tag: "LeafMoved", to: 0 })
   })
 })
 

@@ -5,7 +5,7 @@
  */
 import { Chunk, Effect, FastCheck as fc, Schema, Stream } from "effect"
 import { describe, expect, it } from "vitest"
-import { Checkpointer, SessionEvent, TimeTravel } from "../src/core.js"
+import { Checkpointer, Session, SessionEvent, TimeTravel } from "../src/core.js"
 import { BACKENDS, diskState, freshWorkdir, timeTravelLayer, type ToolCall, turn } from "./support/agentSim.js"
 
 const PATHS = ["a.txt", "dir/b.bin", "dir/sub/c.txt", "deep/er/d.md"] as const
@@ -77,7 +77,7 @@ const encode = Schema.encodeSync(SessionEvent)
 
 describe("time travel: the restore law", () => {
   for (const backend of BACKENDS) {
-    it(`${backend}: restoring to a random checkpoint gives back the workdir and the log prefix`, async () => {
+    it(`${backend}: restoring to a random checkpoint gives back the workdir and the conversation before it`, async () => {
       await fc.assert(
         fc.asyncProperty(scriptArb, async ({ pick, prompts }) => {
           const workdir = freshWorkdir()
@@ -99,9 +99,17 @@ describe("time travel: the restore law", () => {
             const result = yield* timeTravel.restore(sessionId, target.seq)
             expect(result.conversationRestored).toBe(true)
             expect(diskState(workdir)).toEqual(target.disk)
+            // Nothing is deleted: the log is the one before and the move of the leaf; the session
+            // folds to what the log's prefix before the checkpoint folded to.
             const after = Chunk.toReadonlyArray(yield* Stream.runCollect(checkpointer.read(sessionId)))
-            expect(after.length).toBe(target.seq - 1)
-            expect(after.map((s) => encode(s.event))).toEqual(before.slice(0, target.seq - 1).map((s) => encode(s.event)))
+            expect(after.map((s) => encode(s.event)).slice(0, before.length)).toEqual(before.map((s) => encode(s.event)))
+            expect(after.at(-1)!.event).toMatchObject({ _tag: "LeafMoved", to: target.seq - 1 })
+            const folded = Session.fold(after)
+            const prefix = Session.fold(before.slice(0, target.seq - 1))
+            expect(folded.leaf).toBe(target.seq - 1)
+            expect(Session.conversation(folded).entries.map((e) => encode(e.event))).toEqual(
+              Session.conversation(prefix).entries.map((e) => encode(e.event))
+            )
             // And the checkpoints left are exactly the earlier ones.
             const remaining = yield* timeTravel.listCheckpoints(sessionId)
             expect(remaining.map((c) => c.seq)).toEqual(atCheckpoint.filter((c) => c.seq < target.seq).map((c) => c.seq))

@@ -18,6 +18,8 @@ import {
   RestoreRefusedError,
   type RestoreProgress,
   RestoreStarted,
+  Session,
+  type StoredEvent,
   TimeTravel,
   ToolInputError,
   ToolResult,
@@ -27,6 +29,7 @@ import {
   WorkspaceIOError
 } from "../src/core.js"
 import { type Backend, BACKENDS, diskState, freshWorkdir, timeTravelLayer, turn } from "./support/agentSim.js"
+import { expectMovedBack as movedBack, expectUndoneIntent as undoneIntent } from "./support/restoredLog.js"
 
 const run = <A, E>(
   backend: Backend,
@@ -41,6 +44,12 @@ const failureOf = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 const logOf = (sessionId: string) =>
   Effect.flatMap(Checkpointer, (c) => Effect.map(Stream.runCollect(c.read(sessionId)), Chunk.toReadonlyArray))
+
+const expectMovedBack = (sessionId: string, before: ReadonlyArray<StoredEvent>, leaf: number) =>
+  Effect.map(logOf(sessionId), (after) => movedBack(before, after, leaf))
+
+const expectUndoneIntent = (sessionId: string, before: ReadonlyArray<StoredEvent>) =>
+  Effect.map(logOf(sessionId), (after) => undoneIntent(before, after))
 
 /** A two-prompt session: prompt 1 creates a.txt and src/b.txt; prompt 2 edits a.txt and creates c.txt. */
 const twoPrompts = Effect.gen(function*() {
@@ -182,7 +191,7 @@ describe("restore refuses, with a reason per file, and changes nothing", () => {
         const { first } = yield* twoPrompts
         writeFileSync(join(workdir, "a.txt"), "ALPHA plus my own edit\n")
         const disk = diskState(workdir)
-        const log = (yield* logOf("s")).length
+        const log = yield* logOf("s")
         const timeTravel = yield* TimeTravel.TimeTravel
         const dry = yield* timeTravel.restore("s", first, { dryRun: true })
         expect(dry.dryRun).toBe(true)
@@ -196,12 +205,12 @@ describe("restore refuses, with a reason per file, and changes nothing", () => {
         expect(error).toBeInstanceOf(RestoreRefusedError)
         expect((error as RestoreRefusedError).refusals.map((r) => [r.path, r.reason])).toEqual([["a.txt", "modified_externally"]])
         expect(diskState(workdir)).toEqual(disk)
-        expect((yield* logOf("s")).length).toBe(log)
+        expect(yield* logOf("s")).toEqual(log)
         // The way out when the user wants the conversation back anyway:
         const conversationOnly = yield* timeTravel.restore("s", first, { files: false })
         expect(conversationOnly).toMatchObject({ restoredFiles: [], conversationRestored: true })
         expect(diskState(workdir)).toEqual(disk)
-        expect((yield* logOf("s")).length).toBe(first - 1)
+        yield* expectMovedBack("s", log, first - 1)
       }))
     })
   }
@@ -329,7 +338,7 @@ describe("a restore retried after it was cut short", () => {
         expect(result).toMatchObject({ restoredFiles: ["a.txt", "c.txt"], conversationRestored: true, refusals: [] })
         const { "c.txt": _removed, ...rest } = clean
         expect(diskState(workdir)).toEqual({ ...rest, "a.txt": { ...clean["a.txt"], data: Buffer.from("alpha\n").toString("base64") } })
-        expect(yield* logOf("s")).toEqual(log.slice(0, second - 1))
+        yield* expectMovedBack("s", log, second - 1)
       }))
     })
   }
@@ -355,7 +364,7 @@ describe("a restore's intent", () => {
     })
 
   for (const backend of BACKENDS) {
-    it(`${backend}: in the log while files change, with each file's bytes before; gone after, and its blobs swept`, async () => {
+    it(`${backend}: in the log while files change, with each file's bytes before; closed after, its blobs kept`, async () => {
       const workdir = freshWorkdir()
       const gate: Gate = { operations: 0, pause: () => Promise.resolve() }
       await run(backend, workdir, Effect.gen(function*() {
@@ -375,7 +384,7 @@ describe("a restore's intent", () => {
         gate.pause = () => Effect.runPromise(look.pipe(Effect.provideService(Checkpointer, checkpointer)))
         gate.operations = 0
 
-        // Files only: the log ends exactly as it was.
+        // Files only: the intent is closed as finished; the conversation is as it was.
         yield* timeTravel.restore("s", second, { conversation: false })
         const intent = lastEvents[0]
         expect(intent).toBeInstanceOf(RestoreStarted)
@@ -386,19 +395,26 @@ describe("a restore's intent", () => {
           ["c.txt", "stored", "absent"]
         ])
         expect(beforeBytes[0]).toBe("ALPHA\n")
-        expect(yield* logOf("s")).toEqual(log)
+        const afterFilesOnly = yield* logOf("s")
+        expect(afterFilesOnly.slice(0, log.length)).toEqual(log)
+        expect(afterFilesOnly.slice(log.length).map((stored) => stored.event)).toEqual([
+          started,
+          expect.objectContaining({ _tag: "RestoreEnded", startedSeq: log.length + 1, outcome: "finished" })
+        ])
+        expect(Session.conversation(Session.fold(afterFilesOnly))).toEqual(Session.conversation(Session.fold(log)))
         expect(yield* timeTravel.interruptedRestore("s")).toBeUndefined()
-        // What only the intent referenced is swept with it.
+        // The bytes the intent kept stay: the files' state before the restore is never lost.
         const kept = (yield* checkpointer.listSnapshots("s")).map((snapshot) => snapshot.sha256)
-        expect(kept).not.toContain(sha("ALPHA\n"))
+        expect(kept).toContain(sha("ALPHA\n"))
 
-        // With the conversation: the truncate takes the intent with it.
+        // With the conversation: the move of the leaf names the intent it completes.
         writeFileSync(join(workdir, "a.txt"), "ALPHA\n")
         writeFileSync(join(workdir, "c.txt"), "gamma")
         gate.operations = 0
         yield* timeTravel.restore("s", first)
         expect(lastEvents[1]).toBeInstanceOf(RestoreStarted)
-        expect(yield* logOf("s")).toEqual(log.slice(0, first - 1))
+        yield* expectMovedBack("s", afterFilesOnly, first - 1)
+        expect((yield* logOf("s")).at(-1)!.event).toMatchObject({ restoreStarted: afterFilesOnly.length + 1 })
       }), { workspace: gatedWorkspace(workdir, gate) })
     })
   }
@@ -451,7 +467,7 @@ describe("restore part-way failures put everything back", () => {
       await run(backend, workdir, Effect.gen(function*() {
         const { first } = yield* twoPrompts
         const disk = diskState(workdir)
-        const log = (yield* logOf("s")).length
+        const log = yield* logOf("s")
         control.armed = true
         const error = yield* failureOf((yield* TimeTravel.TimeTravel).restore("s", first))
         control.armed = false
@@ -459,7 +475,7 @@ describe("restore part-way failures put everything back", () => {
         expect((error as RestoreFailedError).notRolledBack).toEqual([])
         expect(String((error as Error).message)).toMatch(/EROFS|EACCES/)
         expect(diskState(workdir)).toEqual(disk)
-        expect((yield* logOf("s")).length).toBe(log)
+        yield* expectUndoneIntent("s", log)
       }), { workspace: failingWorkspace(workdir, control) })
     })
   }
@@ -496,7 +512,7 @@ describe("restore part-way failures put everything back", () => {
     await run("memory", workdir, Effect.gen(function*() {
       const { first } = yield* twoPrompts
       const disk = diskState(workdir)
-      const log = (yield* logOf("s")).length
+      const log = yield* logOf("s")
       const timeTravel = yield* TimeTravel.TimeTravel
       control.armed = true
       const fiber = yield* Effect.fork(timeTravel.restore("s", first))
@@ -506,11 +522,11 @@ describe("restore part-way failures put everything back", () => {
       control.armed = false
       expect(exit._tag).toBe("Failure")
       expect(diskState(workdir)).toEqual(disk)
-      expect((yield* logOf("s")).length).toBe(log)
+      yield* expectUndoneIntent("s", log)
     }), { workspace: failingWorkspace(workdir, control) })
   })
 
-  it("a conflict at the truncate puts the files back too, and closes the restore's intent", async () => {
+  it("a conflict at the move of the leaf puts the files back too, and closes the restore's intent", async () => {
     const workdir = freshWorkdir()
     const control = { armed: false, writesLeft: Number.POSITIVE_INFINITY }
     await run("memory", workdir, Effect.gen(function*() {

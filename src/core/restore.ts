@@ -4,10 +4,10 @@
  * edits), and every reason the restore must be refused. Checking the disk is the caller's
  * job (preflight); this module never does I/O.
  */
-import { HashMap } from "effect"
+import { HashMap, Option } from "effect"
 import { inputWithStoredNotes, type JsonValue } from "./events.js"
 import type { Refusal } from "./errors.js"
-import { type NotCovered, pathAtCheckpoint, type PathRestore, type RecordedState, type SessionState } from "./session.js"
+import { type NotCovered, pathAtCheckpoint, pathsChangedAfter, type PathRestore, type RecordedState, type SessionState } from "./session.js"
 
 /** Tools whose effects restore undoes (through snapshots); anything else is reported, not undone. */
 export const FILE_TOOLS: ReadonlySet<string> = new Set(["read_file", "write_file", "edit_file", "delete_file", "list_files", "chmod_file"])
@@ -31,9 +31,9 @@ export interface CommandAfterCheckpoint {
 export interface RestorePlan {
   readonly sessionId: string
   readonly seq: number
-  /** The log is cut back to this seq: just before the checkpoint's prompt. */
-  readonly truncateTo: number
-  /** The head the plan was made from; the truncate expects it. */
+  /** The leaf the conversation goes back to: the node just before the checkpoint's prompt. */
+  readonly leafAfter: number
+  /** The head the plan was made from; the move expects it. */
   readonly head: number
   readonly files: ReadonlyArray<FilePlan>
   /** Reasons found without looking at the disk. */
@@ -67,7 +67,7 @@ export const planRestore = (
   const unverifiedFiles: Array<string> = []
   const commandsNotUndone: Array<CommandAfterCheckpoint> = []
   const notCovered: Array<NotCovered> = []
-  const base = { sessionId, seq, truncateTo: Math.max(0, seq - 1), head: state.head }
+  const base = { sessionId, seq, leafAfter: Math.max(0, state.parents.at(seq - 1) ?? seq - 1), head: state.head }
   const done = () => ({ ...base, files, refusals, unverifiedFiles, commandsNotUndone, notCovered })
 
   const anchors = state.anchors.toArray()
@@ -120,9 +120,8 @@ export const planRestore = (
   if (!options.files) return done()
 
   // Only the paths changed after the checkpoint (a whole-workspace capture knows every path of the workdir).
-  const histories = Array.from(HashMap.filter(state.files, (history) => (history.at(history.length - 1)?.seq ?? 0) > seq))
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  for (const [path, history] of histories) {
+  for (const path of pathsChangedAfter(state, seq)) {
+    const history = Option.getOrThrow(HashMap.get(state.files, path))
     const outcome = pathAtCheckpoint(history.toArray(), seq, state.coveredFrom)
     if (outcome === undefined) continue
     if (outcome.kind === "refused") {

@@ -8,7 +8,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Either, Option, Schema, Stream } from "effect"
+import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import type { LiteAgentService } from "../agent/LiteAgent.js"
 import { Checkpointer, type CheckpointerService, NO_GENERATION } from "../core/Checkpointer.js"
@@ -92,10 +92,10 @@ export const sessionHandlers = (
               onSome: (a) =>
                 Effect.all({ checkpoints: a.listCheckpoints(sessionId), interruptedRestore: a.interruptedRestore(sessionId) }),
               onNone: () =>
-                Effect.map(Stream.runFold(checkpointer.read(sessionId), Session.emptySessionState, Session.step), (state) => ({
-                  checkpoints: Session.checkpoints(state),
-                  interruptedRestore: Session.interruptedRestore(state)
-                }))
+                Effect.map(Stream.runCollect(checkpointer.read(sessionId)), (events) => {
+                  const state = Session.fold(Chunk.toReadonlyArray(events))
+                  return { checkpoints: Session.checkpoints(state), interruptedRestore: Session.interruptedRestore(state) }
+                })
             })
             return { checkpoints, interruptedRestore: interruptedRestore ?? null }
           }))

@@ -10,6 +10,7 @@ import {
   FileChange,
   FileSnapshot,
   type JsonValue,
+  LeafMoved,
   RestoreEnded,
   RestoreStarted,
   RuntimeMessage,
@@ -218,7 +219,11 @@ const samples = () => [
       { path: "gen", before: { _tag: "directory", mode: 0o700 }, target: { _tag: "absent" } },
       { path: "build", before: { _tag: "missing" }, target: { _tag: "directory", mode: 0o755 } }
     ]
-  })
+  }),
+  new LeafMoved({ from: 30, to: 4, reason: "restore", restoreStarted: 29 }),
+  new LeafMoved({ from: 4, to: 30, reason: "undo" }),
+  new LeafMoved({ from: 30, to: 0, reason: "redo" }),
+  new LeafMoved({ from: 0, to: 12, reason: "switch" })
 ] as const
 
 // Every kind has a sample: a kind added without one fails to compile here, naming it.

@@ -5,7 +5,7 @@
  * state is reused only while the session's generation (which every truncate and delete
  * changes) is the one it was folded under; otherwise the log is folded again from the start.
  */
-import { Context, Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Option, Stream } from "effect"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { CheckpointConflictError, type CheckpointerError } from "../core/errors.js"
 import * as Session from "../core/session.js"
@@ -51,12 +51,14 @@ export const make = (capacity = DEFAULT_CAPACITY): Effect.Effect<SessionStatesSe
         const cached = Option.fromNullable(cache.get(sessionId)).pipe(
           Option.filter((folded) => folded.generation === before.generation && folded.state.head <= before.head)
         )
-        const from = Option.match(cached, { onNone: () => Session.emptySessionState, onSome: (folded) => folded.state })
-        const state = yield* Stream.runFold(
-          checkpointer.read(sessionId, { sinceSeq: from.head }),
-          from,
-          Session.step
-        )
+        const incremental = yield* Option.match(cached, {
+          onNone: () => Effect.succeed(undefined),
+          onSome: (folded) => Stream.runFold(checkpointer.read(sessionId, { sinceSeq: folded.state.head }), folded.state, Session.step)
+        })
+        // A move to a branch the cached fold never held is folded from the whole log, like a first read.
+        const state = incremental !== undefined && !incremental.branchUnknown
+          ? incremental
+          : Session.fold(Chunk.toReadonlyArray(yield* Stream.runCollect(checkpointer.read(sessionId))))
         const after = yield* checkpointer.version(sessionId)
         if (after.generation !== before.generation) {
           // The log was cut (or deleted and re-created) while it was read: what was read may mix two logs.

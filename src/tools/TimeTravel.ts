@@ -8,9 +8,10 @@
  * 3. append the intent (`RestoreStarted`: each file's bytes before, and its target), with the
  *    expected head;
  * 4. execute: write each file atomically, keeping what it replaced; on any failure, abort or
- *    interruption put every changed file back (and close the intent); then truncate the log
- *    with the expected head, which takes the intent with it (a files-only restore cuts just the
- *    intent) — a conflict there puts the files back too.
+ *    interruption put every changed file back (and close the intent); then move the session's
+ *    leaf back to just before the checkpoint (`LeafMoved`, with the expected head, naming the
+ *    intent it completes; a files-only restore closes the intent) — a conflict there puts the
+ *    files back too. No event is deleted: what the move leaves stays in the log as a branch.
  *
  * Not a file-system or database transaction, but a crash part-way leaves the intent in the log:
  * the session then refuses turns (`RestoreInterruptedError`) until the same restore finishes
@@ -32,7 +33,6 @@ import { Workspace } from "./Workspace.js"
 import { captureEvents, WorkspaceCapture } from "./WorkspaceCapture.js"
 import type { CapturedPath, CapturedState } from "../core/events.js"
 import { sha256Hex } from "../core/internal/sha256.js"
-import { blobReferences } from "../core/internal/blobs.js"
 import type { FileOperation } from "./restoreFiles.js"
 
 export const RestoreOptions = Schema.Struct({
@@ -206,13 +206,6 @@ export const make = Effect.gen(function*() {
         return yield* error
       }
 
-      // What the cut takes with it (the events after the cut, this restore's intent): the only blobs
-      // the restore can leave unreferenced, so the sweep after it looks at those alone.
-      const cutBlobs = [
-        ...(conversation ? yield* tailBlobs(sessionId, plan.truncateTo) : []),
-        ...recorded.flatMap((file) => (file.before._tag === "content" ? [file.before.sha256] : []))
-      ]
-
       // The intent first, before any file changes (a restore cut short can then be finished or
       // undone); its append with the expected head also claims the session against another restorer.
       let head = plan.head
@@ -229,7 +222,7 @@ export const make = Effect.gen(function*() {
       const applied = yield* applier.apply(operations, {
         sessionId,
         seq,
-        commit: intents.commit(sessionId, { conversation, truncateTo: plan.truncateTo, startedSeq, head }),
+        commit: intents.commit(sessionId, { conversation, leafBefore: state.leaf, leafAfter: plan.leafAfter, startedSeq, head }),
         signal: options.signal,
         // Put back after a failure, a fresh restore's intent is closed too; a resumed one stays open
         // (its files are as the interrupted restore left them).
@@ -248,11 +241,9 @@ export const make = Effect.gen(function*() {
         conversationRestored: conversation,
         dryRun: false
       }
-      // Cut back to just before the checkpoint, the log's last capture of each covered path is its
+      // Back on the branch just before the checkpoint, the last capture of each covered path is its
       // state there — what the restore put back — except for a directory it had to keep.
       if (!conversation || applied.keptDirectories.length > 0) yield* recordRestore(sessionId, operations, applied.keptDirectories)
-      // Blobs only the cut events (or the closed intent) referenced go now; a failure here loses nothing (the next sweep retries).
-      if (conversation || startedSeq !== undefined) yield* sweep(sessionId, cutBlobs)
       yield* publish({ type: "checkpoint_restore", phase: "done", sessionId, seq, result })
       return result
     })
@@ -291,19 +282,6 @@ export const make = Effect.gen(function*() {
       }
     }).pipe(Effect.catchAll((error) => Effect.logWarning(`restore of "${sessionId}": recording what it put back failed`, error)))
 
-  /** The blobs the events after `seq` reference. */
-  const tailBlobs = (sessionId: string, seq: number) =>
-    Stream.runFold(checkpointer.read(sessionId, { sinceSeq: seq }), [] as Array<string>, (hashes, stored) => {
-      hashes.push(...blobReferences(stored.event))
-      return hashes
-    })
-
-  const sweep = (sessionId: string, only?: ReadonlyArray<string>) =>
-    checkpointer.sweepSnapshots(sessionId, only === undefined ? undefined : { only }).pipe(
-      Effect.asVoid,
-      Effect.catchAll((error) => Effect.logWarning(`restore of "${sessionId}": sweeping unreferenced snapshots failed`, error))
-    )
-
   /** Put every file an interrupted restore changed back to what it held when the restore began, and close its intent. */
   const undoInterruptedRestore = (sessionId: string) =>
     Effect.gen(function*() {
@@ -334,7 +312,6 @@ export const make = Effect.gen(function*() {
         ...reporting(sessionId, seq)
       })
       yield* recordRestore(sessionId, operations, undone.keptDirectories)
-      yield* sweep(sessionId)
       const result: RestoreResult = {
         restoredFiles: operations.map((operation) => operation.path),
         conversationRestored: false,

@@ -1,14 +1,14 @@
 /**
  * A restore's intent in the log. `RestoreStarted` (each file's bytes before, and its target) is
- * appended with the expected head before any file changes; the commit closes it — the truncate
- * takes it with it, or a `RestoreEnded` marks it ended. A crash part-way leaves it pending: the
+ * appended with the expected head before any file changes; the commit closes it — the move of the
+ * session's leaf names it, or a `RestoreEnded` marks it ended. A crash part-way leaves it pending: the
  * session refuses other restores (and turns) until the same restore finishes it or its files
  * are put back from it.
  */
 import { Effect } from "effect"
 import type { CheckpointerService } from "../core/Checkpointer.js"
 import { type CheckpointerError, type Refusal, SnapshotBlobError } from "../core/errors.js"
-import { RestoreEnded, type RestoreFile, RestoreStarted } from "../core/events.js"
+import { LeafMoved, RestoreEnded, type RestoreFile, RestoreStarted } from "../core/events.js"
 import type { PendingRestore, RecordedState } from "../core/session.js"
 import { RestoreInterruptedError, type WorkspaceIOError } from "./errors.js"
 import type { FileOperation } from "./restoreFiles.js"
@@ -42,15 +42,21 @@ export interface RestoreIntents {
     intent: { readonly checkpoint: number; readonly conversation: boolean; readonly files: ReadonlyArray<RestoreFile> },
     expectedHead: number
   ) => Effect.Effect<number, CheckpointerError>
-  /**
-   * Close the intent at `startedSeq` after its files were finished or put back: cut it off the
-   * log when it is the last event (the log is then exactly as before), or else mark it ended.
-   */
+  /** Close the intent at `startedSeq` after its files were finished or put back: mark it ended. */
   readonly close: (sessionId: string, startedSeq: number, outcome: "finished" | "undone", head: number) => Effect.Effect<void, CheckpointerError>
-  /** The commit point: the conversation cut back to `truncateTo` (the intent goes with it), or the intent closed. */
+  /**
+   * The commit point: the session's leaf moved from `leafBefore` back to `leafAfter` (closing the
+   * intent; what it leaves stays in the log as a branch), or, files only, the intent closed.
+   */
   readonly commit: (
     sessionId: string,
-    restore: { readonly conversation: boolean; readonly truncateTo: number; readonly startedSeq: number | undefined; readonly head: number }
+    restore: {
+      readonly conversation: boolean
+      readonly leafBefore: number
+      readonly leafAfter: number
+      readonly startedSeq: number | undefined
+      readonly head: number
+    }
   ) => Effect.Effect<void, CheckpointerError>
   /**
    * After a failed restore put its files back: close its intent as undone, or say why it stays
@@ -73,16 +79,18 @@ export interface RestoreIntents {
 
 export const make = (checkpointer: CheckpointerService, preflight: Preflight): RestoreIntents => {
   const close: RestoreIntents["close"] = (sessionId, startedSeq, outcome, head) =>
-    head === startedSeq
-      ? Effect.asVoid(checkpointer.truncate(sessionId, startedSeq - 1, head))
-      : Effect.asVoid(checkpointer.append(sessionId, [new RestoreEnded({ startedSeq, outcome })], head))
+    Effect.asVoid(checkpointer.append(sessionId, [new RestoreEnded({ startedSeq, outcome })], head))
 
   return {
     start: (sessionId, intent, expectedHead) => checkpointer.append(sessionId, [new RestoreStarted(intent)], expectedHead),
     close,
-    commit: (sessionId, { conversation, head, startedSeq, truncateTo }) =>
+    commit: (sessionId, { conversation, head, leafAfter, leafBefore, startedSeq }) =>
       conversation
-        ? Effect.asVoid(checkpointer.truncate(sessionId, truncateTo, head))
+        ? Effect.asVoid(checkpointer.append(
+          sessionId,
+          [new LeafMoved({ from: leafBefore, to: leafAfter, reason: "restore", ...(startedSeq === undefined ? {} : { restoreStarted: startedSeq }) })],
+          head
+        ))
         : startedSeq === undefined
         ? Effect.void
         : close(sessionId, startedSeq, "finished", head),

@@ -16,7 +16,7 @@ export const storeAt = (backend: RestoreBackend, location: string): PromiseCheck
 
 /**
  * Restore `sessionId` to `seq` in a worker process that SIGKILLs itself at `killAt`
- * (`operation:N`, `before-truncate`, `after-truncate`: see the worker); resolves once it is dead.
+ * (`operation:N`, `before-move`, `after-move`: see the worker); resolves once it is dead.
  */
 export const restoreKilledAt = async (
   target: { readonly backend: RestoreBackend; readonly location: string; readonly workdir: string; readonly sessionId: string },

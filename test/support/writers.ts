@@ -17,12 +17,24 @@ export const WRITERS = [0, 1, 2, 3] as const
 
 export { openStore }
 
-/** Everything in the session, and the store's integrity report, read by a checkpointer opened just for this. */
+/**
+ * Everything in the session, and the store's integrity report, read by a checkpointer opened just
+ * for this. A writer killed while its COMMIT was on the way may still have it land on a database
+ * server a moment later: the head and the events are read until they agree twice in a row (a
+ * store that keeps disagreeing is returned as it is, for the test to fail on).
+ */
 export const readFresh = async (backend: WriterBackend, location: string, session: string) => {
   const checkpointer = await openStore(backend, location)
   try {
-    const head = await checkpointer.head(session)
-    const events = await checkpointer.read(session)
+    let head = await checkpointer.head(session)
+    let events = await checkpointer.read(session)
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const settled = events.length === head && (await checkpointer.head(session)) === head
+      if (settled) break
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      head = await checkpointer.head(session)
+      events = await checkpointer.read(session)
+    }
     const integrity = await checkpointer.checkIntegrity()
     return { head, events, contents: events.map(contentOf), integrity }
   } finally {

@@ -5,12 +5,12 @@
  *   node --import tsx test/workers/restorer.ts <file|sqlite> <location> <workdir> <sessionId> <seq> <killAt>
  *
  * killAt: `operation:N` — just before the N-th file write or delete (1: the intent is in the
- * log, no file changed yet); `before-truncate` — every file done, the log not cut yet;
- * `after-truncate` — the log cut, the process not told yet; `never`. Prints `done` if it lives.
+ * log, no file changed yet); `before-move` — every file done, the session's leaf not moved yet;
+ * `after-move` — the leaf moved, the process not told yet; `never`. Prints `done` if it lives.
  */
 import { Effect, Layer } from "effect"
 import { SqliteCheckpointer } from "../../src/checkpoint-sqlite.js"
-import { Checkpointer, FileCheckpointer, TimeTravel, Workspace } from "../../src/core.js"
+import { Checkpointer, FileCheckpointer, type SessionEventInput, TimeTravel, Workspace } from "../../src/core.js"
 
 const [backend, location, workdir, sessionId, seqArg, killAt] = process.argv.slice(2) as [string, string, string, string, string, string]
 
@@ -22,8 +22,10 @@ const checkpointer = Layer.effect(
   Checkpointer,
   Effect.map(Checkpointer, (real) => ({
     ...real,
-    truncate: (id: string, toSeq: number, expectedHead?: number) =>
-      Effect.zipRight(die("before-truncate"), Effect.tap(real.truncate(id, toSeq, expectedHead), () => die("after-truncate")))
+    append: (id: string, events: ReadonlyArray<SessionEventInput>, expectedHead?: number) =>
+      events.some((event) => event._tag === "LeafMoved")
+        ? Effect.zipRight(die("before-move"), Effect.tap(real.append(id, events, expectedHead), () => die("after-move")))
+        : real.append(id, events, expectedHead)
   }))
 ).pipe(Layer.provide(store))
 

@@ -1,0 +1,39 @@
+/**
+ * The session as a tree. A log is never cut: each event that is part of the conversation or the
+ * workspace's history (a node) continues the branch ending at the session's current leaf, and a
+ * `LeafMoved` moves that leaf — back to just before a checkpoint (a restore), along the history
+ * of moves (undo, redo) or to another branch. What a move leaves stays in the log as a branch.
+ */
+import { Schema } from "effect"
+import { isCount, isFields, isPositiveInt, optional } from "../internal/eventChecks.js"
+import { EventClass } from "../internal/eventKind.js"
+import { Count, PositiveInt } from "./parts.js"
+
+export const MoveReason = Schema.Literal("restore", "undo", "redo", "switch")
+export type MoveReason = typeof MoveReason.Type
+
+const isMoveReason = (value: unknown): value is MoveReason =>
+  value === "restore" || value === "undo" || value === "redo" || value === "switch"
+
+/**
+ * The current leaf moved from `from` to `to` (seqs of nodes; 0 is the empty session): the events
+ * after this one continue the branch that ends at `to`. Not a node and not a message: the
+ * model never sees it.
+ */
+export class LeafMoved extends EventClass<LeafMoved>()("LeafMoved", {
+  /** The leaf the session left: the last node of the branch it was on. */
+  from: Count,
+  /** The new leaf. */
+  to: Count,
+  /** `restore`: to just before a checkpoint; `undo` / `redo`: along the history of moves; `switch`: to another branch. */
+  reason: MoveReason,
+  /** The seq of the restore intent (`RestoreStarted`) this move completes, which it closes. */
+  restoreStarted: Schema.optionalWith(PositiveInt, { exact: true })
+}, {
+  check: (json) => {
+    if (!isFields(json)) return undefined
+    const { from, reason, restoreStarted, to } = json
+    if (!isCount(from) || !isCount(to) || !isMoveReason(reason) || !optional(restoreStarted, isPositiveInt)) return undefined
+    return { from, to, reason, ...(restoreStarted === undefined ? {} : { restoreStarted }) }
+  }
+}) {}

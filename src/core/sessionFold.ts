@@ -1,0 +1,346 @@
+/**
+ * The fold: `step` adds one stored event to a state, `fold` many. The state uses persistent
+ * collections, so a step is cheap and old states stay valid. A log is a tree (see `LeafMoved`):
+ * each node continues the branch ending at the current leaf, and a move takes the state kept at
+ * its target — so a restore, an undo or a redo costs what an append costs.
+ */
+import { Data, HashMap, HashSet, Option } from "effect"
+import { AppendOnly } from "./internal/appendOnly.js"
+import { contentText, type StoredEvent, type WorkspaceCaptured } from "./events.js"
+import type { FileHistoryEntry } from "./pathHistory.js"
+import {
+  type ConversationEvent,
+  emptySessionState,
+  KeptStates,
+  knownStateOf,
+  type LeafMove,
+  NOT_A_NODE,
+  SessionState,
+  type SessionStateFields
+} from "./sessionState.js"
+import { isUserCheckpoint } from "./userCheckpoint.js"
+
+/**
+ * A state being built: the fields of a `SessionState`, changed in place. `fold` applies all of
+ * its events to one draft and makes one state at the end, rather than a state per event (this
+ * runs once per event of a replay). The persistent parts (`AppendOnly`, `HashMap`) are never
+ * changed in place, so a draft never alters the state it started from.
+ */
+type Draft = { -readonly [K in keyof SessionStateFields]: SessionStateFields[K] }
+
+/** A state's fields as a draft (its own properties are exactly its fields). */
+const draftOf = (state: SessionState): Draft => ({ ...state })
+
+const withMessage = (draft: Draft, stored: StoredEvent, event: ConversationEvent) =>
+  draft.messages.append(Data.struct({ seq: stored.seq, ts: stored.ts, event }))
+
+const addFileEntry = (draft: Draft, path: string, entry: FileHistoryEntry) => {
+  const history = Option.getOrElse(HashMap.get(draft.files, path), () => AppendOnly.empty<FileHistoryEntry>())
+  draft.files = HashMap.set(draft.files, path, history.append(Data.struct(entry)))
+  draft.pathChanges = draft.pathChanges.append(Data.struct({ seq: entry.seq, path }))
+}
+
+const applyCapture = (draft: Draft, seq: number, event: WorkspaceCaptured) => {
+  let workspace = draft.workspace
+  for (const change of event.changes) {
+    addFileEntry(draft, change.path, {
+      kind: "captured",
+      seq,
+      cause: event.cause,
+      state: change.state,
+      firstSeen: change.firstSeen === true
+    })
+    const known = knownStateOf(change.state)
+    workspace = known === undefined ? HashMap.remove(workspace, change.path) : HashMap.set(workspace, change.path, known)
+  }
+  draft.workspace = workspace
+  draft.coverage = event.coverage
+  draft.coveredFrom ??= seq
+  draft.lastCapture = seq
+  if (event.cause._tag === "checkpoint") draft.lastCheckpointCapture = seq
+}
+
+/** Events about the log as a whole rather than a step of the conversation or the workspace: not nodes of the tree. */
+type LogEvent = Extract<StoredEvent["event"], { readonly _tag: "LeafMoved" | "RestoreStarted" | "RestoreEnded" | "SessionMetadata" }>
+type NodeEvent = Exclude<StoredEvent["event"], LogEvent>
+
+const isLogEvent = (event: StoredEvent["event"]): event is LogEvent =>
+  event._tag === "LeafMoved" || event._tag === "RestoreStarted" || event._tag === "RestoreEnded" || event._tag === "SessionMetadata"
+
+/** Keep the draft's current state as the state at its leaf, for a move there later. */
+const keepCurrent = (draft: Draft) => {
+  draft.kept = new KeptStates(HashMap.set(draft.kept.states, draft.leaf, new SessionState(draft)), draft.kept.unfolded)
+}
+
+const withParent = (parents: AppendOnly<number>, seq: number, parent: number) => {
+  // A fold that starts in the middle of a log: the positions before it are unknown, not nodes.
+  let padded = parents
+  while (padded.length < seq - 1) padded = padded.append(NOT_A_NODE)
+  return padded.append(parent)
+}
+
+/** Take the branch fields of `target` (the state at the leaf a move goes to). */
+const takeBranch = (draft: Draft, target: SessionState) => {
+  draft.leaf = target.leaf
+  draft.messages = target.messages
+  draft.compaction = target.compaction
+  draft.anchors = target.anchors
+  draft.pendingToolCalls = target.pendingToolCalls
+  draft.files = target.files
+  draft.usage = target.usage
+  draft.workspace = target.workspace
+  draft.coverage = target.coverage
+  draft.coveredFrom = target.coveredFrom
+  draft.lastCheckpointCapture = target.lastCheckpointCapture
+  draft.lastCapture = target.lastCapture
+  draft.pathChanges = target.pathChanges
+}
+
+/** Add a node to the current branch (the caller sets the leaf after). Never throws. */
+const applyNode = (draft: Draft, stored: StoredEvent, event: NodeEvent): void => {
+  switch (event._tag) {
+    case "UserMessage": {
+      // The state just before a user message: where a restore to it goes.
+      keepCurrent(draft)
+      if (isUserCheckpoint(event, HashMap.size(draft.pendingToolCalls))) {
+        draft.anchors = draft.anchors.append(Data.struct({
+          seq: stored.seq,
+          ts: stored.ts,
+          prompt: contentText(event.content),
+          workspaceCaptured: draft.lastCheckpointCapture === draft.leaf
+        }))
+      }
+      draft.messages = withMessage(draft, stored, event)
+      return
+    }
+    case "RuntimeMessage":
+    case "BackgroundCompleted":
+      draft.messages = withMessage(draft, stored, event)
+      return
+    case "AssistantMessage": {
+      let pendingToolCalls = draft.pendingToolCalls
+      event.content.forEach((block, blockIndex) => {
+        if (block.type === "tool_use") {
+          pendingToolCalls = HashMap.set(
+            pendingToolCalls,
+            block.id,
+            Data.struct({ toolUseId: block.id, name: block.name, input: block.input, seq: stored.seq, blockIndex })
+          )
+        }
+      })
+      if (event.usage !== undefined) {
+        draft.usage = Data.struct({
+          inputTokens: draft.usage.inputTokens + event.usage.inputTokens,
+          outputTokens: draft.usage.outputTokens + event.usage.outputTokens
+        })
+      }
+      draft.messages = withMessage(draft, stored, event)
+      draft.pendingToolCalls = pendingToolCalls
+      return
+    }
+    case "ToolResult":
+      draft.messages = withMessage(draft, stored, event)
+      draft.pendingToolCalls = HashMap.remove(draft.pendingToolCalls, event.toolUseId)
+      return
+    case "FileSnapshot":
+      addFileEntry(draft, event.path, {
+        kind: "snapshot",
+        seq: stored.seq,
+        toolUseId: event.toolUseId,
+        state: event.state
+      })
+      return
+    case "FileChange":
+      addFileEntry(draft, event.path, {
+        kind: "change",
+        seq: stored.seq,
+        toolUseId: event.toolUseId,
+        operation: event.operation,
+        after: event.after
+      })
+      return
+    case "WorkspaceCaptured":
+      applyCapture(draft, stored.seq, event)
+      return
+    case "Compaction":
+      draft.compaction = Data.struct({ seq: stored.seq, event })
+      return
+  }
+}
+
+/**
+ * Apply an event about the log as a whole, but for moving the branch (a move's caller does that,
+ * and passes the leaf it left as `leafBefore`).
+ */
+const applyLogEvent = (draft: Draft, stored: StoredEvent, event: LogEvent, leafBefore: number): void => {
+  switch (event._tag) {
+    case "LeafMoved": {
+      // What a valid move does beside moving the branch (the caller checked it is valid).
+      const move: LeafMove = Data.struct({ seq: stored.seq, from: leafBefore, to: event.to })
+      if (event.reason === "undo") {
+        draft.undoable = Data.array(draft.undoable.slice(0, -1))
+        draft.redoable = Data.array([...draft.redoable, move])
+      } else if (event.reason === "redo") {
+        draft.redoable = Data.array(draft.redoable.slice(0, -1))
+        draft.undoable = Data.array([...draft.undoable, move])
+      } else {
+        draft.undoable = Data.array([...draft.undoable, move])
+        draft.redoable = Data.array([])
+      }
+      draft.moveTargets = HashSet.add(draft.moveTargets, leafBefore)
+      if (event.restoreStarted !== undefined && draft.pendingRestore?.seq === event.restoreStarted) draft.pendingRestore = undefined
+      return
+    }
+    case "RestoreStarted":
+      draft.pendingRestore = Data.struct({ seq: stored.seq, event })
+      return
+    case "RestoreEnded":
+      if (draft.pendingRestore?.seq === event.startedSeq) draft.pendingRestore = undefined
+      return
+    case "SessionMetadata": {
+      const previous = draft.metadata
+      let labels = previous.labels
+      for (const [key, value] of Object.entries(event.labels ?? {})) labels = HashMap.set(labels, key, value)
+      draft.metadata = Data.struct({
+        formatVersion: event.formatVersion,
+        title: event.title ?? previous.title,
+        workdir: event.workdir ?? previous.workdir,
+        model: event.model ?? previous.model,
+        labels
+      })
+      return
+    }
+  }
+}
+
+/**
+ * The state at `leaf`, a move target: kept, or folded from the nearest kept state above it
+ * through the events of branches not folded yet (keeping the move targets it passes); undefined
+ * when those events are not at hand (a fold that started in the middle of a log).
+ */
+const stateAt = (draft: Draft, leaf: number): SessionState | undefined => {
+  if (leaf === 0) return emptySessionState
+  const kept = Option.getOrUndefined(HashMap.get(draft.kept.states, leaf))
+  if (kept !== undefined) return kept
+  const path: Array<StoredEvent> = []
+  let at = leaf
+  let base: SessionState | undefined
+  while (base === undefined) {
+    if (at === 0) {
+      base = emptySessionState
+      break
+    }
+    base = Option.getOrUndefined(HashMap.get(draft.kept.states, at))
+    if (base !== undefined) break
+    const stored = Option.getOrUndefined(HashMap.get(draft.kept.unfolded, at))
+    if (stored === undefined || stored.event._tag === "LeafMoved") return undefined
+    path.push(stored)
+    at = draft.parents.at(at - 1) ?? NOT_A_NODE
+    if (at === NOT_A_NODE) return undefined
+  }
+  const branch = draftOf(base)
+  branch.kept = draft.kept
+  branch.moveTargets = draft.moveTargets
+  for (let index = path.length - 1; index >= 0; index--) {
+    const stored = path[index]!
+    applyNode(branch, stored, stored.event as NodeEvent)
+    branch.leaf = stored.seq
+    if (HashSet.has(draft.moveTargets, stored.seq)) keepCurrent(branch)
+  }
+  draft.kept = branch.kept
+  return new SessionState(branch)
+}
+
+/** Fold one stored event into a draft, moving the branch with each valid move. Never throws. */
+const apply = (draft: Draft, stored: StoredEvent): void => {
+  draft.head = stored.seq
+  draft.lastTs = stored.ts
+  const event = stored.event
+  if (!isLogEvent(event)) {
+    draft.parents = withParent(draft.parents, stored.seq, draft.leaf)
+    if (event._tag === "UserMessage") draft.moveTargets = HashSet.add(draft.moveTargets, draft.leaf)
+    applyNode(draft, stored, event)
+    draft.leaf = stored.seq
+    return
+  }
+  draft.parents = withParent(draft.parents, stored.seq, NOT_A_NODE)
+  if (event._tag !== "LeafMoved") {
+    applyLogEvent(draft, stored, event, draft.leaf)
+    return
+  }
+  if (!HashSet.has(draft.moveTargets, event.to)) return
+  const leafBefore = draft.leaf
+  keepCurrent(draft)
+  applyLogEvent(draft, stored, event, leafBefore)
+  const target = stateAt(draft, event.to)
+  if (target === undefined) draft.branchUnknown = true
+  else takeBranch(draft, target)
+}
+
+/** Fold one stored event into the state. Pure; never throws. */
+export const step = (state: SessionState, stored: StoredEvent): SessionState => {
+  const draft = draftOf(state)
+  apply(draft, stored)
+  return new SessionState(draft)
+}
+
+/**
+ * Fold stored events (in seq order) onto `from` (default: the empty session). A whole log (from
+ * seq 1 onto the empty session) is folded in two passes: the first finds each node's parent,
+ * which moves are valid and the final leaf; the second folds only the branch that ends there —
+ * what folding a linear session of that length costs — keeping the states at the move targets
+ * on it and, for moves to other branches later, the events of the others.
+ */
+export const fold = (events: Iterable<StoredEvent>, from: SessionState = emptySessionState): SessionState => {
+  const all = Array.isArray(events) ? (events as ReadonlyArray<StoredEvent>) : Array.from(events)
+  const wholeLog = from.head === 0 && from.parents.length === 0 && all.every((stored, index) => stored.seq === index + 1)
+  if (!wholeLog) {
+    let draft: Draft | undefined
+    for (const stored of all) apply(draft ??= draftOf(from), stored)
+    return draft === undefined ? from : new SessionState(draft)
+  }
+  const parents: Array<number> = []
+  const moveTargets = new Set<number>([0])
+  // Each valid move, with the leaf it left.
+  const leavesLeft = new Map<number, number>()
+  let leaf = 0
+  for (const stored of all) {
+    const event = stored.event
+    if (!isLogEvent(event)) {
+      if (event._tag === "UserMessage") moveTargets.add(leaf)
+      parents.push(leaf)
+      leaf = stored.seq
+      continue
+    }
+    parents.push(NOT_A_NODE)
+    if (event._tag === "LeafMoved" && moveTargets.has(event.to)) {
+      moveTargets.add(leaf)
+      leavesLeft.set(stored.seq, leaf)
+      leaf = event.to
+    }
+  }
+  const onBranch = new Set<number>()
+  for (let at = leaf; at > 0; at = parents[at - 1]!) onBranch.add(at)
+  const draft = draftOf(from)
+  draft.parents = AppendOnly.from(parents)
+  draft.moveTargets = HashSet.fromIterable(moveTargets)
+  let unfolded = HashMap.empty<number, StoredEvent>().pipe(HashMap.beginMutation)
+  for (const stored of all) {
+    draft.head = stored.seq
+    draft.lastTs = stored.ts
+    const event = stored.event
+    if (isLogEvent(event)) {
+      const leafLeft = leavesLeft.get(stored.seq)
+      if (event._tag !== "LeafMoved") applyLogEvent(draft, stored, event, draft.leaf)
+      else if (leafLeft !== undefined) applyLogEvent(draft, stored, event, leafLeft)
+    } else if (onBranch.has(stored.seq)) {
+      applyNode(draft, stored, event)
+      draft.leaf = stored.seq
+      if (moveTargets.has(stored.seq)) keepCurrent(draft)
+    } else {
+      unfolded = HashMap.set(unfolded, stored.seq, stored)
+    }
+  }
+  draft.kept = new KeptStates(draft.kept.states, HashMap.endMutation(unfolded))
+  return new SessionState(draft)
+}

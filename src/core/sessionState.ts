@@ -1,0 +1,221 @@
+/**
+ * A session's folded state: what the log says about the current branch (its conversation,
+ * checkpoints, file histories, the workspace as last captured) and about the log as a whole (its
+ * head, the tree's parents, the undo and redo histories, a restore under way, metadata). Built
+ * by the fold (sessionFold.ts); read through the projections (session.ts).
+ */
+import { Data, Equal, Hash, HashMap, HashSet } from "effect"
+import { AppendOnly } from "./internal/appendOnly.js"
+import type {
+  AssistantMessage,
+  BackgroundCompleted,
+  CapturedState,
+  Compaction,
+  JsonValue,
+  RestoreStarted,
+  RuntimeMessage,
+  StoredEvent,
+  TokenUsage,
+  ToolResult,
+  UserMessage
+} from "./events.js"
+import type { FileHistoryEntry } from "./pathHistory.js"
+
+export type ConversationEvent = UserMessage | RuntimeMessage | AssistantMessage | ToolResult | BackgroundCompleted
+
+/** A message in the conversation, with where it sits in the log. */
+export interface ConversationEntry {
+  readonly seq: number
+  readonly ts: number
+  readonly event: ConversationEvent
+}
+
+/** A rollback anchor: a real user prompt. */
+export interface CheckpointAnchor {
+  readonly seq: number
+  readonly ts: number
+  readonly prompt: string
+  /** Whether the workspace was captured right before it (its turn's shell effects are then covered). */
+  readonly workspaceCaptured: boolean
+}
+
+export interface PendingToolCall {
+  readonly toolUseId: string
+  readonly name: string
+  readonly input: JsonValue
+  /** Seq of the assistant message that asked for it. */
+  readonly seq: number
+  /** Position of the call among that message's blocks. */
+  readonly blockIndex: number
+}
+
+/** What the session's last capture saw at a path (a file by its hash; its bytes are in the snapshot store). */
+export type KnownPathState =
+  | { readonly _tag: "stored"; readonly sha256: string; readonly size: number; readonly mode: number }
+  | Extract<CapturedState, { readonly _tag: "link" | "directory" | "unavailable" }>
+
+export interface SessionMetadataState {
+  readonly formatVersion: number | undefined
+  readonly title: string | undefined
+  readonly workdir: string | undefined
+  readonly model: string | undefined
+  readonly labels: HashMap.HashMap<string, string>
+}
+
+export interface PendingRestore {
+  /** The seq of its `RestoreStarted`. */
+  readonly seq: number
+  readonly event: RestoreStarted
+}
+
+export interface CompactionBoundary {
+  readonly seq: number
+  readonly event: Compaction
+}
+
+/** A move of the session's leaf, as the undo and redo histories keep it. */
+export interface LeafMove {
+  /** The seq of its `LeafMoved`. */
+  readonly seq: number
+  readonly from: number
+  readonly to: number
+}
+
+/**
+ * What makes a move as cheap as an append: the states at the leaves a move can go to that this
+ * fold has passed (by seq), and the events of the branches it has not folded (a whole-log fold
+ * folds only the current branch), from which a move folds the rest of the way. A cache, not part
+ * of the session's value: any two are equal, whatever they hold.
+ */
+export class KeptStates implements Equal.Equal {
+  constructor(
+    readonly states: HashMap.HashMap<number, SessionState>,
+    readonly unfolded: HashMap.HashMap<number, StoredEvent>
+  ) {}
+  [Equal.symbol](that: Equal.Equal): boolean {
+    return that instanceof KeptStates
+  }
+  [Hash.symbol](): number {
+    return 0
+  }
+}
+
+/** A log position that is not a node of the tree: a move, a restore's intent or end, metadata. */
+export const NOT_A_NODE = -1
+
+export interface SessionStateFields {
+  /** Seq of the last event folded in (of whatever branch): the log's head; 0 for an empty session. */
+  readonly head: number
+  /** `ts` of the last event, or `undefined` for an empty session. */
+  readonly lastTs: number | undefined
+  /** The last node of the current branch (0: none): the events appended next continue it. */
+  readonly leaf: number
+  /** Each seq's parent node (0: the root), or `NOT_A_NODE`, at index seq − 1. */
+  readonly parents: AppendOnly<number>
+  /** Moves an undo can reverse, the last on top. */
+  readonly undoable: ReadonlyArray<LeafMove>
+  /** Undos a redo can reverse, the last on top (emptied by a restore or a switch). */
+  readonly redoable: ReadonlyArray<LeafMove>
+  /**
+   * The leaves a move may go to: 0, the node before each user message, the leaf each move left
+   * and each move's target. A move anywhere else is not followed (by either fold).
+   */
+  readonly moveTargets: HashSet.HashSet<number>
+  readonly kept: KeptStates
+  /**
+   * A move went to a leaf whose branch this state cannot rebuild (it was folded from the middle
+   * of a log): fold the log again from the start. Never set by a fold of a whole log.
+   */
+  readonly branchUnknown: boolean
+  /** Per covered change, in the branch's order: which paths changed after a seq, without looking at every path. */
+  readonly pathChanges: AppendOnly<PathChange>
+  /** Every message ever appended, compacted ones included (see {@link conversation}). */
+  readonly messages: AppendOnly<ConversationEntry>
+  readonly compaction: CompactionBoundary | undefined
+  readonly anchors: AppendOnly<CheckpointAnchor>
+  /** Tool calls the assistant made that have no result yet, by tool-use id. */
+  readonly pendingToolCalls: HashMap.HashMap<string, PendingToolCall>
+  /** Snapshot and change records per path, oldest first. */
+  readonly files: HashMap.HashMap<string, AppendOnly<FileHistoryEntry>>
+  readonly metadata: SessionMetadataState
+  readonly usage: TokenUsage
+  /** A restore whose intent is in the log and not closed: it was cut short (or is under way). */
+  readonly pendingRestore: PendingRestore | undefined
+  /**
+   * What the last workspace capture saw at every covered path that holds something (a path
+   * captured as missing is not in it). Empty until the session's first capture.
+   */
+  readonly workspace: HashMap.HashMap<string, KnownPathState>
+  /** The coverage digest of the session's last capture; undefined before its first. */
+  readonly coverage: string | undefined
+  /** The seq of the session's first capture: the workspace is known from there on. */
+  readonly coveredFrom: number | undefined
+  /** The seq of the last capture taken before a prompt (`checkpoint` cause). */
+  readonly lastCheckpointCapture: number | undefined
+  /** The seq of the session's last capture, whatever its cause. */
+  readonly lastCapture: number | undefined
+}
+
+export class SessionState extends Data.Class<SessionStateFields> {}
+
+/** A path a history entry was added for, and the entry's seq. */
+export interface PathChange {
+  readonly seq: number
+  readonly path: string
+}
+
+
+export const emptySessionState: SessionState = new SessionState({
+  head: 0,
+  lastTs: undefined,
+  leaf: 0,
+  parents: AppendOnly.empty(),
+  undoable: Data.array([]),
+  redoable: Data.array([]),
+  moveTargets: HashSet.make(0),
+  kept: new KeptStates(HashMap.empty(), HashMap.empty()),
+  branchUnknown: false,
+  pathChanges: AppendOnly.empty(),
+  messages: AppendOnly.empty(),
+  compaction: undefined,
+  anchors: AppendOnly.empty(),
+  pendingToolCalls: HashMap.empty(),
+  files: HashMap.empty(),
+  metadata: Data.struct({
+    formatVersion: undefined,
+    title: undefined,
+    workdir: undefined,
+    model: undefined,
+    labels: HashMap.empty<string, string>()
+  }),
+  usage: Data.struct({ inputTokens: 0, outputTokens: 0 }),
+  pendingRestore: undefined,
+  workspace: HashMap.empty(),
+  coverage: undefined,
+  coveredFrom: undefined,
+  lastCheckpointCapture: undefined,
+  lastCapture: undefined
+})
+
+/** Whether two states of a path, as the session knows them (undefined: nothing there), are the same. */
+export const sameKnownState = (a: KnownPathState | undefined, b: KnownPathState | undefined): boolean => {
+  if (a === undefined || b === undefined) return a === b
+  switch (a._tag) {
+    case "stored":
+      return b._tag === "stored" && a.sha256 === b.sha256 && a.size === b.size && a.mode === b.mode
+    case "link":
+      return b._tag === "link" && a.target === b.target
+    case "directory":
+      return b._tag === "directory" && a.mode === b.mode
+    case "unavailable":
+      return b._tag === "unavailable" && a.reason === b.reason && a.size === b.size
+  }
+}
+
+/** A captured state as the session keeps it (a file by its hash; nothing for `missing`). */
+export const knownStateOf = (state: CapturedState): KnownPathState | undefined =>
+  state._tag === "missing"
+    ? undefined
+    : state._tag === "content"
+    ? Data.struct({ _tag: "stored", sha256: state.sha256, size: state.size, mode: state.mode })
+    : state
