@@ -60,6 +60,7 @@ export * as TimeTravel from "./tools/TimeTravel.js"
 export * as SessionStates from "./tools/SessionStates.js"
 export type { FoldedSession, SessionStatesService } from "./tools/SessionStates.js"
 export type {
+  MoveOptions,
   PlannedFile,
   RestoreError,
   RestoreOptions,

@@ -70,7 +70,7 @@ describe.each([...BACKENDS, "postgres" as const])("whole-workspace checkpoints o
     return { workdir, agent, checkpointer }
   }
 
-  it("a restore undoes what shell commands did: sed -i, rm -rf, mkdir, mv, chmod, ln -sf", async () => {
+  it("a restore undoes what shell commands did: sed -i, rm -rf, mkdir, mv, chmod, ln -sf; an undo brings it all back, a redo undoes it again", async () => {
     const { agent, workdir } = setup([
       { text: "ok" },
       {
@@ -101,9 +101,19 @@ describe.each([...BACKENDS, "postgres" as const])("whole-workspace checkpoints o
     expect(plan.plan.find((file) => file.path === "build/js")?.action).toBe("directory")
     expect(plan.plan.find((file) => file.path === "current")?.action).toBe("link")
 
+    const after = tree(workdir)
     const result = await agent.restore(agent.sessionId, checkpoints[1]!.seq)
     expect(result.notCovered).toEqual([])
     expect(tree(workdir)).toEqual(before)
+
+    // The restore undone: the commands' effects are back, links, modes and directories included.
+    const undone = await agent.undo(agent.sessionId)
+    expect(undone.refusals).toEqual([])
+    expect(tree(workdir)).toEqual(after)
+    expect((await agent.listCheckpoints(agent.sessionId)).map((checkpoint) => checkpoint.prompt)).toEqual(["look around", "rename greet and clean up"])
+    await agent.redo(agent.sessionId)
+    expect(tree(workdir)).toEqual(before)
+    expect(await agent.listCheckpoints(agent.sessionId)).toHaveLength(1)
   })
 
   it("a git checkout of another branch and a command's many new files are undone exactly (.git aside)", async () => {

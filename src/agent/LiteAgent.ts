@@ -25,7 +25,14 @@ import {
 } from "../core/internal/options.js"
 import type * as Session from "../core/session.js"
 import * as FileTools from "../tools/FileTools.js"
-import { type InterruptedRestore, type RestoreError, type RestoreOptions, type RestoreResult, TimeTravel } from "../tools/TimeTravel.js"
+import {
+  type InterruptedRestore,
+  type MoveOptions,
+  type RestoreError,
+  type RestoreOptions,
+  type RestoreResult,
+  TimeTravel
+} from "../tools/TimeTravel.js"
 import * as TimeTravelModule from "../tools/TimeTravel.js"
 import * as SessionStatesModule from "../tools/SessionStates.js"
 import * as Workspace from "../tools/Workspace.js"
@@ -135,6 +142,13 @@ export interface LiteAgentService {
   /** Put back every file the session's interrupted restore changed, as it was before it (agent must be idle). */
   readonly undoInterruptedRestore: (sessionId: string) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
   /**
+   * Undo the session's last move — a restore, a switch or a redo — conversation and workspace
+   * (agent must be idle); repeated, it walks the history of moves back. Then `sessionId` is current.
+   */
+  readonly undo: (sessionId: string, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
+  /** Redo the session's last undo (agent must be idle). Then `sessionId` is current. */
+  readonly redo: (sessionId: string, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
+  /**
    * Summarize the older part of the current session's conversation (or `options.sessionId`'s),
    * when the agent is idle; the summarized events stay in the log. Emits `compaction` events.
    */
@@ -218,6 +232,19 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
         return Mailbox.toStream(mailbox)
       }))
 
+    /** An undo or a redo: like a restore, under the maintenance lock, and the session current after. */
+    const moveAlongHistory = (
+      operation: "undo" | "redo",
+      sessionId: string,
+      move: Effect.Effect<RestoreResult, RestoreError>
+    ) =>
+      Effect.gen(function*() {
+        yield* pointer.requireSessions(operation)
+        const result = yield* lock.maintenance("restore", sessionId, move)
+        if (!result.dryRun) pointer.resume(sessionId)
+        return result
+      })
+
     const service: LiteAgentService = {
       sessionId: Effect.sync(() => pointer.current),
       send: (input, sendOptions) => turn(input, sendOptions, hub.publish),
@@ -271,6 +298,8 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
           pointer.requireSessions("undoInterruptedRestore"),
           lock.maintenance("restore", sessionId, timeTravel.undoInterruptedRestore(sessionId))
         ),
+      undo: (sessionId, moveOptions) => moveAlongHistory("undo", sessionId, timeTravel.undo(sessionId, moveOptions)),
+      redo: (sessionId, moveOptions) => moveAlongHistory("redo", sessionId, timeTravel.redo(sessionId, moveOptions)),
       compact: (instructions, compactOptions) => compact(instructions, compactOptions, hub.publish),
       compactRun: (instructions, compactOptions) =>
         streamed<CompactionEvent, CompactError | SessionsDisabledError>((emit) => compact(instructions, compactOptions, emit)),

@@ -22,6 +22,7 @@ import {
   UserMessage
 } from "../core/events.js"
 import { AnyString, decodeOptions, PositiveInteger, quoteValue } from "../core/internal/options.js"
+import * as Session from "../core/session.js"
 import { validateSessionId } from "../core/sessionId.js"
 import { RestoreInterruptedError } from "../tools/errors.js"
 import * as FileTools from "../tools/FileTools.js"
@@ -114,10 +115,8 @@ export const makeRunTurn = (
       Effect.gen(function*() {
         const writer = yield* openSessionWriter(checkpointer, settings.states, sessionId, emit)
         // A restore cut short left the workspace between two states: the model must not work on it.
-        const interrupted = writer.state.pendingRestore
-        if (interrupted !== undefined) {
-          return yield* new RestoreInterruptedError({ sessionId, checkpoint: interrupted.event.checkpoint, startedSeq: interrupted.seq })
-        }
+        const interrupted = Session.interruptedRestore(writer.state)
+        if (interrupted !== undefined) return yield* RestoreInterruptedError.of(sessionId, interrupted)
         yield* writer.commit(repairs(writer.state))
         yield* background.drain(writer)
         const user = new UserMessage({ content: input, origin: "user" })

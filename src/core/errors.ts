@@ -171,7 +171,9 @@ export const RefusalReason = Schema.Literal(
   "unsafe_path",
   "modified_externally",
   "restore_interrupted",
-  "no_interrupted_restore"
+  "no_interrupted_restore",
+  "nothing_to_undo",
+  "nothing_to_redo"
 )
 export type RefusalReason = typeof RefusalReason.Type
 

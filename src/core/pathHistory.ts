@@ -201,3 +201,47 @@ export const pathAtCheckpoint = (
   }
   return refused({ reason: "snapshot_missing", detail: `changed at seq ${first.seq}; what it held before was not recorded` })
 }
+
+/** What the session last recorded at a path, over its whole history (undefined: no hash recorded). */
+export const lastRecordedState = (history: ReadonlyArray<FileHistoryEntry>): RecordedState | undefined => {
+  let recorded: RecordedState | undefined
+  for (const entry of history) recorded = recordedStateOf(entry) ?? (entry.kind === "change" ? undefined : recorded)
+  return recorded
+}
+
+/**
+ * How a path goes to the state a branch left it in — what the last entry of its history (on
+ * that branch) records — for a move to the end of that branch; or why it cannot.
+ */
+export const pathAtLeaf = (
+  history: ReadonlyArray<FileHistoryEntry>
+): { readonly kind: "restore"; readonly action: PathRestore } | { readonly kind: "refused"; readonly refusal: Refused } | {
+  readonly kind: "notCovered"
+  readonly reason: string
+} => {
+  const last = history[history.length - 1]
+  if (last === undefined || last.kind === "snapshot") {
+    return {
+      kind: "refused",
+      refusal: {
+        reason: "tool_interrupted",
+        detail: last === undefined
+          ? "nothing was recorded there on the branch"
+          : `tool call ${last.toolUseId} snapshotted the file at seq ${last.seq} but never recorded its change`
+      }
+    }
+  }
+  if (last.kind === "captured") {
+    const action = capturedAction(last.state)
+    return "kind" in action ? { kind: "restore", action } : { kind: "notCovered", reason: action.notCovered }
+  }
+  if (last.after === undefined) {
+    return { kind: "refused", refusal: { reason: "snapshot_missing", detail: `changed at seq ${last.seq} with no record of what was left there` } }
+  }
+  return {
+    kind: "restore",
+    action: last.after._tag === "absent"
+      ? { kind: "delete" }
+      : { kind: "write", sha256: last.after.sha256, size: last.after.size, mode: last.after.mode, data: undefined }
+  }
+}

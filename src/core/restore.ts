@@ -7,7 +7,16 @@
 import { HashMap, Option } from "effect"
 import { inputWithStoredNotes, type JsonValue } from "./events.js"
 import type { Refusal } from "./errors.js"
-import { type NotCovered, pathAtCheckpoint, pathsChangedAfter, type PathRestore, type RecordedState, type SessionState } from "./session.js"
+import { type FileHistoryEntry, lastRecordedState, pathAtLeaf } from "./pathHistory.js"
+import {
+  type NotCovered,
+  pathAtCheckpoint,
+  pathsChangedAfter,
+  type PathOutcome,
+  type PathRestore,
+  type RecordedState,
+  type SessionState
+} from "./session.js"
 
 /** Tools whose effects restore undoes (through snapshots); anything else is reported, not undone. */
 export const FILE_TOOLS: ReadonlySet<string> = new Set(["read_file", "write_file", "edit_file", "delete_file", "list_files", "chmod_file"])
@@ -28,10 +37,9 @@ export interface CommandAfterCheckpoint {
   readonly input: JsonValue
 }
 
-export interface RestorePlan {
-  readonly sessionId: string
-  readonly seq: number
-  /** The leaf the conversation goes back to: the node just before the checkpoint's prompt. */
+/** What a restore or a move of the session's leaf does to the files, and where the leaf goes. */
+export interface FilesPlan {
+  /** The leaf the session goes to (for a restore: the node just before the checkpoint's prompt). */
   readonly leafAfter: number
   /** The head the plan was made from; the move expects it. */
   readonly head: number
@@ -44,6 +52,11 @@ export interface RestorePlan {
   readonly commandsNotUndone: ReadonlyArray<CommandAfterCheckpoint>
   /** Paths changed after the checkpoint that the workspace capture does not cover: left as they are. */
   readonly notCovered: ReadonlyArray<NotCovered>
+}
+
+export interface RestorePlan extends FilesPlan {
+  readonly sessionId: string
+  readonly seq: number
 }
 
 
@@ -120,29 +133,105 @@ export const planRestore = (
   if (!options.files) return done()
 
   // Only the paths changed after the checkpoint (a whole-workspace capture knows every path of the workdir).
+  const plan = { files, refusals, unverifiedFiles, notCovered }
   for (const path of pathsChangedAfter(state, seq)) {
-    const history = Option.getOrThrow(HashMap.get(state.files, path))
-    const outcome = pathAtCheckpoint(history.toArray(), seq, state.coveredFrom)
-    if (outcome === undefined) continue
-    if (outcome.kind === "refused") {
-      refusals.push({ path, reason: outcome.refusal.reason, detail: outcome.refusal.detail })
-      continue
-    }
-    if (outcome.kind === "notCovered") {
-      notCovered.push({ path, reason: outcome.reason })
-      continue
-    }
-    if (outcome.userEdits.length > 0 && options.includeUserEdits !== true) {
-      refusals.push({
-        path,
-        reason: "modified_externally",
-        detail: `changed outside the session between turns (seen by the capture at seq ${outcome.userEdits.join(", ")}, before a prompt); ` +
-          "pass includeUserEdits to undo that too"
-      })
-      continue
-    }
-    if (outcome.expected === undefined) unverifiedFiles.push(path)
-    files.push({ path, action: outcome.action, expected: outcome.expected })
+    addPath(plan, path, pathAtCheckpoint(historyOf(state, path), seq, state.coveredFrom), options.includeUserEdits === true)
   }
   return done()
+}
+
+/** The state a path restore leaves, as the session records states. */
+const recordedStateOfAction = (action: PathRestore): RecordedState => {
+  switch (action.kind) {
+    case "write":
+      return { _tag: "file", sha256: action.sha256, size: action.size, mode: action.mode }
+    case "delete":
+      return { _tag: "absent" }
+    case "link":
+      return { _tag: "link", target: action.target }
+    case "directory":
+      return { _tag: "directory", mode: action.mode }
+  }
+}
+
+const historyOf = (state: SessionState, path: string): ReadonlyArray<FileHistoryEntry> =>
+  Option.match(HashMap.get(state.files, path), { onNone: () => [], onSome: (history) => history.toArray() })
+
+/** Add what one path's outcome says to a plan: a file to change, a refusal, or a path left as it is. */
+const addPath = (
+  plan: {
+    readonly files: Array<FilePlan>
+    readonly refusals: Array<Refusal>
+    readonly unverifiedFiles: Array<string>
+    readonly notCovered: Array<NotCovered>
+  },
+  path: string,
+  outcome: PathOutcome | undefined,
+  includeUserEdits: boolean
+) => {
+  if (outcome === undefined) return
+  if (outcome.kind === "refused") {
+    plan.refusals.push({ path, reason: outcome.refusal.reason, detail: outcome.refusal.detail })
+    return
+  }
+  if (outcome.kind === "notCovered") {
+    plan.notCovered.push({ path, reason: outcome.reason })
+    return
+  }
+  if (outcome.userEdits.length > 0 && !includeUserEdits) {
+    plan.refusals.push({
+      path,
+      reason: "modified_externally",
+      detail: `changed outside the session between turns (seen by the capture at seq ${outcome.userEdits.join(", ")}, before a prompt); ` +
+        "pass includeUserEdits to undo that too"
+    })
+    return
+  }
+  if (outcome.expected === undefined) plan.unverifiedFiles.push(path)
+  plan.files.push({ path, action: outcome.action, expected: outcome.expected })
+}
+
+/**
+ * Plan a move of the session's leaf from `current` to the state `target` folds to (an undo, a
+ * redo, a switch to another branch). Below their fork point both branches agree; above it, a
+ * path the target's branch changed goes to what that branch left there, and a path only the
+ * current branch changed goes back to its state at the fork point — each checked, as for a
+ * restore, against what the current branch last recorded there (outside edits), and refused
+ * when the current branch saw the user change it between turns (unless `includeUserEdits`).
+ */
+export const planMove = (
+  current: SessionState,
+  target: SessionState,
+  options: { readonly includeUserEdits?: boolean }
+): FilesPlan => {
+  const onCurrentBranch = new Set<number>()
+  for (let at = current.leaf; at > 0; at = current.parents.at(at - 1) ?? 0) onCurrentBranch.add(at)
+  let fork = target.leaf
+  while (fork > 0 && !onCurrentBranch.has(fork)) fork = current.parents.at(fork - 1) ?? 0
+  const plan = { files: [] as Array<FilePlan>, refusals: [] as Array<Refusal>, unverifiedFiles: [] as Array<string>, notCovered: [] as Array<NotCovered> }
+  const paths = new Set([...pathsChangedAfter(current, fork), ...pathsChangedAfter(target, fork)])
+  for (const path of Array.from(paths).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const mine = historyOf(current, path)
+    const theirs = historyOf(target, path)
+    if (!theirs.some((entry) => entry.seq > fork)) {
+      addPath(plan, path, pathAtCheckpoint(mine, fork, current.coveredFrom), options.includeUserEdits === true)
+      continue
+    }
+    const left = pathAtLeaf(theirs)
+    const changedHere = mine.some((entry) => entry.seq > fork)
+    const userEdits = mine.flatMap((entry) =>
+      entry.seq > fork && entry.kind === "captured" && entry.cause._tag === "checkpoint" ? [entry.seq] : []
+    )
+    // What the disk should hold now: what this branch last recorded there or, when it has not
+    // changed the path since the fork, its state at the fork as the other branch recorded it.
+    const atFork = changedHere ? undefined : pathAtCheckpoint(theirs, fork, target.coveredFrom)
+    const expected = atFork?.kind === "restore" ? recordedStateOfAction(atFork.action) : lastRecordedState(mine)
+    addPath(
+      plan,
+      path,
+      left.kind === "restore" ? { kind: "restore", action: left.action, expected, userEdits } : left,
+      options.includeUserEdits === true
+    )
+  }
+  return { ...plan, leafAfter: target.leaf, head: current.head, commandsNotUndone: [] }
 }

@@ -4,8 +4,9 @@
  * list — is a projection of it, here.
  */
 import { HashMap, Option } from "effect"
+import type { MoveReason } from "./events.js"
 import { type FileHistoryEntry, type NotCovered, pathAtCheckpoint } from "./pathHistory.js"
-import type { ConversationEntry, PendingToolCall, SessionState } from "./sessionState.js"
+import type { ConversationEntry, PendingRestore, PendingToolCall, SessionState } from "./sessionState.js"
 
 export {
   type FileHistoryEntry,
@@ -56,8 +57,10 @@ export const conversation = (state: SessionState): Conversation => {
 
 /** A restore cut short: its intent is in the log and its files may be half restored. */
 export interface InterruptedRestore {
-  /** The checkpoint it goes back to. */
-  readonly checkpoint: number
+  /** The checkpoint a restore goes back to (absent for an undo, redo or switch: see `move`). */
+  readonly checkpoint?: number
+  /** An undo, redo or switch: the leaf it moves the session to. */
+  readonly move?: { readonly reason: MoveReason; readonly to: number }
   /** The seq of its intent (`RestoreStarted`). */
   readonly startedSeq: number
   readonly conversation: boolean
@@ -65,16 +68,18 @@ export interface InterruptedRestore {
   readonly files: ReadonlyArray<string>
 }
 
+/** A restore's intent, as the restore it describes. */
+export const interruptedRestoreOf = (pending: PendingRestore): InterruptedRestore => ({
+  ...(pending.event.checkpoint === undefined ? {} : { checkpoint: pending.event.checkpoint }),
+  ...(pending.event.move === undefined ? {} : { move: pending.event.move }),
+  startedSeq: pending.seq,
+  conversation: pending.event.conversation,
+  files: pending.event.files.map((file) => file.path)
+})
+
 /** The session's restore that was cut short (or is under way), if any. */
-export const interruptedRestore = (state: SessionState): InterruptedRestore | undefined => {
-  const pending = state.pendingRestore
-  return pending === undefined ? undefined : {
-    checkpoint: pending.event.checkpoint,
-    startedSeq: pending.seq,
-    conversation: pending.event.conversation,
-    files: pending.event.files.map((file) => file.path)
-  }
-}
+export const interruptedRestore = (state: SessionState): InterruptedRestore | undefined =>
+  state.pendingRestore === undefined ? undefined : interruptedRestoreOf(state.pendingRestore)
 
 export interface Checkpoint {
   readonly seq: number

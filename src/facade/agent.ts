@@ -32,7 +32,7 @@ import { storeIgnorePatterns, WorkspaceOptions } from "../tools/WorkspaceCapture
 import { AnyString, decodeOptionsOrThrow, described, expecting, quoteValue, recognised } from "../core/internal/options.js"
 import { workdirProblem } from "../tools/Workspace.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
-import type { InterruptedRestore, RestoreOptions, RestoreResult } from "../tools/TimeTravel.js"
+import type { InterruptedRestore, MoveOptions, RestoreOptions, RestoreResult } from "../tools/TimeTravel.js"
 import * as FileCheckpointer from "../backends/file/FileCheckpointer.js"
 import { type PromiseCheckpointer, toPromiseCheckpointer } from "./checkpointer.js"
 import { iterateStream, runForPromise, valueOrThrow } from "./run.js"
@@ -109,6 +109,15 @@ export interface LiteAgent {
   interruptedRestore(sessionId: string): Promise<InterruptedRestore | undefined>
   /** Put back every file the session's interrupted restore changed, as it was before it; the agent must be idle. */
   undoInterruptedRestore(sessionId: string): Promise<RestoreResult>
+  /**
+   * Undo the session's last move — a restore, a switch or a redo: back to where it started,
+   * conversation and workspace; repeated, it walks the history of moves back. Refused
+   * (`RestoreRefusedError`) with a reason per file edited outside since, or `nothing_to_undo`.
+   * The agent must be idle; then `sessionId` is current.
+   */
+  undo(sessionId: string, options?: MoveOptions): Promise<RestoreResult>
+  /** Redo the session's last undo (`nothing_to_redo` when there is none); the agent must be idle. */
+  redo(sessionId: string, options?: MoveOptions): Promise<RestoreResult>
   /**
    * Summarize the older part of the current session's conversation (or `options.sessionId`'s);
    * the agent must be idle. Await it for `{ before, after, … }`, or iterate it for its
@@ -233,6 +242,8 @@ const createAgent = (options: LiteAgentOptions): LiteAgent => {
     restore: (sessionId, seq, restoreOptions) => call((agent) => agent.restore(sessionId, seq, restoreOptions)),
     interruptedRestore: (sessionId) => call((agent) => agent.interruptedRestore(sessionId)),
     undoInterruptedRestore: (sessionId) => call((agent) => agent.undoInterruptedRestore(sessionId)),
+    undo: (sessionId, moveOptions) => call((agent) => agent.undo(sessionId, moveOptions)),
+    redo: (sessionId, moveOptions) => call((agent) => agent.redo(sessionId, moveOptions)),
     sessionStats: (sessionId) => call((agent) => agent.sessionStats(sessionId)),
     pruneSessions: (pruneOptions) => call((agent) => Effect.map(agent.pruneSessions(pruneOptions), (ids) => [...ids])),
     compact: (instructions, compactOptions) => {

@@ -20,6 +20,7 @@ import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Refusal } from "../core/errors.js"
+import { MoveReason } from "../core/events.js"
 import { expecting, Flag, NonEmptyString } from "../core/internal/options.js"
 import { Wire } from "./wireErrors.js"
 
@@ -73,7 +74,10 @@ export const CheckpointList = Schema.Struct({
   })),
   /** A restore a crash cut short, or null. */
   interruptedRestore: Schema.NullOr(Schema.Struct({
-    checkpoint: Schema.Number,
+    /** A restore's checkpoint; absent for an undo, redo or switch. */
+    checkpoint: Schema.optionalWith(Schema.Number, { exact: true }),
+    /** An undo, redo or switch: the leaf it moves the session to. */
+    move: Schema.optionalWith(Schema.Struct({ reason: MoveReason, to: Schema.Number }), { exact: true }),
     startedSeq: Schema.Number,
     conversation: Schema.Boolean,
     files: Schema.Array(Schema.String)

@@ -21,8 +21,9 @@ import { Context, Effect, HashMap, Layer, Option, PubSub, type Queue, Schema, ty
 import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
 import { AbortSignalOption, decodeOptions, Flag } from "../core/internal/options.js"
 import type { CheckpointerError, ConfigurationError, Refusal } from "../core/errors.js"
+import { LeafMoved, type MoveReason } from "../core/events.js"
 import { type RestoreFailedError, RestoreRefusedError, type WorkspaceIOError } from "./errors.js"
-import { type CommandAfterCheckpoint, planRestore, type RestorePlan } from "../core/restore.js"
+import { type CommandAfterCheckpoint, type FilesPlan, planMove, planRestore } from "../core/restore.js"
 import * as Session from "../core/session.js"
 import type { NotCovered } from "../core/session.js"
 import * as RestoreFiles from "./restoreFiles.js"
@@ -51,6 +52,16 @@ export const RestoreOptions = Schema.Struct({
   signal: Schema.optional(AbortSignalOption)
 })
 export interface RestoreOptions extends Schema.Schema.Type<typeof RestoreOptions> {}
+
+export const MoveOptions = Schema.Struct({
+  /** Only plan: return every file, its action and any refusal; change nothing. Default false. */
+  dryRun: Schema.optional(Flag),
+  /** Overwrite the user's own edits made between turns since (seen by a capture before a prompt) too. Default false. */
+  includeUserEdits: Schema.optional(Flag),
+  /** Abort part-way: every file already changed is put back. */
+  signal: Schema.optional(AbortSignalOption)
+})
+export interface MoveOptions extends Schema.Schema.Type<typeof MoveOptions> {}
 
 export interface PlannedFile {
   readonly path: string
@@ -94,8 +105,11 @@ export type RestoreProgress =
     readonly sessionId: string
     readonly seq: number
     readonly total: number
-    /** `restore`: a new restore; `finish`: finishing one cut short; `undo`: putting one cut short back. */
-    readonly mode: "restore" | "finish" | "undo"
+    /**
+     * `restore`: a new restore; `move`: an undo or a redo (`seq` is the leaf it moves to);
+     * `finish`: finishing one cut short; `undo`: putting one cut short back.
+     */
+    readonly mode: "restore" | "move" | "finish" | "undo"
   }
   | {
     readonly type: "checkpoint_restore"
@@ -114,6 +128,16 @@ export type RestoreError = RestoreRefusedError | RestoreFailedError | Checkpoint
 export interface TimeTravelService {
   readonly listCheckpoints: (sessionId: string) => Effect.Effect<ReadonlyArray<Session.Checkpoint>, CheckpointerError>
   readonly restore: (sessionId: string, seq: number, options?: RestoreOptions) => Effect.Effect<RestoreResult, RestoreError>
+  /**
+   * Undo the session's last move — a restore, a switch or a redo: back to where it started, the
+   * conversation and the workspace as the session knew it there. Refused with a reason per file
+   * when a file was edited outside since (or the user's edits since would be overwritten without
+   * `includeUserEdits`), and with `nothing_to_undo` when there is no move to undo. Repeated, it
+   * walks the history of moves back.
+   */
+  readonly undo: (sessionId: string, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError>
+  /** Redo the last undo (`nothing_to_redo` when there is none: a restore or a switch since empties them). */
+  readonly redo: (sessionId: string, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError>
   /** The restore of this session that was cut short, if any. */
   readonly interruptedRestore: (sessionId: string) => Effect.Effect<Session.InterruptedRestore | undefined, CheckpointerError>
   /**
@@ -132,7 +156,7 @@ export class TimeTravel extends Context.Tag("@lite-agent/tools/TimeTravel")<Time
 
 /** Every file a restore considered, with its action and any refusal, by path. */
 const plannedFiles = (
-  plan: RestorePlan,
+  plan: FilesPlan,
   refusals: ReadonlyArray<Refusal>,
   alreadyRestored: ReadonlySet<string>
 ): Array<PlannedFile> =>
@@ -168,27 +192,36 @@ export const make = Effect.gen(function*() {
     onFailure: (error: RestoreFailedError) => publish({ type: "checkpoint_restore", phase: "error", sessionId, seq, error })
   })
 
-  const restore = (sessionId: string, seq: number, input: RestoreOptions = {}) =>
+  /**
+   * Carry out a planned restore or move: preflight every file, then (unless a dry run, or refused)
+   * log the intent, change the files and commit — the leaf moved (`conversation`), or the intent
+   * closed. `pendingRefusals`: why a restore cut short blocks this one (none when this one is it).
+   */
+  const execute = (run: {
+    readonly sessionId: string
+    /** The checkpoint restored to, or the leaf moved to: what progress and refusals name. */
+    readonly seq: number
+    readonly state: Session.SessionState
+    readonly plan: FilesPlan
+    readonly pendingRefusals: ReadonlyArray<Refusal>
+    readonly intent: { readonly checkpoint: number } | { readonly move: { readonly reason: MoveReason; readonly to: number } }
+    /** Move the session's leaf to `plan.leafAfter` (with this reason), or keep the conversation (files only). */
+    readonly conversation: boolean
+    readonly reason: MoveReason
+    readonly dryRun: boolean
+    readonly signal: AbortSignal | undefined
+  }) =>
     Effect.gen(function*() {
-      const options = yield* decodeOptions(RestoreOptions, input, "restore options")
-      yield* checkSeqArgument(sessionId, "seq", seq)
-      const files = options.files ?? true
-      const conversation = options.conversation ?? true
-      const dryRun = options.dryRun ?? false
-      // The shared fold: no re-read of the log. Its head is the expected head of what this writes.
-      const { state } = yield* states.get(sessionId)
-      const plan = planRestore(sessionId, state, seq, { files, conversation, includeUserEdits: options.includeUserEdits ?? false })
+      const { plan, sessionId, seq, state } = run
       // A restore cut short is finished by the same restore; anything else waits until it is.
       const pending = state.pendingRestore
       const resuming = pending !== undefined
-      const interruptedRefusal = RestoreIntent.pendingRefusals(sessionId, pending, { seq, conversation, files })
-
       const { alreadyRestored, operations, recorded, refusals: diskRefusals } = yield* preflight.files(
         sessionId,
         plan.files,
         RestoreIntent.statesBefore(pending)
       )
-      const refusals = [...interruptedRefusal, ...plan.refusals, ...diskRefusals]
+      const refusals = [...run.pendingRefusals, ...plan.refusals, ...diskRefusals]
       const report = {
         unverifiedFiles: plan.unverifiedFiles,
         commandsNotUndone: plan.commandsNotUndone,
@@ -197,7 +230,7 @@ export const make = Effect.gen(function*() {
         refusals,
         resumed: resuming
       }
-      if (dryRun) {
+      if (run.dryRun) {
         return { ...report, restoredFiles: [], conversationRestored: false, dryRun: true } satisfies RestoreResult
       }
       if (refusals.length > 0) {
@@ -211,19 +244,27 @@ export const make = Effect.gen(function*() {
       let head = plan.head
       let startedSeq = pending?.seq
       if (pending === undefined && operations.length > 0) {
-        head = yield* intents.start(sessionId, { checkpoint: seq, conversation, files: recorded }, plan.head).pipe(
+        head = yield* intents.start(sessionId, { ...run.intent, conversation: run.conversation, files: recorded }, plan.head).pipe(
           Effect.tapError((error) => publish({ type: "checkpoint_restore", phase: "error", sessionId, seq, error }))
         )
         startedSeq = head
       }
       if (pending !== undefined) yield* applier.removeWriteTemps(pending.event.files.map((file) => file.path))
-      yield* publish({ type: "checkpoint_restore", phase: "start", sessionId, seq, total: operations.length, mode: resuming ? "finish" : "restore" })
+      const mode = resuming ? "finish" : "checkpoint" in run.intent ? "restore" : "move"
+      yield* publish({ type: "checkpoint_restore", phase: "start", sessionId, seq, total: operations.length, mode })
 
       const applied = yield* applier.apply(operations, {
         sessionId,
         seq,
-        commit: intents.commit(sessionId, { conversation, leafBefore: state.leaf, leafAfter: plan.leafAfter, startedSeq, head }),
-        signal: options.signal,
+        commit: intents.commit(sessionId, {
+          conversation: run.conversation,
+          reason: run.reason,
+          leafBefore: state.leaf,
+          leafAfter: plan.leafAfter,
+          startedSeq,
+          head
+        }),
+        signal: run.signal,
         // Put back after a failure, a fresh restore's intent is closed too; a resumed one stays open
         // (its files are as the interrupted restore left them).
         afterPutBack: resuming || startedSeq === undefined ? Effect.succeed(undefined) : intents.closeAfterPutBack(sessionId, startedSeq),
@@ -238,14 +279,76 @@ export const make = Effect.gen(function*() {
           ...applied.keptDirectories.map((path) => ({ path, reason: "a directory that still holds paths the capture does not cover" }))
         ],
         restoredFiles: plan.files.map((file) => file.path).filter((path) => !kept.has(path)),
-        conversationRestored: conversation,
+        conversationRestored: run.conversation,
         dryRun: false
       }
-      // Back on the branch just before the checkpoint, the last capture of each covered path is its
-      // state there — what the restore put back — except for a directory it had to keep.
-      if (!conversation || applied.keptDirectories.length > 0) yield* recordRestore(sessionId, operations, applied.keptDirectories)
+      // At the leaf moved to, the last capture of each covered path is its state there — what the
+      // restore put back — except for a directory it had to keep.
+      if (!run.conversation || applied.keptDirectories.length > 0) yield* recordRestore(sessionId, operations, applied.keptDirectories)
       yield* publish({ type: "checkpoint_restore", phase: "done", sessionId, seq, result })
       return result
+    })
+
+  const restore = (sessionId: string, seq: number, input: RestoreOptions = {}) =>
+    Effect.gen(function*() {
+      const options = yield* decodeOptions(RestoreOptions, input, "restore options")
+      yield* checkSeqArgument(sessionId, "seq", seq)
+      const files = options.files ?? true
+      const conversation = options.conversation ?? true
+      // The shared fold: no re-read of the log. Its head is the expected head of what this writes.
+      const { state } = yield* states.get(sessionId)
+      return yield* execute({
+        sessionId,
+        seq,
+        state,
+        plan: planRestore(sessionId, state, seq, { files, conversation, includeUserEdits: options.includeUserEdits ?? false }),
+        pendingRefusals: RestoreIntent.pendingRefusals(sessionId, state.pendingRestore, { checkpoint: seq, conversation, files }),
+        intent: { checkpoint: seq },
+        conversation,
+        reason: "restore",
+        dryRun: options.dryRun ?? false,
+        signal: options.signal
+      })
+    })
+
+  /**
+   * Undo the last move of the session's leaf (a restore, a switch, a redo), or redo the last
+   * undo: the leaf goes back to where that move started, with the workspace as the session knew
+   * it there; a path edited outside since is refused.
+   */
+  const moveAlongHistory = (sessionId: string, reason: "undo" | "redo", input: MoveOptions = {}) =>
+    Effect.gen(function*() {
+      const options = yield* decodeOptions(MoveOptions, input, `${reason} options`)
+      const { state } = yield* states.get(sessionId)
+      const reversed = (reason === "undo" ? state.undoable : state.redoable).at(-1)
+      if (reversed === undefined) {
+        const error = new RestoreRefusedError({
+          sessionId,
+          seq: 0,
+          refusals: [{
+            reason: reason === "undo" ? "nothing_to_undo" : "nothing_to_redo",
+            detail: reason === "undo"
+              ? `session "${sessionId}" has no restore, switch or redo to undo`
+              : `session "${sessionId}" has no undo to redo (a restore or a switch since empties what redo can do)`
+          }]
+        })
+        return yield* error
+      }
+      const to = reversed.from
+      // The state at the target: the fold of the move itself, as it will be logged.
+      const target = Session.step(state, { seq: state.head + 1, ts: state.lastTs ?? 0, event: new LeafMoved({ from: state.leaf, to, reason }) })
+      return yield* execute({
+        sessionId,
+        seq: to,
+        state,
+        plan: planMove(state, target, { includeUserEdits: options.includeUserEdits ?? false }),
+        pendingRefusals: RestoreIntent.pendingRefusals(sessionId, state.pendingRestore, { move: { reason, to } }),
+        intent: { move: { reason, to } },
+        conversation: true,
+        reason,
+        dryRun: options.dryRun ?? false,
+        signal: options.signal
+      })
     })
 
   /**
@@ -294,7 +397,7 @@ export const make = Effect.gen(function*() {
           refusals: [{ reason: "no_interrupted_restore", detail: `session "${sessionId}" has no restore that was cut short` }]
         })
       }
-      const seq = pending.event.checkpoint
+      const seq = pending.event.checkpoint ?? pending.event.move?.to ?? 0
       const { operations, refusals } = yield* intents.planUndo(sessionId, pending)
       if (refusals.length > 0) {
         const error = new RestoreRefusedError({ sessionId, seq, refusals })
@@ -331,6 +434,8 @@ export const make = Effect.gen(function*() {
     listCheckpoints: (sessionId) => Effect.map(states.get(sessionId), ({ state }) => Session.checkpoints(state)),
     interruptedRestore: (sessionId) => Effect.map(states.get(sessionId), ({ state }) => Session.interruptedRestore(state)),
     restore: (sessionId, seq, options) => restore(sessionId, seq, options),
+    undo: (sessionId, options) => moveAlongHistory(sessionId, "undo", options),
+    redo: (sessionId, options) => moveAlongHistory(sessionId, "redo", options),
     undoInterruptedRestore,
     progress: Stream.fromPubSub(hub),
     subscribe: PubSub.subscribe(hub)

@@ -5,6 +5,8 @@
  */
 import { Schema } from "effect"
 import { Refusal } from "../core/errors.js"
+import { MoveReason } from "../core/events.js"
+import type { InterruptedRestore } from "../core/session.js"
 
 /** A path that resolves outside the workdir, or through a symlink. Nothing was touched. */
 export class UnsafePathError extends Schema.TaggedError<UnsafePathError>()("UnsafePathError", {
@@ -75,13 +77,27 @@ export class RestoreFailedError extends Schema.TaggedError<RestoreFailedError>()
  */
 export class RestoreInterruptedError extends Schema.TaggedError<RestoreInterruptedError>()("RestoreInterruptedError", {
   sessionId: Schema.String,
-  /** The checkpoint the interrupted restore goes back to. */
-  checkpoint: Schema.Number,
+  /** The checkpoint the interrupted restore goes back to (absent for an undo, redo or switch). */
+  checkpoint: Schema.optionalWith(Schema.Number, { exact: true }),
+  /** An undo, redo or switch: the leaf it was moving the session to. */
+  move: Schema.optionalWith(Schema.Struct({ reason: MoveReason, to: Schema.Number }), { exact: true }),
   startedSeq: Schema.Number
 }) {
+  /** The error for a session's interrupted restore (as `interruptedRestore` reports it). */
+  static of(sessionId: string, interrupted: InterruptedRestore): RestoreInterruptedError {
+    return new RestoreInterruptedError({
+      sessionId,
+      ...(interrupted.checkpoint === undefined ? {} : { checkpoint: interrupted.checkpoint }),
+      ...(interrupted.move === undefined ? {} : { move: interrupted.move }),
+      startedSeq: interrupted.startedSeq
+    })
+  }
+
   override get message(): string {
-    return `session "${this.sessionId}" has a restore to checkpoint ${this.checkpoint} that was cut short (its intent is at seq ` +
-      `${this.startedSeq}); its files may be half restored: finish it with restore("${this.sessionId}", ${this.checkpoint}) ` +
-      `or put them back with undoInterruptedRestore("${this.sessionId}")`
+    const [what, finish] = this.move === undefined
+      ? [`a restore to checkpoint ${this.checkpoint}`, `restore("${this.sessionId}", ${this.checkpoint})`]
+      : [`an ${this.move.reason} to seq ${this.move.to}`, `${this.move.reason}("${this.sessionId}")`]
+    return `session "${this.sessionId}" has ${what} that was cut short (its intent is at seq ${this.startedSeq}); its files may ` +
+      `be half restored: finish it with ${finish} or put them back with undoInterruptedRestore("${this.sessionId}")`
   }
 }

@@ -8,8 +8,8 @@
 import { Effect } from "effect"
 import type { CheckpointerService } from "../core/Checkpointer.js"
 import { type CheckpointerError, type Refusal, SnapshotBlobError } from "../core/errors.js"
-import { LeafMoved, RestoreEnded, type RestoreFile, RestoreStarted } from "../core/events.js"
-import type { PendingRestore, RecordedState } from "../core/session.js"
+import { LeafMoved, type MoveReason, RestoreEnded, type RestoreFile, RestoreStarted } from "../core/events.js"
+import { interruptedRestoreOf, type PendingRestore, type RecordedState } from "../core/session.js"
 import { RestoreInterruptedError, type WorkspaceIOError } from "./errors.js"
 import type { FileOperation } from "./restoreFiles.js"
 import { beforeStateOf, blobRefusal, inApplyOrder, type Preflight } from "./restorePreflight.js"
@@ -21,15 +21,18 @@ import { beforeStateOf, blobRefusal, inApplyOrder, type Preflight } from "./rest
 export const pendingRefusals = (
   sessionId: string,
   pending: PendingRestore | undefined,
-  request: { readonly seq: number; readonly conversation: boolean; readonly files: boolean }
-): ReadonlyArray<Refusal> =>
-  pending === undefined ||
-    (pending.event.checkpoint === request.seq && pending.event.conversation === request.conversation && request.files)
-    ? []
-    : [{
-      reason: "restore_interrupted",
-      detail: new RestoreInterruptedError({ sessionId, checkpoint: pending.event.checkpoint, startedSeq: pending.seq }).message
-    }]
+  request:
+    | { readonly checkpoint: number; readonly conversation: boolean; readonly files: boolean }
+    | { readonly move: { readonly reason: MoveReason; readonly to: number } }
+): ReadonlyArray<Refusal> => {
+  if (pending === undefined) return []
+  const intent = pending.event
+  const same = "move" in request
+    ? intent.move?.reason === request.move.reason && intent.move.to === request.move.to
+    : intent.checkpoint === request.checkpoint && intent.conversation === request.conversation && request.files
+  if (same) return []
+  return [{ reason: "restore_interrupted", detail: RestoreInterruptedError.of(sessionId, interruptedRestoreOf(pending)).message }]
+}
 
 /** What each file of a pending intent held when its restore began (an empty map without one). */
 export const statesBefore = (pending: PendingRestore | undefined): ReadonlyMap<string, RecordedState> =>
@@ -39,7 +42,10 @@ export interface RestoreIntents {
   /** Append the intent with the expected head; its seq. */
   readonly start: (
     sessionId: string,
-    intent: { readonly checkpoint: number; readonly conversation: boolean; readonly files: ReadonlyArray<RestoreFile> },
+    intent: (
+      | { readonly checkpoint: number }
+      | { readonly move: { readonly reason: MoveReason; readonly to: number } }
+    ) & { readonly conversation: boolean; readonly files: ReadonlyArray<RestoreFile> },
     expectedHead: number
   ) => Effect.Effect<number, CheckpointerError>
   /** Close the intent at `startedSeq` after its files were finished or put back: mark it ended. */
@@ -52,6 +58,7 @@ export interface RestoreIntents {
     sessionId: string,
     restore: {
       readonly conversation: boolean
+      readonly reason: MoveReason
       readonly leafBefore: number
       readonly leafAfter: number
       readonly startedSeq: number | undefined
@@ -84,11 +91,11 @@ export const make = (checkpointer: CheckpointerService, preflight: Preflight): R
   return {
     start: (sessionId, intent, expectedHead) => checkpointer.append(sessionId, [new RestoreStarted(intent)], expectedHead),
     close,
-    commit: (sessionId, { conversation, head, leafAfter, leafBefore, startedSeq }) =>
+    commit: (sessionId, { conversation, head, leafAfter, leafBefore, reason, startedSeq }) =>
       conversation
         ? Effect.asVoid(checkpointer.append(
           sessionId,
-          [new LeafMoved({ from: leafBefore, to: leafAfter, reason: "restore", ...(startedSeq === undefined ? {} : { restoreStarted: startedSeq }) })],
+          [new LeafMoved({ from: leafBefore, to: leafAfter, reason, ...(startedSeq === undefined ? {} : { restoreStarted: startedSeq }) })],
           head
         ))
         : startedSeq === undefined

@@ -1,8 +1,9 @@
 /** A restore under way: its intent, logged before it changes any file, and its end. */
 import { Schema } from "effect"
-import { afterState, blobState, isFields, isNonEmptyString, isPositiveInt } from "../internal/eventChecks.js"
+import { afterState, blobState, isCount, isFields, isNonEmptyString, isPositiveInt, optional } from "../internal/eventChecks.js"
 import { EventClass } from "../internal/eventKind.js"
-import { FileAbsent, FileLeft, PositiveInt, SnapshotContent, SnapshotMissing, SnapshotStored } from "./parts.js"
+import { Count, FileAbsent, FileLeft, PositiveInt, SnapshotContent, SnapshotMissing, SnapshotStored } from "./parts.js"
+import { isMoveReason, MoveReason } from "./tree.js"
 import { DirectoryState, LinkState, linkOrDirectoryState } from "./workspace.js"
 
 /**
@@ -33,9 +34,11 @@ export type RestoreFile = typeof RestoreFile.Type
  * Not a message and not a checkpoint: the model never sees it.
  */
 export class RestoreStarted extends EventClass<RestoreStarted>()("RestoreStarted", {
-  /** The checkpoint (the seq of its prompt) restored to. */
-  checkpoint: PositiveInt,
-  /** Whether the conversation goes back too (the log cut to just before the checkpoint). */
+  /** The checkpoint (the seq of its prompt) restored to; absent for a move along the history of moves (which sets `move`). */
+  checkpoint: Schema.optionalWith(PositiveInt, { exact: true }),
+  /** An undo, redo or switch: the leaf the session moves to, and why (then no `checkpoint`). */
+  move: Schema.optionalWith(Schema.Struct({ reason: MoveReason, to: Count }), { exact: true }),
+  /** Whether the conversation goes back too (the session's leaf moved to just before the checkpoint). */
   conversation: Schema.Boolean,
   /** The files the restore changes (not those already at their target). */
   files: Schema.Array(RestoreFile)
@@ -43,7 +46,9 @@ export class RestoreStarted extends EventClass<RestoreStarted>()("RestoreStarted
   check: (json) => {
     if (!isFields(json)) return undefined
     const { checkpoint, conversation, files } = json
-    if (!isPositiveInt(checkpoint) || typeof conversation !== "boolean" || !Array.isArray(files)) return undefined
+    const move = json["move"] === undefined ? undefined : movedTo(json["move"])
+    if (json["move"] !== undefined && move === undefined) return undefined
+    if (!optional(checkpoint, isPositiveInt) || typeof conversation !== "boolean" || !Array.isArray(files)) return undefined
     const built: Array<RestoreFile> = []
     for (const file of files) {
       if (!isFields(file)) return undefined
@@ -53,7 +58,12 @@ export class RestoreStarted extends EventClass<RestoreStarted>()("RestoreStarted
       if (!isNonEmptyString(path) || before === undefined || target === undefined) return undefined
       built.push({ path, before, target })
     }
-    return { checkpoint, conversation, files: built }
+    return {
+      ...(checkpoint === undefined ? {} : { checkpoint }),
+      ...(move === undefined ? {} : { move }),
+      conversation,
+      files: built
+    }
   },
   blobs: (fields, visit) => ({
     ...fields,
@@ -64,6 +74,12 @@ export class RestoreStarted extends EventClass<RestoreStarted>()("RestoreStarted
     )
   })
 }) {}
+
+const movedTo = (value: unknown): { readonly reason: MoveReason; readonly to: number } | undefined => {
+  if (!isFields(value)) return undefined
+  const { reason, to } = value
+  return isMoveReason(reason) && isCount(to) ? { reason, to } : undefined
+}
 
 const isOutcome = (value: unknown): value is "finished" | "undone" => value === "finished" || value === "undone"
 

@@ -12,7 +12,7 @@ import { Count, PositiveInt } from "./parts.js"
 export const MoveReason = Schema.Literal("restore", "undo", "redo", "switch")
 export type MoveReason = typeof MoveReason.Type
 
-const isMoveReason = (value: unknown): value is MoveReason =>
+export const isMoveReason = (value: unknown): value is MoveReason =>
   value === "restore" || value === "undo" || value === "redo" || value === "switch"
 
 /**

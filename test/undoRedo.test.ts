@@ -1,0 +1,171 @@
+/**
+ * Undo and redo along a session's history of moves, on real directories and every backend: a
+ * restore undone brings the conversation and the files back; a redo goes forward again; a turn
+ * taken after a restore is a branch of its own that an undo leaves and a redo returns to; edits
+ * made outside since are refused per file with nothing changed; nothing is ever deleted.
+ */
+import { writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { Chunk, Effect, Stream } from "effect"
+import { describe, expect, it } from "vitest"
+import { Checkpointer, FileTools, RestoreRefusedError, Session, type StoredEvent, TimeTravel, Workspace } from "../src/core.js"
+import { type Backend, BACKENDS, diskState, freshWorkdir, timeTravelLayer, turn } from "./support/agentSim.js"
+
+const run = <A, E>(
+  backend: Backend,
+  workdir: string,
+  program: Effect.Effect<A, E, Checkpointer | TimeTravel.TimeTravel | FileTools.FileTools | Workspace.Workspace>
+) => Effect.runPromise(program.pipe(Effect.scoped, Effect.provide(timeTravelLayer(backend, workdir))))
+
+const logOf = (sessionId: string) =>
+  Effect.flatMap(Checkpointer, (c) => Effect.map(Stream.runCollect(c.read(sessionId)), Chunk.toReadonlyArray))
+
+const failureOf = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Effect.either(effect), (either) => either._tag === "Left" ? Effect.succeed(either.left) : Effect.dieMessage("expected a failure"))
+
+const prompts = Effect.map(Effect.flatMap(TimeTravel.TimeTravel, (timeTravel) => timeTravel.listCheckpoints("s")), (list) =>
+  list.map((checkpoint) => checkpoint.prompt))
+
+/** Every event of `before` is still there, in place. */
+const expectNothingDeleted = (before: ReadonlyArray<StoredEvent>, after: ReadonlyArray<StoredEvent>) =>
+  expect(after.slice(0, before.length)).toEqual(before)
+
+/** Prompt 1 creates a.txt and src/b.txt; prompt 2 edits a.txt and creates c.txt. */
+const twoPrompts = Effect.gen(function*() {
+  const first = yield* turn("s", "create files", [
+    { name: "write_file", input: { path: "a.txt", content: "alpha\n" } },
+    { name: "write_file", input: { path: "src/b.txt", content: "beta\r\n" } }
+  ])
+  const second = yield* turn("s", "edit them", [
+    { name: "edit_file", input: { path: "a.txt", old_string: "alpha", new_string: "ALPHA" } },
+    { name: "write_file", input: { path: "c.txt", content: "gamma" } }
+  ])
+  return { first, second }
+})
+
+describe("undo and redo", () => {
+  for (const backend of BACKENDS) {
+    it(`${backend}: a restore undone and redone, the conversation and the files with it; the log only grows`, async () => {
+      const workdir = freshWorkdir()
+      await run(backend, workdir, Effect.gen(function*() {
+        const timeTravel = yield* TimeTravel.TimeTravel
+        const { second } = yield* twoPrompts
+        const atTip = diskState(workdir)
+        const log = yield* logOf("s")
+        yield* timeTravel.restore("s", second)
+        const restored = diskState(workdir)
+        expect(Object.keys(restored).sort()).toEqual(["a.txt", "src/b.txt"])
+        expect(yield* prompts).toEqual(["create files"])
+
+        // The dry run names every file the undo would change, and changes nothing.
+        const dry = yield* timeTravel.undo("s", { dryRun: true })
+        expect(dry.plan.map((file) => [file.path, file.action])).toEqual([["a.txt", "write"], ["c.txt", "write"]])
+        expect(diskState(workdir)).toEqual(restored)
+
+        const undone = yield* timeTravel.undo("s")
+        expect(undone).toMatchObject({ conversationRestored: true, restoredFiles: ["a.txt", "c.txt"], refusals: [] })
+        expect(diskState(workdir)).toEqual(atTip)
+        expect(yield* prompts).toEqual(["create files", "edit them"])
+
+        const redone = yield* timeTravel.redo("s")
+        expect(redone.restoredFiles).toEqual(["a.txt", "c.txt"])
+        expect(diskState(workdir)).toEqual(restored)
+        expect(yield* prompts).toEqual(["create files"])
+
+        // And back again: an undo after a redo reverses the redo.
+        yield* timeTravel.undo("s")
+        expect(diskState(workdir)).toEqual(atTip)
+        const after = yield* logOf("s")
+        expectNothingDeleted(log, after)
+        expect(after.filter((stored) => stored.event._tag === "LeafMoved").map((stored) => stored.event)).toEqual([
+          expect.objectContaining({ reason: "restore", to: second - 1 }),
+          expect.objectContaining({ reason: "undo", to: log.length }),
+          expect.objectContaining({ reason: "redo", to: second - 1 }),
+          expect.objectContaining({ reason: "undo", to: log.length })
+        ])
+        expect(Session.interruptedRestore(Session.fold(after))).toBeUndefined()
+      }))
+    })
+  }
+
+  it("a turn taken after a restore is a branch: an undo leaves it (its files undone too), a redo returns to it", async () => {
+    const workdir = freshWorkdir()
+    await run("file", workdir, Effect.gen(function*() {
+      const timeTravel = yield* TimeTravel.TimeTravel
+      const { second } = yield* twoPrompts
+      const atTip = diskState(workdir)
+      yield* timeTravel.restore("s", second)
+      yield* turn("s", "another way", [
+        { name: "edit_file", input: { path: "a.txt", old_string: "alpha", new_string: "omega" } },
+        { name: "write_file", input: { path: "d.txt", content: "delta" } }
+      ])
+      const onNewBranch = diskState(workdir)
+      expect(yield* prompts).toEqual(["create files", "another way"])
+
+      yield* timeTravel.undo("s")
+      expect(diskState(workdir)).toEqual(atTip)
+      expect(yield* prompts).toEqual(["create files", "edit them"])
+
+      yield* timeTravel.redo("s")
+      expect(diskState(workdir)).toEqual(onNewBranch)
+      expect(yield* prompts).toEqual(["create files", "another way"])
+    }))
+  })
+
+  it("an edit made outside since the restore is refused per file, and nothing changes", async () => {
+    const workdir = freshWorkdir()
+    await run("sqlite", workdir, Effect.gen(function*() {
+      const timeTravel = yield* TimeTravel.TimeTravel
+      const { first } = yield* twoPrompts
+      yield* timeTravel.restore("s", first)
+      expect(diskState(workdir)).toEqual({})
+      writeFileSync(join(workdir, "c.txt"), "mine")
+      const disk = diskState(workdir)
+      const log = yield* logOf("s")
+      const error = yield* failureOf(timeTravel.undo("s"))
+      expect(error).toBeInstanceOf(RestoreRefusedError)
+      expect((error as RestoreRefusedError).refusals.map((refusal) => [refusal.path, refusal.reason])).toEqual([["c.txt", "modified_externally"]])
+      expect(diskState(workdir)).toEqual(disk)
+      expect(yield* logOf("s")).toEqual(log)
+      expect(yield* prompts).toEqual([])
+    }))
+  })
+
+  it("repeated undos walk the history of moves back, redos forward; nothing to undo or redo is refused", async () => {
+    const workdir = freshWorkdir()
+    await run("memory", workdir, Effect.gen(function*() {
+      const timeTravel = yield* TimeTravel.TimeTravel
+      const { first, second } = yield* twoPrompts
+      const reasons = (error: unknown) => (error as RestoreRefusedError).refusals.map((refusal) => refusal.reason)
+      expect(reasons(yield* failureOf(timeTravel.undo("s")))).toEqual(["nothing_to_undo"])
+      expect(reasons(yield* failureOf(timeTravel.redo("s")))).toEqual(["nothing_to_redo"])
+      const atTip = diskState(workdir)
+      yield* timeTravel.restore("s", second)
+      const atFirst = diskState(workdir)
+      yield* timeTravel.restore("s", first)
+      expect(diskState(workdir)).toEqual({})
+
+      yield* timeTravel.undo("s")
+      expect(yield* prompts).toEqual(["create files"])
+      expect(diskState(workdir)).toEqual(atFirst)
+      yield* timeTravel.undo("s")
+      expect(yield* prompts).toEqual(["create files", "edit them"])
+      expect(diskState(workdir)).toEqual(atTip)
+      expect(reasons(yield* failureOf(timeTravel.undo("s")))).toEqual(["nothing_to_undo"])
+
+      yield* timeTravel.redo("s")
+      expect(diskState(workdir)).toEqual(atFirst)
+      yield* timeTravel.redo("s")
+      expect(diskState(workdir)).toEqual({})
+      expect(yield* prompts).toEqual([])
+      expect(reasons(yield* failureOf(timeTravel.redo("s")))).toEqual(["nothing_to_redo"])
+
+      // A restore after an undo empties what redo can do.
+      yield* timeTravel.undo("s")
+      yield* timeTravel.restore("s", first)
+      expect(reasons(yield* failureOf(timeTravel.redo("s")))).toEqual(["nothing_to_redo"])
+      const badOption = yield* failureOf(timeTravel.undo("s", { bogus: true } as TimeTravel.MoveOptions))
+      expect(badOption).toMatchObject({ _tag: "ConfigurationError" })
+    }))
+  })
+})
