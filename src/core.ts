@@ -21,7 +21,10 @@ export type {
   ConversationEntry,
   FileHistoryEntry,
   PendingToolCall,
-  SessionState
+  SessionState,
+  SessionTree,
+  TreeBranch,
+  TreeCheckpoint
 } from "./core/session.js"
 export {
   Checkpointer,

@@ -36,7 +36,7 @@ export type { AgentEvent, LiteAgentResult, ToolCallRecord } from "./agent/AgentE
 export type { BackgroundTaskInfo } from "./agent/MaintenanceLock.js"
 export type { SendOptions } from "./agent/turn.js"
 export type { PruneOptions } from "./agent/LiteAgent.js"
-export type { Checkpoint } from "./core/session.js"
+export type { Checkpoint, SessionTree, TreeBranch, TreeCheckpoint } from "./core/session.js"
 export type { InterruptedRestore, MoveOptions, RestoreOptions, RestoreProgress, RestoreResult } from "./tools/TimeTravel.js"
 
 /** A process-local checkpointer that keeps everything in memory (tests, ephemeral agents). It takes no options. */

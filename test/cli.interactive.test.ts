@@ -165,6 +165,76 @@ describe("lite-agent in a terminal", () => {
     expect(branch.some((event) => event._tag === "UserMessage" && event.content === "change a")).toBe(false)
   })
 
+  it("/undo of a turn and of a restore, /redo, /tree with a branch, /label, /switch: the files follow", async () => {
+    const workdir = tempDir("tty-tree-work")
+    const sessions = tempDir("tty-tree-sessions")
+    const turns = join(tempDir("tty-tree-turns"), "turns.json")
+    writeFileSync(turns, JSON.stringify([
+      write("a.txt", "one\n"),
+      { text: "Wrote a.txt." },
+      write("a.txt", "two\n"),
+      { text: "Changed a.txt." },
+      write("b.txt", "other\n"),
+      { text: "Wrote b.txt instead." }
+    ]))
+    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir])
+    const file = (name: string) => (existsSync(join(workdir, name)) ? readFileSync(join(workdir, name), "utf8") : undefined)
+    await tty.waitFor("> ")
+    tty.type("make a\r")
+    await tty.waitFor("out tokens]")
+    tty.type("change a\r")
+    await tty.waitFor("out tokens]")
+    expect(file("a.txt")).toBe("two\n")
+
+    // Nothing moved yet: /undo undoes the last turn, with its plan first.
+    tty.type("/undo\r")
+    const plan = await tty.waitFor("restore? [y/N] ")
+    expect(plan).toContain('undo the last turn ("change a")')
+    expect(plan).toContain("a.txt: put back")
+    tty.type("y\r")
+    await tty.waitFor("conversation cut back")
+    expect(file("a.txt")).toBe("one\n")
+
+    // Right after that, /undo undoes the restore itself; /redo does it again.
+    tty.type("/undo --yes\r")
+    await tty.waitFor("the conversation is the branch's")
+    expect(file("a.txt")).toBe("two\n")
+    tty.type("/redo --yes\r")
+    await tty.waitFor("the conversation is the branch's")
+    expect(file("a.txt")).toBe("one\n")
+
+    // A new turn from there is a branch of its own.
+    tty.type("something else\r")
+    await tty.waitFor("Wrote b.txt instead.")
+    await tty.waitFor("out tokens]")
+    tty.type("/tree\r")
+    const tree = await tty.waitFor("/undo and /redo walk your moves")
+    expect(tree).toMatch(/\* +\d+ +"make a"/)
+    expect(tree).toMatch(/ +\d+ +"change a"/)
+    expect(tree).toMatch(/\* +\d+ +"something else"/)
+    const oldTip = Number(/· tip (\d+)/.exec(tree)![1])
+    tty.type(`/label ${oldTip} first try\r`)
+    await tty.waitFor(`seq ${oldTip} is "first try"`)
+    tty.type(`/switch ${oldTip}\r`)
+    const switchPlan = await tty.waitFor("switch? [y/N] ")
+    expect(switchPlan).toContain("a.txt: put back")
+    expect(switchPlan).toContain("b.txt: deleted")
+    tty.type("y\r")
+    await tty.waitFor("the conversation is the branch's")
+    expect(file("a.txt")).toBe("two\n")
+    expect(file("b.txt")).toBeUndefined()
+    tty.type("/tree\r")
+    const after = await tty.waitFor("/undo and /redo walk your moves")
+    expect(after).toContain(`→ tip ${oldTip} (current) [first try]`)
+
+    tty.type("/switch 99999 --yes\r")
+    await tty.waitFor("not_a_branch")
+    tty.type("/redo\r")
+    await tty.waitFor("nothing to redo")
+    tty.type("\u0004")
+    expect(await tty.closed).toBe(0)
+  })
+
   it("Ctrl-C twice at an empty prompt leaves (the first only says how)", async () => {
     const tty = terminal(["--model", `scripted:${join(root, "examples", "cli", "hello.json")}`, "--checkpointer", `file:${tempDir("tty-sessions")}`, "--workdir", tempDir("tty-work")])
     await tty.waitFor("> ")

@@ -280,7 +280,24 @@ describe("lite-agent serve over a workspace a shell command changed", () => {
       const restored = await answer(server.url, TOKEN, (client) => client.agent.restore({ path: { id: "work" }, payload: { seq: checkpoints[0]!.seq } }))
       expect(restored.conversationRestored).toBe(true)
       expect(readFileSync(join(workdir, "kept.txt"), "utf8")).toBe("kept\n")
-      expect(readdirSync(workdir).filter((name) => !name.startsWith("sessions.db")).sort()).toEqual(["kept.txt", "turns.json"])
+      const listing = () => readdirSync(workdir).filter((name) => !name.startsWith("sessions.db")).sort()
+      expect(listing()).toEqual(["kept.txt", "turns.json"])
+
+      // Undone over HTTP (a dry run first), then redone: the command's effects come back and go again.
+      const undoPlan = await answer(server.url, TOKEN, (client) => client.agent.undo({ path: { id: "work" }, payload: { dryRun: true } }))
+      expect(undoPlan.plan.map((file) => file.path)).toEqual(["gen", "gen/deep", "gen/deep/a.txt", "kept.txt", "link"])
+      expect(listing()).toEqual(["kept.txt", "turns.json"])
+      const undone = await request(`${server.url}/sessions/work/undo`, { token: TOKEN, method: "POST" })
+      expect(undone.status).toBe(200)
+      expect(listing()).toEqual(["gen", "kept.txt", "link", "turns.json"])
+      const back = await answer(server.url, TOKEN, (client) => client.sessions.checkpoints({ path: { id: "work" } }))
+      expect(back.checkpoints.map((checkpoint) => checkpoint.seq)).toEqual([checkpoints[0]!.seq])
+      await answer(server.url, TOKEN, (client) => client.agent.redo({ path: { id: "work" }, payload: {} }))
+      expect(listing()).toEqual(["kept.txt", "turns.json"])
+      const nothing = await request(`${server.url}/sessions/work/redo`, { token: TOKEN, method: "POST", body: {} })
+      expect(nothing.status).toBe(409)
+      expect(JSON.stringify(nothing.json)).toContain("nothing_to_redo")
+      expect((await request(`${server.url}/sessions/work/undo`, { token: TOKEN, method: "POST", body: { dryRun: "yes" } })).status).toBe(400)
     } finally {
       server.worker.child.kill("SIGTERM")
       await server.worker.closed

@@ -131,8 +131,10 @@ describe("the OpenAPI description", () => {
       "GET /sessions/{id}/events",
       "POST /sessions/{id}/compact",
       "POST /sessions/{id}/messages",
+      "POST /sessions/{id}/redo",
       "POST /sessions/{id}/restore",
-      "POST /sessions/{id}/restore/undo"
+      "POST /sessions/{id}/restore/undo",
+      "POST /sessions/{id}/undo"
     ])
     expect(Object.values(spec.components.securitySchemes)).toEqual([expect.objectContaining({ type: "http", scheme: "bearer" })])
     expect(JSON.stringify(spec.paths["/sessions/{id}/restore"])).toContain(`"409"`)

@@ -168,4 +168,56 @@ describe("undo and redo", () => {
       expect(badOption).toMatchObject({ _tag: "ConfigurationError" })
     }))
   })
+
+  it("the tree: every branch's checkpoints, the current one, labels; a switch to another branch, undone like a restore", async () => {
+    const workdir = freshWorkdir()
+    await run("file", workdir, Effect.gen(function*() {
+      const timeTravel = yield* TimeTravel.TimeTravel
+      const { first, second } = yield* twoPrompts
+      const atOldTip = diskState(workdir)
+      const oldTip = (yield* timeTravel.tree("s")).leaf
+      yield* timeTravel.restore("s", second)
+      const third = yield* turn("s", "another way", [{ name: "write_file", input: { path: "d.txt", content: "delta" } }])
+      const onNewBranch = diskState(workdir)
+
+      const tree = yield* timeTravel.tree("s")
+      const newTip = tree.leaf
+      expect(tree.checkpoints.map(({ children, current, parent, prompt, seq }) => ({ seq, prompt, parent, children, current }))).toEqual([
+        { seq: first, prompt: "create files", parent: null, children: [second, third], current: true },
+        { seq: second, prompt: "edit them", parent: first, children: [], current: false },
+        { seq: third, prompt: "another way", parent: first, children: [], current: true }
+      ])
+      expect(tree.branches).toEqual([
+        { leaf: oldTip, checkpoint: second, current: false },
+        { leaf: newTip, checkpoint: third, current: true }
+      ])
+      expect(tree.undo).toMatchObject({ from: oldTip, to: second - 1 })
+      expect(tree.redo).toBeUndefined()
+
+      yield* timeTravel.label("s", oldTip, "the first idea")
+      yield* timeTravel.label("s", first, "start")
+      const labelled = yield* timeTravel.tree("s")
+      expect(labelled.branches.find((branch) => branch.leaf === oldTip)?.label).toBe("the first idea")
+      expect(labelled.checkpoints.find((checkpoint) => checkpoint.seq === first)?.label).toBe("start")
+      yield* timeTravel.label("s", first, "")
+      expect((yield* timeTravel.tree("s")).checkpoints.find((checkpoint) => checkpoint.seq === first)?.label).toBeUndefined()
+
+      // Switch to the first idea: its conversation and its files.
+      yield* timeTravel.switchBranch("s", oldTip)
+      expect(diskState(workdir)).toEqual(atOldTip)
+      expect(yield* prompts).toEqual(["create files", "edit them"])
+      const switched = yield* timeTravel.tree("s")
+      expect(switched.branches.map((branch) => [branch.leaf, branch.current])).toEqual([[oldTip, true], [newTip, false]])
+      // And back, by undoing the switch.
+      yield* timeTravel.undo("s")
+      expect(diskState(workdir)).toEqual(onNewBranch)
+      expect(yield* prompts).toEqual(["create files", "another way"])
+
+      const reasons = (error: unknown) => (error as RestoreRefusedError).refusals.map((refusal) => refusal.reason)
+      expect(reasons(yield* failureOf(timeTravel.switchBranch("s", first)))).toEqual(["not_a_branch"])
+      expect(reasons(yield* failureOf(timeTravel.switchBranch("s", newTip)))).toEqual(["not_a_branch"])
+      expect(yield* failureOf(timeTravel.label("s", newTip + 100, "x"))).toMatchObject({ _tag: "InvalidSeqError" })
+      expect(yield* failureOf(timeTravel.label("s", first, "x".repeat(201)))).toMatchObject({ _tag: "ConfigurationError" })
+    }))
+  })
 })

@@ -148,6 +148,20 @@ export interface LiteAgentService {
   readonly undo: (sessionId: string, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
   /** Redo the session's last undo (agent must be idle). Then `sessionId` is current. */
   readonly redo: (sessionId: string, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
+  /** Switch to another branch of the session, by its tip's seq from `tree` (agent must be idle). Then `sessionId` is current. */
+  readonly switchBranch: (
+    sessionId: string,
+    leaf: number,
+    options?: MoveOptions
+  ) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
+  /** The session's tree: checkpoints on every branch, the branches, the current one, labels, what undo and redo would do. */
+  readonly tree: (sessionId: string) => Effect.Effect<Session.SessionTree, CheckpointerError | SessionsDisabledError>
+  /** Name a checkpoint or a branch's tip (an empty name removes it); the session must be idle. */
+  readonly label: (
+    sessionId: string,
+    seq: number,
+    name: string
+  ) => Effect.Effect<void, CheckpointerError | ConfigurationError | SessionsDisabledError | AgentBusyError>
   /**
    * Summarize the older part of the current session's conversation (or `options.sessionId`'s),
    * when the agent is idle; the summarized events stay in the log. Emits `compaction` events.
@@ -234,7 +248,7 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
 
     /** An undo or a redo: like a restore, under the maintenance lock, and the session current after. */
     const moveAlongHistory = (
-      operation: "undo" | "redo",
+      operation: "undo" | "redo" | "switchBranch",
       sessionId: string,
       move: Effect.Effect<RestoreResult, RestoreError>
     ) =>
@@ -300,6 +314,11 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
         ),
       undo: (sessionId, moveOptions) => moveAlongHistory("undo", sessionId, timeTravel.undo(sessionId, moveOptions)),
       redo: (sessionId, moveOptions) => moveAlongHistory("redo", sessionId, timeTravel.redo(sessionId, moveOptions)),
+      switchBranch: (sessionId, leaf, moveOptions) =>
+        moveAlongHistory("switchBranch", sessionId, timeTravel.switchBranch(sessionId, leaf, moveOptions)),
+      tree: (sessionId) => Effect.zipRight(pointer.requireSessions("tree"), timeTravel.tree(sessionId)),
+      label: (sessionId, seq, name) =>
+        Effect.zipRight(pointer.requireSessions("label"), lock.maintenance("label", sessionId, timeTravel.label(sessionId, seq, name))),
       compact: (instructions, compactOptions) => compact(instructions, compactOptions, hub.publish),
       compactRun: (instructions, compactOptions) =>
         streamed<CompactionEvent, CompactError | SessionsDisabledError>((emit) => compact(instructions, compactOptions, emit)),

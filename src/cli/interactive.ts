@@ -11,6 +11,7 @@ import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { RestoreInterruptedError } from "../tools/errors.js"
 import { describeError } from "./setup.js"
+import { makeTimeTravelCommands } from "./timeTravelCommands.js"
 
 const HELP = [
   "commands:",
@@ -20,6 +21,11 @@ const HELP = [
   "                                   go back to just before a checkpoint (shows the plan, asks first);",
   "                                   the same restore finishes one a crash cut short",
   "  /restore --undo [--yes]          put back the files of a restore a crash cut short",
+  "  /undo [--yes]                    undo the last restore, switch or redo; else the last turn",
+  "  /redo [--yes]                    redo the last undo",
+  "  /tree                            every branch's checkpoints, the current one marked",
+  "  /switch <tip> [--yes]            move to another branch (from /tree), files too",
+  "  /label <seq> [name]              name a checkpoint or a branch's tip (no name: remove it)",
   "  /sessions                        the sessions, most recent first",
   "  /resume <id>                     continue another session",
   "  /clear                           start a new session (the old one is kept)",
@@ -156,7 +162,8 @@ export const runInteractive = async (
     const error = Cause.squash(exit.cause)
     print(`error: ${describeError(error)}`)
     if (error instanceof RestoreInterruptedError) {
-      print(`(here: /restore ${error.checkpoint} finishes it, /restore --undo puts its files back)`)
+      const finish = error.move === undefined ? `/restore ${error.checkpoint}` : `/${error.move.reason === "switch" ? `switch ${error.move.to}` : error.move.reason}`
+      print(`(here: ${finish} finishes it, /restore --undo puts its files back)`)
     }
   }
 
@@ -187,80 +194,14 @@ export const runInteractive = async (
     }
     const interrupted = await runtime.runPromise(agent.interruptedRestore(sessionId))
     if (interrupted !== undefined) {
-      print(
-        `a restore to checkpoint ${interrupted.checkpoint} was cut short (${interrupted.files.length} file(s), some may be half restored): ` +
-          `/restore ${interrupted.checkpoint} finishes it, /restore --undo puts its files back`
-      )
+      const [what, finish] = interrupted.move === undefined
+        ? [`a restore to checkpoint ${interrupted.checkpoint}`, `/restore ${interrupted.checkpoint}`]
+        : [`an ${interrupted.move.reason} to seq ${interrupted.move.to}`, interrupted.move.reason === "switch" ? `/switch ${interrupted.move.to}` : `/${interrupted.move.reason}`]
+      print(`${what} was cut short (${interrupted.files.length} file(s), some may be half restored): ${finish} finishes it, /restore --undo puts its files back`)
     }
   }
 
-  /** Run a restore (or its undo), printing its progress; Ctrl-C interrupts it. */
-  const withRestoreProgress = <A, E>(run: Effect.Effect<A, E>) =>
-    interruptible(
-      Effect.zipRight(
-        Effect.forkScoped(printEvents(agent.events.pipe(Stream.filter((event) => event.type === "checkpoint_restore")))),
-        run
-      ).pipe(Effect.scoped)
-    )
-
-  const undoRestore = async (args: ReadonlyArray<string>) => {
-    if (args.some((arg) => arg !== "--undo" && arg !== "--yes")) return print("usage: /restore --undo [--yes]")
-    const sessionId = await current()
-    const interrupted = await runtime.runPromiseExit(agent.interruptedRestore(sessionId))
-    if (Exit.isFailure(interrupted)) return print(`error: ${describeError(Cause.squash(interrupted.cause))}`)
-    if (interrupted.value === undefined) return print("no restore of this session was cut short: nothing to undo")
-    print(`undo the restore to checkpoint ${interrupted.value.checkpoint} that was cut short: its files go back to before it:`)
-    for (const path of interrupted.value.files) print(`  ${path}`)
-    if (!args.includes("--yes")) {
-      const answer = await ask("undo? [y/N] ")
-      if (!/^y(es)?$/i.test(answer.trim())) return print("nothing was changed")
-    }
-    const exit = await withRestoreProgress(agent.undoInterruptedRestore(sessionId))
-    if (Exit.isFailure(exit)) return print(`error: ${describeError(Cause.squash(exit.cause))}`)
-    print(`undone: ${exit.value.restoredFiles.join(", ") || "no files"} put back as before the restore`)
-  }
-
-  const restore = async (args: ReadonlyArray<string>) => {
-    if (args.includes("--undo")) return undoRestore(args)
-    const seqArg = args.find((arg) => !arg.startsWith("--"))
-    const flags = args.filter((arg) => arg.startsWith("--"))
-    const unknown = flags.filter((flag) => flag !== "--conversation-only" && flag !== "--yes")
-    const seq = seqArg === undefined ? Number.NaN : Number(seqArg)
-    if (!Number.isSafeInteger(seq) || seq < 0 || unknown.length > 0 || args.filter((arg) => !arg.startsWith("--")).length !== 1) {
-      return print(`error: ${unknown.length > 0 ? `unknown flag ${unknown[0]}` : "give one checkpoint seq"}\nusage: /restore <seq> [--conversation-only] [--yes]`)
-    }
-    const files = !flags.includes("--conversation-only")
-    const sessionId = await current()
-    const planned = await runtime.runPromiseExit(agent.restore(sessionId, seq, { files, dryRun: true }))
-    if (Exit.isFailure(planned)) return print(`error: ${describeError(Cause.squash(planned.cause))}`)
-    const plan = planned.value
-    print(plan.resumed ? `finishing the restore to checkpoint ${seq} that was cut short:` : `restore to just before checkpoint ${seq}:`)
-    for (const file of plan.plan) {
-      const action = file.alreadyRestored
-        ? "already back"
-        : file.action === "delete"
-        ? "deleted"
-        : file.action === "write"
-        ? "put back"
-        : file.action === "link"
-        ? "link put back"
-        : file.action === "directory"
-        ? "directory put back"
-        : "unchanged"
-      print(`  ${file.path}: ${file.refusal === undefined ? action : `REFUSED (${file.refusal.reason}: ${file.refusal.detail})`}`)
-    }
-    for (const refusal of plan.refusals.filter((refusal) => refusal.path === undefined)) print(`  REFUSED (${refusal.reason}: ${refusal.detail})`)
-    for (const command of plan.commandsNotUndone) print(`  not undone: ${command.tool} ${shorten(JSON.stringify(command.input), 60)}`)
-    for (const left of plan.notCovered) print(`  ${left.path}: left as it is (not covered: ${left.reason})`)
-    if (plan.refusals.length > 0) return print("nothing was changed")
-    if (!flags.includes("--yes")) {
-      const answer = await ask("restore? [y/N] ")
-      if (!/^y(es)?$/i.test(answer.trim())) return print("nothing was changed")
-    }
-    const exit = await withRestoreProgress(agent.restore(sessionId, seq, { files }))
-    if (Exit.isFailure(exit)) return print(`error: ${describeError(Cause.squash(exit.cause))}`)
-    print(`restored: ${exit.value.restoredFiles.join(", ") || "no files"}; conversation ${exit.value.conversationRestored ? "cut back" : "kept"}`)
-  }
+  const timeTravel = makeTimeTravelCommands({ runtime, agent, print, ask, current, interruptible, printEvents, shorten })
 
   const command = async (line: string) => {
     const [name = "", ...args] = line.slice(1).trim().split(/\s+/).filter((part) => part !== "")
@@ -277,7 +218,17 @@ export const runInteractive = async (
       case "checkpoints":
         return checkpoints()
       case "restore":
-        return restore(args)
+        return timeTravel.restore(args)
+      case "undo":
+        return timeTravel.undo(args)
+      case "redo":
+        return timeTravel.redo(args)
+      case "tree":
+        return timeTravel.tree(args)
+      case "switch":
+        return timeTravel.switchTo(args)
+      case "label":
+        return timeTravel.label(args)
       case "sessions": {
         const sessions = await runtime.runPromise(agent.listSessions())
         const now = await current()

@@ -173,7 +173,8 @@ export const RefusalReason = Schema.Literal(
   "restore_interrupted",
   "no_interrupted_restore",
   "nothing_to_undo",
-  "nothing_to_redo"
+  "nothing_to_redo",
+  "not_a_branch"
 )
 export type RefusalReason = typeof RefusalReason.Type
 

@@ -61,11 +61,26 @@ const applyCapture = (draft: Draft, seq: number, event: WorkspaceCaptured) => {
 }
 
 /** Events about the log as a whole rather than a step of the conversation or the workspace: not nodes of the tree. */
-type LogEvent = Extract<StoredEvent["event"], { readonly _tag: "LeafMoved" | "RestoreStarted" | "RestoreEnded" | "SessionMetadata" }>
+type LogEvent = Extract<
+  StoredEvent["event"],
+  { readonly _tag: "LeafMoved" | "BranchLabeled" | "RestoreStarted" | "RestoreEnded" | "SessionMetadata" }
+>
 type NodeEvent = Exclude<StoredEvent["event"], LogEvent>
 
 const isLogEvent = (event: StoredEvent["event"]): event is LogEvent =>
-  event._tag === "LeafMoved" || event._tag === "RestoreStarted" || event._tag === "RestoreEnded" || event._tag === "SessionMetadata"
+  event._tag === "LeafMoved" || event._tag === "BranchLabeled" || event._tag === "RestoreStarted" || event._tag === "RestoreEnded" ||
+  event._tag === "SessionMetadata"
+
+/** Note a user message of whichever branch for the tree. */
+const notePrompt = (draft: Draft, stored: StoredEvent) => {
+  if (stored.event._tag !== "UserMessage") return
+  draft.prompts = draft.prompts.append(Data.struct({
+    seq: stored.seq,
+    ts: stored.ts,
+    prompt: contentText(stored.event.content),
+    checkpoint: isUserCheckpoint(stored.event, 0)
+  }))
+}
 
 /** Keep the draft's current state as the state at its leaf, for a move there later. */
 const keepCurrent = (draft: Draft) => {
@@ -197,6 +212,9 @@ const applyLogEvent = (draft: Draft, stored: StoredEvent, event: LogEvent, leafB
     case "RestoreEnded":
       if (draft.pendingRestore?.seq === event.startedSeq) draft.pendingRestore = undefined
       return
+    case "BranchLabeled":
+      draft.nodeLabels = event.label === "" ? HashMap.remove(draft.nodeLabels, event.seq) : HashMap.set(draft.nodeLabels, event.seq, event.label)
+      return
     case "SessionMetadata": {
       const previous = draft.metadata
       let labels = previous.labels
@@ -259,6 +277,7 @@ const apply = (draft: Draft, stored: StoredEvent): void => {
   if (!isLogEvent(event)) {
     draft.parents = withParent(draft.parents, stored.seq, draft.leaf)
     if (event._tag === "UserMessage") draft.moveTargets = HashSet.add(draft.moveTargets, draft.leaf)
+    notePrompt(draft, stored)
     applyNode(draft, stored, event)
     draft.leaf = stored.seq
     return
@@ -334,10 +353,12 @@ export const fold = (events: Iterable<StoredEvent>, from: SessionState = emptySe
       if (event._tag !== "LeafMoved") applyLogEvent(draft, stored, event, draft.leaf)
       else if (leafLeft !== undefined) applyLogEvent(draft, stored, event, leafLeft)
     } else if (onBranch.has(stored.seq)) {
+      notePrompt(draft, stored)
       applyNode(draft, stored, event)
       draft.leaf = stored.seq
       if (moveTargets.has(stored.seq)) keepCurrent(draft)
     } else {
+      notePrompt(draft, stored)
       unfolded = HashMap.set(unfolded, stored.seq, stored)
     }
   }

@@ -100,6 +100,18 @@ export class KeptStates implements Equal.Equal {
   }
 }
 
+/** A user message of any branch, as the tree shows it. */
+export interface PromptNode {
+  readonly seq: number
+  readonly ts: number
+  readonly prompt: string
+  /**
+   * A checkpoint as far as the message alone tells (marked as a person's input, or inferred with
+   * no tool call waiting); on the current branch the fold's checkpoints are the exact answer.
+   */
+  readonly checkpoint: boolean
+}
+
 /** A log position that is not a node of the tree: a move, a restore's intent or end, metadata. */
 export const NOT_A_NODE = -1
 
@@ -121,6 +133,10 @@ export interface SessionStateFields {
    * and each move's target. A move anywhere else is not followed (by either fold).
    */
   readonly moveTargets: HashSet.HashSet<number>
+  /** Every user message of every branch, in log order (what the tree shows of branches not folded). */
+  readonly prompts: AppendOnly<PromptNode>
+  /** The names given to nodes (`BranchLabeled`), by seq. */
+  readonly nodeLabels: HashMap.HashMap<number, string>
   readonly kept: KeptStates
   /**
    * A move went to a leaf whose branch this state cannot rebuild (it was folded from the middle
@@ -173,6 +189,8 @@ export const emptySessionState: SessionState = new SessionState({
   undoable: Data.array([]),
   redoable: Data.array([]),
   moveTargets: HashSet.make(0),
+  prompts: AppendOnly.empty(),
+  nodeLabels: HashMap.empty(),
   kept: new KeptStates(HashMap.empty(), HashMap.empty()),
   branchUnknown: false,
   pathChanges: AppendOnly.empty(),

@@ -7,7 +7,7 @@ import { Effect, Either, Exit, Fiber, Layer, ManagedRuntime, Schema, Stream } fr
 import * as MemoryCheckpointer from "../backends/memory.js"
 import { ConfigurationError } from "../core/errors.js"
 import { AgentClosedError } from "../agent/errors.js"
-import type { Checkpoint } from "../core/session.js"
+import type { Checkpoint, SessionTree } from "../core/session.js"
 import type { SessionInfo, SessionStats } from "../core/Checkpointer.js"
 import { UserContent } from "../core/events.js"
 import type { AgentEvent, LiteAgentResult } from "../agent/AgentEvents.js"
@@ -118,6 +118,16 @@ export interface LiteAgent {
   undo(sessionId: string, options?: MoveOptions): Promise<RestoreResult>
   /** Redo the session's last undo (`nothing_to_redo` when there is none); the agent must be idle. */
   redo(sessionId: string, options?: MoveOptions): Promise<RestoreResult>
+  /**
+   * Switch to another branch of the session — by its tip's seq, from `tree` — with its
+   * conversation and workspace (`not_a_branch` for any other seq); undone by `undo`. The agent
+   * must be idle; then `sessionId` is current.
+   */
+  switchBranch(sessionId: string, leaf: number, options?: MoveOptions): Promise<RestoreResult>
+  /** The session's tree: `{ leaf, checkpoints, branches, undo, redo }` (see the time travel docs). */
+  tree(sessionId: string): Promise<SessionTree>
+  /** Name a checkpoint or a branch's tip for the tree (an empty name removes it); the session must be idle. */
+  label(sessionId: string, seq: number, name: string): Promise<void>
   /**
    * Summarize the older part of the current session's conversation (or `options.sessionId`'s);
    * the agent must be idle. Await it for `{ before, after, … }`, or iterate it for its
@@ -244,6 +254,9 @@ const createAgent = (options: LiteAgentOptions): LiteAgent => {
     undoInterruptedRestore: (sessionId) => call((agent) => agent.undoInterruptedRestore(sessionId)),
     undo: (sessionId, moveOptions) => call((agent) => agent.undo(sessionId, moveOptions)),
     redo: (sessionId, moveOptions) => call((agent) => agent.redo(sessionId, moveOptions)),
+    switchBranch: (sessionId, leaf, moveOptions) => call((agent) => agent.switchBranch(sessionId, leaf, moveOptions)),
+    tree: (sessionId) => call((agent) => agent.tree(sessionId)),
+    label: (sessionId, seq, name) => call((agent) => agent.label(sessionId, seq, name)),
     sessionStats: (sessionId) => call((agent) => agent.sessionStats(sessionId)),
     pruneSessions: (pruneOptions) => call((agent) => Effect.map(agent.pruneSessions(pruneOptions), (ids) => [...ids])),
     compact: (instructions, compactOptions) => {

@@ -41,6 +41,13 @@ export const RestoreBody = Schema.Struct({
   includeUserEdits: Schema.optional(Flag)
 })
 
+/** An undo's or a redo's options (an empty body is none). */
+export const MoveBody = Schema.Struct({
+  dryRun: Schema.optional(Flag),
+  /** Overwrite the user's own edits between turns since too (otherwise refused as `modified_externally`). */
+  includeUserEdits: Schema.optional(Flag)
+})
+
 export const CompactBody = Schema.Struct({
   instructions: Schema.optional(Schema.String),
   /** Messages kept verbatim after the summary, at most (estimated tokens). */
@@ -175,6 +182,28 @@ export class AgentGroup extends HttpApiGroup.make("agent")
       .addError(Wire.RestoreRefusedError, { status: 409 })
       .addError(Wire.RestoreFailedError, { status: 500 })
       .addError(Wire.WorkspaceIOError, { status: 500 })
+  )
+  .add(
+    HttpApiEndpoint.post("undo", "/sessions/:id/undo").setPath(SessionPath).setPayload(MoveBody).addSuccess(RestoreResult)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .addError(Wire.PayloadTooLarge, { status: 413 })
+      .addError(Wire.AgentBusyError, { status: 409 })
+      .addError(Wire.RestoreRefusedError, { status: 409 })
+      .addError(Wire.RestoreInterruptedError, { status: 409 })
+      .addError(Wire.RestoreFailedError, { status: 500 })
+      .addError(Wire.WorkspaceIOError, { status: 500 })
+      .annotate(OpenApi.Description, "Undoes the session's last move (a restore or a redo): conversation and workspace.")
+  )
+  .add(
+    HttpApiEndpoint.post("redo", "/sessions/:id/redo").setPath(SessionPath).setPayload(MoveBody).addSuccess(RestoreResult)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .addError(Wire.PayloadTooLarge, { status: 413 })
+      .addError(Wire.AgentBusyError, { status: 409 })
+      .addError(Wire.RestoreRefusedError, { status: 409 })
+      .addError(Wire.RestoreInterruptedError, { status: 409 })
+      .addError(Wire.RestoreFailedError, { status: 500 })
+      .addError(Wire.WorkspaceIOError, { status: 500 })
+      .annotate(OpenApi.Description, "Redoes the session's last undo.")
   )
   .add(
     HttpApiEndpoint.post("compact", "/sessions/:id/compact").setPath(SessionPath).setPayload(CompactBody).addSuccess(EventStream)

@@ -16,7 +16,7 @@ import { jsonText } from "../core/encoding.js"
 import { decodeOptions } from "../core/internal/options.js"
 import * as Session from "../core/session.js"
 import { sessionIdProblem } from "../core/sessionId.js"
-import { CompactBody, MessageBody, RestoreBody, SessionApi } from "./api.js"
+import { CompactBody, MessageBody, MoveBody, RestoreBody, SessionApi } from "./api.js"
 import { makeSessionHubs } from "./SessionHub.js"
 import { errorFrame, followFrame, frame, type makeSseResponses, resumePoint } from "./sse.js"
 import type { SseSettings } from "./sseClient.js"
@@ -120,6 +120,14 @@ export const agentHandlers = (sse: ReturnType<typeof makeSseResponses>, agent: O
     Effect.gen(function*() {
       const checkpointer = yield* Checkpointer
       const withAgent = Option.match(agent, { onNone: () => Effect.fail(noAgent), onSome: Effect.succeed })
+      const moveAlongHistory = (reason: "undo" | "redo", id: string, request: HttpServerRequest.HttpServerRequest) =>
+        Effect.gen(function*() {
+          const a = yield* withAgent
+          const sessionId = yield* checkedSessionId(id)
+          const options = yield* requestBody(request, MoveBody, reason)
+          yield* existing(checkpointer, sessionId)
+          return restoreResponse(yield* (reason === "undo" ? a.undo(sessionId, options) : a.redo(sessionId, options)))
+        })
       return handlers
         .handleRaw("messages", ({ path, request }) =>
           Effect.gen(function*() {
@@ -143,6 +151,8 @@ export const agentHandlers = (sse: ReturnType<typeof makeSseResponses>, agent: O
             yield* existing(checkpointer, sessionId)
             return restoreResponse(yield* a.undoInterruptedRestore(sessionId))
           }))
+        .handleRaw("undo", ({ path, request }) => moveAlongHistory("undo", path.id, request))
+        .handleRaw("redo", ({ path, request }) => moveAlongHistory("redo", path.id, request))
         .handleRaw("compact", ({ path, request }) =>
           Effect.gen(function*() {
             const a = yield* withAgent

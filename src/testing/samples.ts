@@ -10,6 +10,7 @@ import {
   FileChange,
   FileSnapshot,
   type JsonValue,
+  BranchLabeled,
   LeafMoved,
   RestoreEnded,
   RestoreStarted,
@@ -223,7 +224,9 @@ const samples = () => [
   new LeafMoved({ from: 30, to: 4, reason: "restore", restoreStarted: 29 }),
   new LeafMoved({ from: 4, to: 30, reason: "undo" }),
   new LeafMoved({ from: 30, to: 0, reason: "redo" }),
-  new LeafMoved({ from: 0, to: 12, reason: "switch" })
+  new LeafMoved({ from: 0, to: 12, reason: "switch" }),
+  new BranchLabeled({ seq: 12, label: "the faster way ✓" }),
+  new BranchLabeled({ seq: 3, label: "" })
 ] as const
 
 // Every kind has a sample: a kind added without one fails to compile here, naming it.

@@ -17,15 +17,15 @@
  * the session then refuses turns (`RestoreInterruptedError`) until the same restore finishes
  * it or `undoInterruptedRestore` puts every file back from the intent.
  */
-import { Context, Effect, HashMap, Layer, Option, PubSub, type Queue, Schema, type Scope, Stream } from "effect"
+import { Context, Effect, HashMap, HashSet, Layer, Option, PubSub, type Queue, type Scope, Stream } from "effect"
 import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
-import { AbortSignalOption, decodeOptions, Flag } from "../core/internal/options.js"
-import type { CheckpointerError, ConfigurationError, Refusal } from "../core/errors.js"
-import { LeafMoved, type MoveReason } from "../core/events.js"
+import { decodeOptions } from "../core/internal/options.js"
+import { type CheckpointerError, ConfigurationError, InvalidSeqError, type Refusal } from "../core/errors.js"
+import { BranchLabeled, LeafMoved, type MoveReason } from "../core/events.js"
 import { type RestoreFailedError, RestoreRefusedError, type WorkspaceIOError } from "./errors.js"
-import { type CommandAfterCheckpoint, type FilesPlan, planMove, planRestore } from "../core/restore.js"
+import { type FilesPlan, planMove, planRestore } from "../core/restore.js"
 import * as Session from "../core/session.js"
-import type { NotCovered } from "../core/session.js"
+import { MoveOptions, plannedFiles, RestoreOptions, type RestoreProgress, type RestoreResult } from "./timeTravelTypes.js"
 import * as RestoreFiles from "./restoreFiles.js"
 import * as RestoreIntent from "./restoreIntent.js"
 import * as Preflight from "./restorePreflight.js"
@@ -35,93 +35,6 @@ import { captureEvents, WorkspaceCapture } from "./WorkspaceCapture.js"
 import type { CapturedPath, CapturedState } from "../core/events.js"
 import { sha256Hex } from "../core/internal/sha256.js"
 import type { FileOperation } from "./restoreFiles.js"
-
-export const RestoreOptions = Schema.Struct({
-  /** Put back the files the agent changed after the checkpoint. Default true. */
-  files: Schema.optional(Flag),
-  /** Cut the conversation back to just before the checkpoint. Default true. */
-  conversation: Schema.optional(Flag),
-  /** Only plan: return every file, its action and any refusal; change nothing. Default false. */
-  dryRun: Schema.optional(Flag),
-  /**
-   * Undo the user's own edits made between turns too (changes a capture saw before a prompt,
-   * made by nobody in the session). Default false: such a file is refused as `modified_externally`.
-   */
-  includeUserEdits: Schema.optional(Flag),
-  /** Abort part-way: every file already changed is put back. */
-  signal: Schema.optional(AbortSignalOption)
-})
-export interface RestoreOptions extends Schema.Schema.Type<typeof RestoreOptions> {}
-
-export const MoveOptions = Schema.Struct({
-  /** Only plan: return every file, its action and any refusal; change nothing. Default false. */
-  dryRun: Schema.optional(Flag),
-  /** Overwrite the user's own edits made between turns since (seen by a capture before a prompt) too. Default false. */
-  includeUserEdits: Schema.optional(Flag),
-  /** Abort part-way: every file already changed is put back. */
-  signal: Schema.optional(AbortSignalOption)
-})
-export interface MoveOptions extends Schema.Schema.Type<typeof MoveOptions> {}
-
-export interface PlannedFile {
-  readonly path: string
-  readonly action: "write" | "link" | "directory" | "delete" | "none"
-  readonly refusal?: Refusal
-  /** True when the agent recorded no hash for this path, so outside edits cannot be detected. */
-  readonly unverified: boolean
-  /** True when the disk already holds what the restore puts there (a retried restore): nothing to do for it. */
-  readonly alreadyRestored: boolean
-}
-
-export interface RestoreResult {
-  /** Paths put back (for a dry run: none). */
-  readonly restoredFiles: ReadonlyArray<string>
-  readonly conversationRestored: boolean
-  /** Paths restored without an outside-edit check (written before change hashes were recorded). */
-  readonly unverifiedFiles: ReadonlyArray<string>
-  /** Shell commands run after the checkpoint in turns the workspace capture did not cover: their effects are not undone. */
-  readonly commandsNotUndone: ReadonlyArray<CommandAfterCheckpoint>
-  /**
-   * Paths changed after the checkpoint that the restore leaves as they are, with why: not covered
-   * by the workspace capture (ignored, over a cap, first captured later), or a directory that
-   * still holds something uncovered.
-   */
-  readonly notCovered: ReadonlyArray<NotCovered>
-  readonly dryRun: boolean
-  /** Every file considered, with its action and any refusal. */
-  readonly plan: ReadonlyArray<PlannedFile>
-  /** Every reason to refuse (a dry run reports them instead of failing). */
-  readonly refusals: ReadonlyArray<Refusal>
-  /** True when this finished (or undid) a restore that had been cut short. */
-  readonly resumed: boolean
-}
-
-export type { InterruptedRestore } from "../core/session.js"
-
-export type RestoreProgress =
-  | {
-    readonly type: "checkpoint_restore"
-    readonly phase: "start"
-    readonly sessionId: string
-    readonly seq: number
-    readonly total: number
-    /**
-     * `restore`: a new restore; `move`: an undo or a redo (`seq` is the leaf it moves to);
-     * `finish`: finishing one cut short; `undo`: putting one cut short back.
-     */
-    readonly mode: "restore" | "move" | "finish" | "undo"
-  }
-  | {
-    readonly type: "checkpoint_restore"
-    readonly phase: "progress"
-    readonly sessionId: string
-    readonly seq: number
-    readonly completed: number
-    readonly total: number
-    readonly path: string
-  }
-  | { readonly type: "checkpoint_restore"; readonly phase: "done"; readonly sessionId: string; readonly seq: number; readonly result: RestoreResult }
-  | { readonly type: "checkpoint_restore"; readonly phase: "error"; readonly sessionId: string; readonly seq: number; readonly error: unknown }
 
 export type RestoreError = RestoreRefusedError | RestoreFailedError | CheckpointerError | WorkspaceIOError | ConfigurationError
 
@@ -138,6 +51,16 @@ export interface TimeTravelService {
   readonly undo: (sessionId: string, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError>
   /** Redo the last undo (`nothing_to_redo` when there is none: a restore or a switch since empties them). */
   readonly redo: (sessionId: string, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError>
+  /**
+   * Switch to another branch: to `leaf`, the tip of a branch (from `tree`) or the point just
+   * before a prompt, with the workspace as the session knew it there (`not_a_branch` otherwise).
+   * Undone by `undo`, like a restore.
+   */
+  readonly switchBranch: (sessionId: string, leaf: number, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError>
+  /** The session's tree: its checkpoints on every branch, its branches, the current one, labels, what undo and redo would do. */
+  readonly tree: (sessionId: string) => Effect.Effect<Session.SessionTree, CheckpointerError>
+  /** Name a node — a checkpoint or a branch's tip — for the tree; an empty name removes the name. */
+  readonly label: (sessionId: string, seq: number, name: string) => Effect.Effect<void, CheckpointerError | ConfigurationError>
   /** The restore of this session that was cut short, if any. */
   readonly interruptedRestore: (sessionId: string) => Effect.Effect<Session.InterruptedRestore | undefined, CheckpointerError>
   /**
@@ -154,27 +77,11 @@ export interface TimeTravelService {
 
 export class TimeTravel extends Context.Tag("@lite-agent/tools/TimeTravel")<TimeTravel, TimeTravelService>() {}
 
-/** Every file a restore considered, with its action and any refusal, by path. */
-const plannedFiles = (
-  plan: FilesPlan,
-  refusals: ReadonlyArray<Refusal>,
-  alreadyRestored: ReadonlySet<string>
-): Array<PlannedFile> =>
-  [
-    ...plan.files.map((file) => {
-      const refusal = refusals.find((candidate) => candidate.path === file.path)
-      return {
-        path: file.path,
-        action: file.action.kind,
-        ...(refusal === undefined ? {} : { refusal }),
-        unverified: file.expected === undefined,
-        alreadyRestored: alreadyRestored.has(file.path)
-      }
-    }),
-    ...plan.refusals.flatMap((refusal) =>
-      refusal.path === undefined ? [] : [{ path: refusal.path, action: "none" as const, refusal, unverified: false, alreadyRestored: false }]
-    )
-  ].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+export { MoveOptions, type PlannedFile, RestoreOptions, type RestoreProgress, type RestoreResult } from "./timeTravelTypes.js"
+export type { InterruptedRestore } from "../core/session.js"
+
+/** The longest name a node can be given. */
+export const MAX_LABEL_LENGTH = 200
 
 export const make = Effect.gen(function*() {
   const checkpointer = yield* Checkpointer
@@ -334,7 +241,12 @@ export const make = Effect.gen(function*() {
         })
         return yield* error
       }
-      const to = reversed.from
+      return yield* moveTo(sessionId, state, reason, reversed.from, options)
+    })
+
+  /** Move the session's leaf to `to` (a leaf a move may go to), the workspace with it. */
+  const moveTo = (sessionId: string, state: Session.SessionState, reason: "undo" | "redo" | "switch", to: number, options: MoveOptions) =>
+    Effect.gen(function*() {
       // The state at the target: the fold of the move itself, as it will be logged.
       const target = Session.step(state, { seq: state.head + 1, ts: state.lastTs ?? 0, event: new LeafMoved({ from: state.leaf, to, reason }) })
       return yield* execute({
@@ -349,6 +261,44 @@ export const make = Effect.gen(function*() {
         dryRun: options.dryRun ?? false,
         signal: options.signal
       })
+    })
+
+  /** Switch to another branch of the session: its leaf `leaf` (a branch's tip, from `tree`), conversation and workspace. */
+  const switchBranch = (sessionId: string, leaf: number, input: MoveOptions = {}) =>
+    Effect.gen(function*() {
+      const options = yield* decodeOptions(MoveOptions, input, "switch options")
+      yield* checkSeqArgument(sessionId, "leaf", leaf)
+      const { state } = yield* states.get(sessionId)
+      if (!HashSet.has(state.moveTargets, leaf) || leaf === state.leaf) {
+        return yield* new RestoreRefusedError({
+          sessionId,
+          seq: leaf,
+          refusals: [{
+            reason: "not_a_branch",
+            detail: leaf === state.leaf
+              ? `seq ${leaf} is already the current leaf of session "${sessionId}"`
+              : `seq ${leaf} is not the tip of a branch of session "${sessionId}" (nor the point before a prompt)`
+          }]
+        })
+      }
+      return yield* moveTo(sessionId, state, "switch", leaf, options)
+    })
+
+  /** Name a node (a checkpoint, a branch's tip); an empty name removes it. */
+  const label = (sessionId: string, seq: number, name: string) =>
+    Effect.gen(function*() {
+      yield* checkSeqArgument(sessionId, "seq", seq)
+      if (typeof name !== "string" || name.length > MAX_LABEL_LENGTH) {
+        return yield* new ConfigurationError({
+          option: "label",
+          detail: `a label is a string of at most ${MAX_LABEL_LENGTH} characters; got ${typeof name === "string" ? `${name.length} characters` : typeof name}`
+        })
+      }
+      const { state } = yield* states.get(sessionId)
+      if (seq > state.head || (state.parents.at(seq - 1) ?? Session.NOT_A_NODE) === Session.NOT_A_NODE) {
+        return yield* new InvalidSeqError({ sessionId, argument: "seq", value: seq, reason: "not a node of the session (a message, a capture, a file record)" })
+      }
+      yield* checkpointer.append(sessionId, [new BranchLabeled({ seq, label: name })])
     })
 
   /**
@@ -436,6 +386,9 @@ export const make = Effect.gen(function*() {
     restore: (sessionId, seq, options) => restore(sessionId, seq, options),
     undo: (sessionId, options) => moveAlongHistory(sessionId, "undo", options),
     redo: (sessionId, options) => moveAlongHistory(sessionId, "redo", options),
+    switchBranch,
+    tree: (sessionId) => Effect.map(states.get(sessionId), ({ state }) => Session.tree(state)),
+    label,
     undoInterruptedRestore,
     progress: Stream.fromPubSub(hub),
     subscribe: PubSub.subscribe(hub)

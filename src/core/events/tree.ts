@@ -5,7 +5,7 @@
  * of moves (undo, redo) or to another branch. What a move leaves stays in the log as a branch.
  */
 import { Schema } from "effect"
-import { isCount, isFields, isPositiveInt, optional } from "../internal/eventChecks.js"
+import { isCount, isFields, isPositiveInt, isString, optional } from "../internal/eventChecks.js"
 import { EventClass } from "../internal/eventKind.js"
 import { Count, PositiveInt } from "./parts.js"
 
@@ -35,5 +35,18 @@ export class LeafMoved extends EventClass<LeafMoved>()("LeafMoved", {
     const { from, reason, restoreStarted, to } = json
     if (!isCount(from) || !isCount(to) || !isMoveReason(reason) || !optional(restoreStarted, isPositiveInt)) return undefined
     return { from, to, reason, ...(restoreStarted === undefined ? {} : { restoreStarted }) }
+  }
+}) {}
+
+/** A name for a node of the tree (a checkpoint, or the tip of a branch); an empty label removes it. */
+export class BranchLabeled extends EventClass<BranchLabeled>()("BranchLabeled", {
+  /** The node named. */
+  seq: PositiveInt,
+  label: Schema.String
+}, {
+  check: (json) => {
+    if (!isFields(json)) return undefined
+    const { label, seq } = json
+    return isPositiveInt(seq) && isString(label) ? { seq, label } : undefined
   }
 }) {}

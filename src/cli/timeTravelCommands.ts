@@ -1,0 +1,213 @@
+/**
+ * The interactive CLI's time travel: `/restore`, `/undo`, `/redo`, `/tree`, `/switch`, `/label`.
+ * Each change of the workspace shows its plan first — every file it writes or deletes, every
+ * refusal, what it leaves as it is — and asks before doing it (`--yes` skips the question).
+ */
+import { Cause, Effect, Exit, type ManagedRuntime, Stream } from "effect"
+import type { AgentEvent } from "../agent/AgentEvents.js"
+import type { LiteAgent, LiteAgentService } from "../agent/LiteAgent.js"
+import type { Checkpointer } from "../core/Checkpointer.js"
+import type { SessionTree } from "../core/session.js"
+import type { RestoreResult } from "../tools/TimeTravel.js"
+import { describeError } from "./setup.js"
+
+export interface TimeTravelCommandsContext {
+  readonly runtime: ManagedRuntime.ManagedRuntime<LiteAgent | Checkpointer, unknown>
+  readonly agent: LiteAgentService
+  readonly print: (line: string) => void
+  readonly ask: (question: string) => Promise<string>
+  readonly current: () => Promise<string>
+  /** Run until done or Ctrl-C interrupts it. */
+  readonly interruptible: <A>(effect: Effect.Effect<A, unknown>) => Promise<Exit.Exit<A, unknown>>
+  readonly printEvents: (stream: Stream.Stream<AgentEvent, unknown>) => Effect.Effect<void, unknown>
+  readonly shorten: (text: string, max?: number) => string
+}
+
+type Move = (options: { readonly dryRun?: boolean }) => Effect.Effect<RestoreResult, unknown>
+
+export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
+  const { agent, ask, current, print, runtime, shorten } = context
+  const failed = (exit: Exit.Exit<unknown, unknown>) => Exit.isFailure(exit) ? print(`error: ${describeError(Cause.squash(exit.cause))}`) : undefined
+
+  /** Run a restore (or its undo, a move), printing its progress; Ctrl-C interrupts it. */
+  const withRestoreProgress = <A, E>(run: Effect.Effect<A, E>) =>
+    context.interruptible(
+      Effect.zipRight(
+        Effect.forkScoped(context.printEvents(agent.events.pipe(Stream.filter((event) => event.type === "checkpoint_restore")))),
+        run
+      ).pipe(Effect.scoped)
+    )
+
+  /** The plan's lines: each file and what happens to it, each refusal, what is left as it is. */
+  const printPlan = (plan: RestoreResult) => {
+    for (const file of plan.plan) {
+      const action = file.alreadyRestored
+        ? "already back"
+        : file.action === "delete"
+        ? "deleted"
+        : file.action === "write"
+        ? "put back"
+        : file.action === "link"
+        ? "link put back"
+        : file.action === "directory"
+        ? "directory put back"
+        : "unchanged"
+      print(`  ${file.path}: ${file.refusal === undefined ? action : `REFUSED (${file.refusal.reason}: ${file.refusal.detail})`}`)
+    }
+    for (const refusal of plan.refusals.filter((refusal) => refusal.path === undefined)) print(`  REFUSED (${refusal.reason}: ${refusal.detail})`)
+    for (const command of plan.commandsNotUndone) print(`  not undone: ${command.tool} ${shorten(JSON.stringify(command.input), 60)}`)
+    for (const left of plan.notCovered) print(`  ${left.path}: left as it is (not covered: ${left.reason})`)
+  }
+
+  /** Plan, show, ask, do: the shape of every command here that changes the workspace. */
+  const planned = async (
+    move: Move,
+    describe: (plan: RestoreResult) => string,
+    question: string,
+    yes: boolean,
+    done: (result: RestoreResult) => string
+  ) => {
+    const plan = await runtime.runPromiseExit(move({ dryRun: true }))
+    if (Exit.isFailure(plan)) return failed(plan)
+    print(describe(plan.value))
+    printPlan(plan.value)
+    if (plan.value.refusals.length > 0) return print("nothing was changed")
+    if (!yes) {
+      const answer = await ask(question)
+      if (!/^y(es)?$/i.test(answer.trim())) return print("nothing was changed")
+    }
+    const exit = await withRestoreProgress(move({}))
+    if (Exit.isFailure(exit)) return failed(exit)
+    print(done(exit.value))
+  }
+
+  const filesChanged = (result: RestoreResult) => result.restoredFiles.join(", ") || "no files"
+
+  const undoInterrupted = async (args: ReadonlyArray<string>) => {
+    if (args.some((arg) => arg !== "--undo" && arg !== "--yes")) return print("usage: /restore --undo [--yes]")
+    const sessionId = await current()
+    const interrupted = await runtime.runPromiseExit(agent.interruptedRestore(sessionId))
+    if (Exit.isFailure(interrupted)) return failed(interrupted)
+    if (interrupted.value === undefined) return print("no restore of this session was cut short: nothing to undo")
+    const what = interrupted.value.move === undefined
+      ? `the restore to checkpoint ${interrupted.value.checkpoint}`
+      : `the ${interrupted.value.move.reason} to seq ${interrupted.value.move.to}`
+    print(`undo ${what} that was cut short: its files go back to before it:`)
+    for (const path of interrupted.value.files) print(`  ${path}`)
+    if (!args.includes("--yes")) {
+      const answer = await ask("undo? [y/N] ")
+      if (!/^y(es)?$/i.test(answer.trim())) return print("nothing was changed")
+    }
+    const exit = await withRestoreProgress(agent.undoInterruptedRestore(sessionId))
+    if (Exit.isFailure(exit)) return failed(exit)
+    print(`undone: ${filesChanged(exit.value)} put back as before the restore`)
+  }
+
+  const restoreTo = async (sessionId: string, seq: number, files: boolean, yes: boolean) =>
+    planned(
+      (options) => agent.restore(sessionId, seq, { files, ...options }),
+      (plan) => plan.resumed ? `finishing the restore to checkpoint ${seq} that was cut short:` : `restore to just before checkpoint ${seq}:`,
+      "restore? [y/N] ",
+      yes,
+      (result) => `restored: ${filesChanged(result)}; conversation ${result.conversationRestored ? "cut back" : "kept"}`
+    )
+
+  const restore = async (args: ReadonlyArray<string>) => {
+    if (args.includes("--undo")) return undoInterrupted(args)
+    const seqArg = args.find((arg) => !arg.startsWith("--"))
+    const flags = args.filter((arg) => arg.startsWith("--"))
+    const unknown = flags.filter((flag) => flag !== "--conversation-only" && flag !== "--yes")
+    const seq = seqArg === undefined ? Number.NaN : Number(seqArg)
+    if (!Number.isSafeInteger(seq) || seq < 0 || unknown.length > 0 || args.filter((arg) => !arg.startsWith("--")).length !== 1) {
+      return print(`error: ${unknown.length > 0 ? `unknown flag ${unknown[0]}` : "give one checkpoint seq"}\nusage: /restore <seq> [--conversation-only] [--yes]`)
+    }
+    return restoreTo(await current(), seq, !flags.includes("--conversation-only"), flags.includes("--yes"))
+  }
+
+  const treeOf = async (sessionId: string): Promise<SessionTree | undefined> => {
+    const exit = await runtime.runPromiseExit(agent.tree(sessionId))
+    if (Exit.isFailure(exit)) {
+      failed(exit)
+      return undefined
+    }
+    return exit.value
+  }
+
+  const moved = (result: RestoreResult) => `done: ${filesChanged(result)} changed; the conversation is the branch's`
+
+  /**
+   * `/undo`: right after a restore, a switch or a redo, undo it; otherwise undo the last turn
+   * (restore to just before the last checkpoint). `/redo`: redo the last undo.
+   */
+  const undoOrRedo = async (reason: "undo" | "redo", args: ReadonlyArray<string>) => {
+    if (args.some((arg) => arg !== "--yes")) return print(`usage: /${reason} [--yes]`)
+    const yes = args.includes("--yes")
+    const sessionId = await current()
+    const tree = await treeOf(sessionId)
+    if (tree === undefined) return
+    const move: Move = (options) => (reason === "undo" ? agent.undo(sessionId, options) : agent.redo(sessionId, options))
+    if (reason === "redo") {
+      if (tree.redo === undefined) return print("nothing to redo")
+      return planned(move, () => `redo: back to seq ${tree.redo!.from}:`, "redo? [y/N] ", yes, moved)
+    }
+    // Nothing sent since the last move: that move is what to undo.
+    if (tree.undo !== undefined && tree.undo.seq > tree.leaf) {
+      return planned(move, () => `undo the last move: back to seq ${tree.undo!.from}:`, "undo? [y/N] ", yes, moved)
+    }
+    const checkpoints = await runtime.runPromise(agent.listCheckpoints(sessionId))
+    const last = checkpoints.at(-1)
+    if (last === undefined) return print("nothing to undo")
+    print(`undo the last turn ("${shorten(last.prompt, 50)}"): /redo brings it back`)
+    return restoreTo(sessionId, last.seq, true, yes)
+  }
+
+  /** `/tree`: the checkpoints of every branch as a tree, the current branch marked, labels, branch tips. */
+  const showTree = async (args: ReadonlyArray<string>) => {
+    if (args.length > 0) return print("usage: /tree")
+    const tree = await treeOf(await current())
+    if (tree === undefined) return
+    if (tree.checkpoints.length === 0) return print("no checkpoints yet")
+    const bySeq = new Map(tree.checkpoints.map((checkpoint) => [checkpoint.seq, checkpoint]))
+    const tips = new Map<number, Array<(typeof tree.branches)[number]>>()
+    for (const branch of tree.branches) {
+      if (branch.checkpoint !== null) tips.set(branch.checkpoint, [...(tips.get(branch.checkpoint) ?? []), branch])
+    }
+    const walk = (seq: number, depth: number) => {
+      const checkpoint = bySeq.get(seq)!
+      const label = checkpoint.label === undefined ? "" : ` [${checkpoint.label}]`
+      print(`${"  ".repeat(depth)}${checkpoint.current ? "*" : " "} ${String(seq).padStart(4)}  "${shorten(checkpoint.prompt, 50)}"${label}`)
+      for (const tip of tips.get(seq) ?? []) {
+        const name = tip.label === undefined ? "" : ` [${tip.label}]`
+        print(`${"  ".repeat(depth + 1)}${tip.current ? "→" : "·"} tip ${tip.leaf}${tip.current ? " (current)" : ""}${name}`)
+      }
+      for (const child of checkpoint.children) walk(child, depth + 1)
+    }
+    for (const root of tree.checkpoints.filter((checkpoint) => checkpoint.parent === null)) walk(root.seq, 0)
+    print("  /switch <tip> moves to a branch (files too), /label <seq> <name> names one, /undo and /redo walk your moves")
+  }
+
+  const switchTo = async (args: ReadonlyArray<string>) => {
+    const yes = args.includes("--yes")
+    const rest = args.filter((arg) => arg !== "--yes")
+    const leaf = Number(rest[0])
+    if (rest.length !== 1 || !Number.isSafeInteger(leaf) || leaf < 0) return print("usage: /switch <tip seq from /tree> [--yes]")
+    const sessionId = await current()
+    return planned(
+      (options) => agent.switchBranch(sessionId, leaf, options),
+      () => `switch to the branch ending at seq ${leaf}:`,
+      "switch? [y/N] ",
+      yes,
+      moved
+    )
+  }
+
+  const label = async (args: ReadonlyArray<string>) => {
+    const seq = Number(args[0])
+    if (args.length < 1 || !Number.isSafeInteger(seq) || seq <= 0) return print("usage: /label <seq> <name> (no name: remove it)")
+    const exit = await runtime.runPromiseExit(agent.label(await current(), seq, args.slice(1).join(" ")))
+    if (Exit.isFailure(exit)) return failed(exit)
+    print(args.length > 1 ? `seq ${seq} is "${args.slice(1).join(" ")}"` : `seq ${seq} has no name now`)
+  }
+
+  return { restore, undo: (args: ReadonlyArray<string>) => undoOrRedo("undo", args), redo: (args: ReadonlyArray<string>) => undoOrRedo("redo", args), tree: showTree, switchTo, label }
+}

@@ -1,0 +1,97 @@
+/**
+ * The tree of a session, as a person moves through it: its checkpoints on every branch (each
+ * with the checkpoint before it on its branch and the ones after it), the tip of every branch,
+ * which branch is current, the names given to nodes, and what an undo or a redo would do. A pure
+ * projection of the folded state.
+ */
+import { HashMap, Option } from "effect"
+import { type LeafMove, NOT_A_NODE, type SessionState } from "./sessionState.js"
+
+export interface TreeCheckpoint {
+  readonly seq: number
+  readonly prompt: string
+  readonly ts: number
+  /** The checkpoint before it on its branch, or null for the first. */
+  readonly parent: number | null
+  /** The checkpoints that follow it, one per branch that goes on from it, oldest first. */
+  readonly children: ReadonlyArray<number>
+  /** On the current branch. */
+  readonly current: boolean
+  readonly label?: string
+}
+
+export interface TreeBranch {
+  /** Its last node: where a switch to it goes. */
+  readonly leaf: number
+  /** Its last checkpoint, or null when it has none (it ends before the first prompt). */
+  readonly checkpoint: number | null
+  readonly current: boolean
+  readonly label?: string
+}
+
+export interface SessionTree {
+  /** The current leaf: the last node of the current branch (0: none). */
+  readonly leaf: number
+  readonly checkpoints: ReadonlyArray<TreeCheckpoint>
+  /** Every branch, by its tip, oldest first. */
+  readonly branches: ReadonlyArray<TreeBranch>
+  /** The move an undo reverses and the undo a redo reverses, when there are any. */
+  readonly undo: LeafMove | undefined
+  readonly redo: LeafMove | undefined
+}
+
+/** The session's tree (see the module's comment). */
+export const tree = (state: SessionState): SessionTree => {
+  const parentOf = (seq: number) => state.parents.at(seq - 1) ?? NOT_A_NODE
+  const onCurrent = new Set<number>()
+  for (let at = state.leaf; at > 0; at = parentOf(at)) onCurrent.add(at)
+  // The current branch's checkpoints are the fold's (exact); another branch's user messages are
+  // checkpoints as far as each message tells.
+  const anchors = new Set(state.anchors.toArray().map((anchor) => anchor.seq))
+  const isCheckpoint = new Map<number, { prompt: string; ts: number }>()
+  for (const node of state.prompts) {
+    if (onCurrent.has(node.seq) ? anchors.has(node.seq) : node.checkpoint) isCheckpoint.set(node.seq, { prompt: node.prompt, ts: node.ts })
+  }
+  const checkpointAbove = (seq: number): number | null => {
+    for (let at = seq; at > 0; at = parentOf(at)) if (isCheckpoint.has(at)) return at
+    return null
+  }
+  const label = (seq: number) => Option.getOrUndefined(HashMap.get(state.nodeLabels, seq))
+  const withLabel = (seq: number) => {
+    const name = label(seq)
+    return name === undefined ? {} : { label: name }
+  }
+
+  const children = new Map<number, Array<number>>()
+  const checkpoints = Array.from(isCheckpoint, ([seq, { prompt, ts }]) => {
+    const parent = checkpointAbove(parentOf(seq))
+    if (parent !== null) children.set(parent, [...(children.get(parent) ?? []), seq])
+    return { seq, prompt, ts, parent }
+  })
+
+  // A branch's tip is a node no other node continues.
+  const continued = new Set<number>()
+  for (let seq = 1; seq <= state.parents.length; seq++) {
+    const parent = parentOf(seq)
+    if (parent !== NOT_A_NODE) continued.add(parent)
+  }
+  const branches: Array<TreeBranch> = []
+  const branch = (leaf: number): TreeBranch => ({ leaf, checkpoint: checkpointAbove(leaf), current: leaf === state.leaf, ...withLabel(leaf) })
+  for (let seq = 1; seq <= state.parents.length; seq++) {
+    if (parentOf(seq) !== NOT_A_NODE && !continued.has(seq)) branches.push(branch(seq))
+  }
+  // The current leaf may sit inside the tree (a restore to before a checkpoint, nothing sent since), or be the root.
+  if (!branches.some((candidate) => candidate.current)) branches.push(branch(state.leaf))
+  return {
+    leaf: state.leaf,
+    checkpoints: checkpoints.map((checkpoint) => ({
+      ...checkpoint,
+      children: children.get(checkpoint.seq) ?? [],
+      current: onCurrent.has(checkpoint.seq),
+      ...withLabel(checkpoint.seq)
+    })),
+    branches: branches.sort((a, b) => a.leaf - b.leaf),
+    undo: state.undoable.at(-1),
+    redo: state.redoable.at(-1)
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * What time travel takes and gives: the options of a restore and of an undo or redo, the result
+ * (every file considered, its action and any refusal), and the progress it publishes.
+ */
+import { Schema } from "effect"
+import type { Refusal } from "../core/errors.js"
+import { AbortSignalOption, Flag } from "../core/internal/options.js"
+import type { CommandAfterCheckpoint, FilesPlan } from "../core/restore.js"
+import type { NotCovered } from "../core/session.js"
+
+export const RestoreOptions = Schema.Struct({
+  /** Put back the files the agent changed after the checkpoint. Default true. */
+  files: Schema.optional(Flag),
+  /** Cut the conversation back to just before the checkpoint. Default true. */
+  conversation: Schema.optional(Flag),
+  /** Only plan: return every file, its action and any refusal; change nothing. Default false. */
+  dryRun: Schema.optional(Flag),
+  /**
+   * Undo the user's own edits made between turns too (changes a capture saw before a prompt,
+   * made by nobody in the session). Default false: such a file is refused as `modified_externally`.
+   */
+  includeUserEdits: Schema.optional(Flag),
+  /** Abort part-way: every file already changed is put back. */
+  signal: Schema.optional(AbortSignalOption)
+})
+export interface RestoreOptions extends Schema.Schema.Type<typeof RestoreOptions> {}
+
+export const MoveOptions = Schema.Struct({
+  /** Only plan: return every file, its action and any refusal; change nothing. Default false. */
+  dryRun: Schema.optional(Flag),
+  /** Overwrite the user's own edits made between turns since (seen by a capture before a prompt) too. Default false. */
+  includeUserEdits: Schema.optional(Flag),
+  /** Abort part-way: every file already changed is put back. */
+  signal: Schema.optional(AbortSignalOption)
+})
+export interface MoveOptions extends Schema.Schema.Type<typeof MoveOptions> {}
+
+export interface PlannedFile {
+  readonly path: string
+  readonly action: "write" | "link" | "directory" | "delete" | "none"
+  readonly refusal?: Refusal
+  /** True when the agent recorded no hash for this path, so outside edits cannot be detected. */
+  readonly unverified: boolean
+  /** True when the disk already holds what the restore puts there (a retried restore): nothing to do for it. */
+  readonly alreadyRestored: boolean
+}
+
+export interface RestoreResult {
+  /** Paths put back (for a dry run: none). */
+  readonly restoredFiles: ReadonlyArray<string>
+  readonly conversationRestored: boolean
+  /** Paths restored without an outside-edit check (written before change hashes were recorded). */
+  readonly unverifiedFiles: ReadonlyArray<string>
+  /** Shell commands run after the checkpoint in turns the workspace capture did not cover: their effects are not undone. */
+  readonly commandsNotUndone: ReadonlyArray<CommandAfterCheckpoint>
+  /**
+   * Paths changed after the checkpoint that the restore leaves as they are, with why: not covered
+   * by the workspace capture (ignored, over a cap, first captured later), or a directory that
+   * still holds something uncovered.
+   */
+  readonly notCovered: ReadonlyArray<NotCovered>
+  readonly dryRun: boolean
+  /** Every file considered, with its action and any refusal. */
+  readonly plan: ReadonlyArray<PlannedFile>
+  /** Every reason to refuse (a dry run reports them instead of failing). */
+  readonly refusals: ReadonlyArray<Refusal>
+  /** True when this finished (or undid) a restore that had been cut short. */
+  readonly resumed: boolean
+}
+
+export type RestoreProgress =
+  | {
+    readonly type: "checkpoint_restore"
+    readonly phase: "start"
+    readonly sessionId: string
+    readonly seq: number
+    readonly total: number
+    /**
+     * `restore`: a new restore; `move`: an undo or a redo (`seq` is the leaf it moves to);
+     * `finish`: finishing one cut short; `undo`: putting one cut short back.
+     */
+    readonly mode: "restore" | "move" | "finish" | "undo"
+  }
+  | {
+    readonly type: "checkpoint_restore"
+    readonly phase: "progress"
+    readonly sessionId: string
+    readonly seq: number
+    readonly completed: number
+    readonly total: number
+    readonly path: string
+  }
+  | { readonly type: "checkpoint_restore"; readonly phase: "done"; readonly sessionId: string; readonly seq: number; readonly result: RestoreResult }
+  | { readonly type: "checkpoint_restore"; readonly phase: "error"; readonly sessionId: string; readonly seq: number; readonly error: unknown }
+
+/** Every file a restore considered, with its action and any refusal, by path. */
+export const plannedFiles = (
+  plan: FilesPlan,
+  refusals: ReadonlyArray<Refusal>,
+  alreadyRestored: ReadonlySet<string>
+): Array<PlannedFile> =>
+  [
+    ...plan.files.map((file) => {
+      const refusal = refusals.find((candidate) => candidate.path === file.path)
+      return {
+        path: file.path,
+        action: file.action.kind,
+        ...(refusal === undefined ? {} : { refusal }),
+        unverified: file.expected === undefined,
+        alreadyRestored: alreadyRestored.has(file.path)
+      }
+    }),
+    ...plan.refusals.flatMap((refusal) =>
+      refusal.path === undefined ? [] : [{ path: refusal.path, action: "none" as const, refusal, unverified: false, alreadyRestored: false }]
+    )
+  ].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+
