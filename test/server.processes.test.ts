@@ -298,6 +298,24 @@ describe("lite-agent serve over a workspace a shell command changed", () => {
       expect(nothing.status).toBe(409)
       expect(JSON.stringify(nothing.json)).toContain("nothing_to_redo")
       expect((await request(`${server.url}/sessions/work/undo`, { token: TOKEN, method: "POST", body: { dryRun: "yes" } })).status).toBe(400)
+
+      // The tree: the branch the restore left, named, then switched to — its files with it.
+      const tree = await answer(server.url, TOKEN, (client) => client.sessions.tree({ path: { id: "work" } }))
+      expect(tree.branches.map((branch) => branch.current).sort()).toEqual([false, true])
+      const left = tree.branches.find((branch) => !branch.current)!.leaf
+      expect(tree.checkpoints.map((checkpoint) => [checkpoint.seq, checkpoint.current])).toEqual([[checkpoints[0]!.seq, false]])
+      expect(tree.undo).toMatchObject({ from: left })
+      const labelled = await request(`${server.url}/sessions/work/label`, { token: TOKEN, method: "POST", body: { seq: left, label: "made things" } })
+      expect(labelled.status).toBe(204)
+      expect((await request(`${server.url}/sessions/work/label`, { token: TOKEN, method: "POST", body: { seq: 0, label: "x" } })).status).toBe(400)
+      const switched = await answer(server.url, TOKEN, (client) => client.agent.switch({ path: { id: "work" }, payload: { leaf: left } }))
+      expect(switched.conversationRestored).toBe(true)
+      expect(listing()).toEqual(["gen", "kept.txt", "link", "turns.json"])
+      const now = await answer(server.url, TOKEN, (client) => client.sessions.tree({ path: { id: "work" } }))
+      expect(now.branches.find((branch) => branch.current)).toMatchObject({ leaf: left, label: "made things" })
+      const notABranch = await request(`${server.url}/sessions/work/switch`, { token: TOKEN, method: "POST", body: { leaf: left } })
+      expect(notABranch.status).toBe(409)
+      expect(JSON.stringify(notABranch.json)).toContain("not_a_branch")
     } finally {
       server.worker.child.kill("SIGTERM")
       await server.worker.closed

@@ -129,11 +129,14 @@ describe("the OpenAPI description", () => {
       "GET /sessions/{id}",
       "GET /sessions/{id}/checkpoints",
       "GET /sessions/{id}/events",
+      "GET /sessions/{id}/tree",
       "POST /sessions/{id}/compact",
+      "POST /sessions/{id}/label",
       "POST /sessions/{id}/messages",
       "POST /sessions/{id}/redo",
       "POST /sessions/{id}/restore",
       "POST /sessions/{id}/restore/undo",
+      "POST /sessions/{id}/switch",
       "POST /sessions/{id}/undo"
     ])
     expect(Object.values(spec.components.securitySchemes)).toEqual([expect.objectContaining({ type: "http", scheme: "bearer" })])

@@ -31,6 +31,7 @@ import { Wire } from "./wireErrors.js"
 export const MessageBody = Schema.Struct({ text: NonEmptyString })
 
 const NonNegativeInteger = expecting(Schema.Number.pipe(Schema.int(), Schema.nonNegative()), "a non-negative integer")
+const PositiveInteger = expecting(Schema.Number.pipe(Schema.int(), Schema.positive()), "a positive integer")
 
 export const RestoreBody = Schema.Struct({
   seq: NonNegativeInteger,
@@ -38,6 +39,39 @@ export const RestoreBody = Schema.Struct({
   conversation: Schema.optional(Flag),
   dryRun: Schema.optional(Flag),
   /** Undo the user's own edits between turns too (otherwise refused as `modified_externally`). */
+  includeUserEdits: Schema.optional(Flag)
+})
+
+const LeafMoveJson = Schema.Struct({ seq: Schema.Number, from: Schema.Number, to: Schema.Number })
+
+/** A session's tree: its checkpoints on every branch, its branches by their tips, what undo and redo would reverse. */
+export const SessionTreeJson = Schema.Struct({
+  leaf: Schema.Number,
+  checkpoints: Schema.Array(Schema.Struct({
+    seq: Schema.Number,
+    prompt: Schema.String,
+    ts: Schema.Number,
+    parent: Schema.NullOr(Schema.Number),
+    children: Schema.Array(Schema.Number),
+    current: Schema.Boolean,
+    label: Schema.optionalWith(Schema.String, { exact: true })
+  })),
+  branches: Schema.Array(Schema.Struct({
+    leaf: Schema.Number,
+    checkpoint: Schema.NullOr(Schema.Number),
+    current: Schema.Boolean,
+    label: Schema.optionalWith(Schema.String, { exact: true })
+  })),
+  undo: Schema.NullOr(LeafMoveJson),
+  redo: Schema.NullOr(LeafMoveJson)
+})
+
+export const LabelBody = Schema.Struct({ seq: PositiveInteger, label: Schema.String })
+
+/** A switch to another branch: its tip's seq (from the tree), and a move's options. */
+export const SwitchBody = Schema.Struct({
+  leaf: NonNegativeInteger,
+  dryRun: Schema.optional(Flag),
   includeUserEdits: Schema.optional(Flag)
 })
 
@@ -140,6 +174,11 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .addError(Wire.SessionNotFound, { status: 404 })
   )
   .add(
+    HttpApiEndpoint.get("tree", "/sessions/:id/tree").setPath(SessionPath).addSuccess(SessionTreeJson)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .annotate(OpenApi.Description, "The session's tree: every branch's checkpoints, the branches by their tips, the current one, labels.")
+  )
+  .add(
     HttpApiEndpoint.get("events", "/sessions/:id/events").setPath(SessionPath).addSuccess(EventStream)
       .addError(Wire.SessionNotFound, { status: 404 })
       .annotate(
@@ -204,6 +243,24 @@ export class AgentGroup extends HttpApiGroup.make("agent")
       .addError(Wire.RestoreFailedError, { status: 500 })
       .addError(Wire.WorkspaceIOError, { status: 500 })
       .annotate(OpenApi.Description, "Redoes the session's last undo.")
+  )
+  .add(
+    HttpApiEndpoint.post("switch", "/sessions/:id/switch").setPath(SessionPath).setPayload(SwitchBody).addSuccess(RestoreResult)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .addError(Wire.PayloadTooLarge, { status: 413 })
+      .addError(Wire.AgentBusyError, { status: 409 })
+      .addError(Wire.RestoreRefusedError, { status: 409 })
+      .addError(Wire.RestoreInterruptedError, { status: 409 })
+      .addError(Wire.RestoreFailedError, { status: 500 })
+      .addError(Wire.WorkspaceIOError, { status: 500 })
+      .annotate(OpenApi.Description, "Moves the session to another branch, by its tip's seq from the tree: its conversation and its files.")
+  )
+  .add(
+    HttpApiEndpoint.post("label", "/sessions/:id/label").setPath(SessionPath).setPayload(LabelBody)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .addError(Wire.PayloadTooLarge, { status: 413 })
+      .addError(Wire.AgentBusyError, { status: 409 })
+      .annotate(OpenApi.Description, "Names a checkpoint or a branch's tip (an empty label removes the name).")
   )
   .add(
     HttpApiEndpoint.post("compact", "/sessions/:id/compact").setPath(SessionPath).setPayload(CompactBody).addSuccess(EventStream)

@@ -16,7 +16,7 @@ import { jsonText } from "../core/encoding.js"
 import { decodeOptions } from "../core/internal/options.js"
 import * as Session from "../core/session.js"
 import { sessionIdProblem } from "../core/sessionId.js"
-import { CompactBody, MessageBody, MoveBody, RestoreBody, SessionApi } from "./api.js"
+import { CompactBody, LabelBody, MessageBody, MoveBody, RestoreBody, SessionApi, SwitchBody } from "./api.js"
 import { makeSessionHubs } from "./SessionHub.js"
 import { errorFrame, followFrame, frame, type makeSseResponses, resumePoint } from "./sse.js"
 import type { SseSettings } from "./sseClient.js"
@@ -99,6 +99,16 @@ export const sessionHandlers = (
             })
             return { checkpoints, interruptedRestore: interruptedRestore ?? null }
           }))
+        .handle("tree", ({ path }) =>
+          Effect.gen(function*() {
+            const sessionId = yield* checkedSessionId(path.id)
+            yield* existing(checkpointer, sessionId)
+            const tree = yield* Option.match(agent, {
+              onSome: (a) => a.tree(sessionId),
+              onNone: () => Effect.map(Stream.runCollect(checkpointer.read(sessionId)), (events) => Session.tree(Session.fold(Chunk.toReadonlyArray(events))))
+            })
+            return { ...tree, undo: tree.undo ?? null, redo: tree.redo ?? null }
+          }))
         .handleRaw("events", ({ path, request }) =>
           Effect.gen(function*() {
             const sessionId = yield* checkedSessionId(path.id)
@@ -150,6 +160,23 @@ export const agentHandlers = (sse: ReturnType<typeof makeSseResponses>, agent: O
             const sessionId = yield* checkedSessionId(path.id)
             yield* existing(checkpointer, sessionId)
             return restoreResponse(yield* a.undoInterruptedRestore(sessionId))
+          }))
+        .handleRaw("switch", ({ path, request }) =>
+          Effect.gen(function*() {
+            const a = yield* withAgent
+            const sessionId = yield* checkedSessionId(path.id)
+            const { leaf, ...options } = yield* requestBody(request, SwitchBody, "switch")
+            yield* existing(checkpointer, sessionId)
+            return restoreResponse(yield* a.switchBranch(sessionId, leaf, options))
+          }))
+        .handleRaw("label", ({ path, request }) =>
+          Effect.gen(function*() {
+            const a = yield* withAgent
+            const sessionId = yield* checkedSessionId(path.id)
+            const { label, seq } = yield* requestBody(request, LabelBody, "label")
+            yield* existing(checkpointer, sessionId)
+            yield* a.label(sessionId, seq, label)
+            return HttpServerResponse.empty({ status: 204 })
           }))
         .handleRaw("undo", ({ path, request }) => moveAlongHistory("undo", path.id, request))
         .handleRaw("redo", ({ path, request }) => moveAlongHistory("redo", path.id, request))
