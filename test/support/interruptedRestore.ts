@@ -15,12 +15,13 @@ export const storeAt = (backend: RestoreBackend, location: string): PromiseCheck
   backend === "sqlite" ? sqliteCheckpointer({ file: location }) : fileCheckpointer({ dir: location })
 
 /**
- * Restore `sessionId` to `seq` in a worker process that SIGKILLs itself at `killAt`
- * (`operation:N`, `before-move`, `after-move`: see the worker); resolves once it is dead.
+ * Restore `sessionId` to `seq` (or undo, or redo, its last move) in a worker process that
+ * SIGKILLs itself at `killAt` (`operation:N`, `before-move`, `after-move`: see the worker);
+ * resolves once it is dead.
  */
 export const restoreKilledAt = async (
   target: { readonly backend: RestoreBackend; readonly location: string; readonly workdir: string; readonly sessionId: string },
-  seq: number,
+  seq: number | "undo" | "redo",
   killAt: string
 ) => {
   const worker = startWorker("restorer.ts", [target.backend, target.location, target.workdir, target.sessionId, String(seq), killAt])

@@ -2,17 +2,29 @@
  * Worker for test/restore.processes.test.ts: a restore in a Node process of its own that kills
  * itself (SIGKILL, nothing flushed or put back) at a chosen point.
  *
- *   node --import tsx test/workers/restorer.ts <file|sqlite> <location> <workdir> <sessionId> <seq> <killAt>
+ *   node --import tsx test/workers/restorer.ts <file|sqlite> <location> <workdir> <sessionId> <seq|undo|redo> <killAt>
+ *
+ * `undo` / `redo` undo or redo the session's last move instead of a restore.
  *
  * killAt: `operation:N` — just before the N-th file write or delete (1: the intent is in the
  * log, no file changed yet); `before-move` — every file done, the session's leaf not moved yet;
- * `after-move` — the leaf moved, the process not told yet; `never`. Prints `done` if it lives.
+ * `after-move` — the leaf moved, the process not told yet; `never`; `race:<file>` — never killed,
+ * but the intent is appended only once `<file>` exists (so that two workers planned from the same
+ * state race on it; it prints `waiting` when it gets there). Prints `done`, or `failed <error tag>` when the restore fails.
  */
+import { existsSync } from "node:fs"
 import { Effect, Layer } from "effect"
 import { SqliteCheckpointer } from "../../src/checkpoint-sqlite.js"
 import { Checkpointer, FileCheckpointer, type SessionEventInput, TimeTravel, Workspace } from "../../src/core.js"
 
 const [backend, location, workdir, sessionId, seqArg, killAt] = process.argv.slice(2) as [string, string, string, string, string, string]
+
+/** Until `file` exists, looked for every few milliseconds. */
+const waitFor = (file: string) =>
+  Effect.promise(async () => {
+    process.stdout.write("waiting\n")
+    while (!existsSync(file)) await new Promise((resolve) => setTimeout(resolve, 5))
+  })
 
 const die = (point: string) =>
   point === killAt ? Effect.zipRight(Effect.sync(() => process.kill(process.pid, "SIGKILL")), Effect.never) : Effect.void
@@ -25,6 +37,8 @@ const checkpointer = Layer.effect(
     append: (id: string, events: ReadonlyArray<SessionEventInput>, expectedHead?: number) =>
       events.some((event) => event._tag === "LeafMoved")
         ? Effect.zipRight(die("before-move"), Effect.tap(real.append(id, events, expectedHead), () => die("after-move")))
+        : events.some((event) => event._tag === "RestoreStarted") && killAt.startsWith("race:")
+        ? Effect.zipRight(waitFor(killAt.slice("race:".length)), real.append(id, events, expectedHead))
         : real.append(id, events, expectedHead)
   }))
 ).pipe(Layer.provide(store))
@@ -42,8 +56,9 @@ const workspace = Layer.sync(Workspace.Workspace, () => {
 
 const program = Effect.gen(function*() {
   const timeTravel = yield* TimeTravel.TimeTravel
-  yield* timeTravel.restore(sessionId, Number(seqArg))
-  process.stdout.write("done\n")
+  const move = seqArg === "undo" ? timeTravel.undo(sessionId) : seqArg === "redo" ? timeTravel.redo(sessionId) : timeTravel.restore(sessionId, Number(seqArg))
+  const outcome = yield* Effect.either(move)
+  process.stdout.write(outcome._tag === "Right" ? "done\n" : `failed ${outcome.left._tag}\n`)
 })
 
 await Effect.runPromise(program.pipe(Effect.provide(TimeTravel.layer.pipe(Layer.provideMerge(Layer.merge(checkpointer, workspace))))))
