@@ -1,7 +1,7 @@
 /**
  * Benchmarks, run by hand: `npm run bench`. Figures are ratios against a baseline measured
  * in the same run, because the machines are noisy. `npm run bench -- file sqlite` runs only
- * those sections (core, file, sqlite, postgres, server, agent, long, workspace).
+ * those sections (core, file, sqlite, postgres, server, agent, long, workspace, tree).
  */
 import { Effect, Stream } from "effect"
 import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core.js"
@@ -11,9 +11,10 @@ import { runLongSessionBench } from "./longSession.js"
 import { runPostgresBench } from "./postgres.js"
 import { runServerBench } from "./server.js"
 import { runSqliteBench } from "./sqlite.js"
+import { runTreeBench } from "./tree.js"
 import { runWorkspaceBench } from "./workspace.js"
 
-const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long", "workspace"]
+const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long", "workspace", "tree"]
 const wanted = process.argv.slice(2)
 const unknown = wanted.filter((name) => !SECTIONS.includes(name))
 if (unknown.length > 0) throw new Error(`unknown bench section(s): ${unknown.join(", ")}; the sections are ${SECTIONS.join(", ")}`)
@@ -95,6 +96,14 @@ if (runs("workspace")) {
     "Whole-workspace checkpoints (file backend; medians of 5 rounds; git baselines in the same run)",
     ["tree", "measurement", "lite-agent", "baseline", "ratio"],
     await runWorkspaceBench()
+  )
+}
+
+if (runs("tree")) {
+  printTable(
+    "The session tree (file backend, the whole workspace captured; medians of 7 rounds)",
+    ["sessions", "measurement", "large", "small (baseline)", "ratio"],
+    await runTreeBench()
   )
 }
 

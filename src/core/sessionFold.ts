@@ -4,17 +4,19 @@
  * each node continues the branch ending at the current leaf, and a move takes the state kept at
  * its target — so a restore, an undo or a redo costs what an append costs.
  */
-import { Data, HashMap, HashSet, Option } from "effect"
+import { Data, HashMap, Option } from "effect"
 import { AppendOnly } from "./internal/appendOnly.js"
 import { contentText, type StoredEvent, type WorkspaceCaptured } from "./events.js"
 import type { FileHistoryEntry } from "./pathHistory.js"
 import {
+  type BranchState,
   type ConversationEvent,
   emptySessionState,
   KeptStates,
   knownStateOf,
   type LeafMove,
   NOT_A_NODE,
+  type PromptNode,
   SessionState,
   type SessionStateFields
 } from "./sessionState.js"
@@ -73,18 +75,32 @@ const isLogEvent = (event: StoredEvent["event"]): event is LogEvent =>
 
 /** Note a user message of whichever branch for the tree. */
 const notePrompt = (draft: Draft, stored: StoredEvent) => {
-  if (stored.event._tag !== "UserMessage") return
-  draft.prompts = draft.prompts.append(Data.struct({
-    seq: stored.seq,
-    ts: stored.ts,
-    prompt: contentText(stored.event.content),
-    checkpoint: isUserCheckpoint(stored.event, 0)
-  }))
+  if (isPrompt(stored)) draft.prompts = draft.prompts.append(stored)
 }
 
-/** Keep the draft's current state as the state at its leaf, for a move there later. */
+const isPrompt = (stored: StoredEvent): stored is PromptNode => stored.event._tag === "UserMessage"
+
+/** The branch fields of a draft. */
+const branchOf = (draft: Draft): BranchState => ({
+  leaf: draft.leaf,
+  messages: draft.messages,
+  compaction: draft.compaction,
+  anchors: draft.anchors,
+  pendingToolCalls: draft.pendingToolCalls,
+  files: draft.files,
+  usage: draft.usage,
+  workspace: draft.workspace,
+  coverage: draft.coverage,
+  coveredFrom: draft.coveredFrom,
+  lastCheckpointCapture: draft.lastCheckpointCapture,
+  lastCapture: draft.lastCapture,
+  pathChanges: draft.pathChanges
+})
+
+/** Keep the draft's current branch as the state at its leaf, for a move there later. */
 const keepCurrent = (draft: Draft) => {
-  draft.kept = new KeptStates(HashMap.set(draft.kept.states, draft.leaf, new SessionState(draft)), draft.kept.unfolded)
+  const kept = draft.kept
+  draft.kept = new KeptStates(kept.states.append(branchOf(draft)), kept.unfolded, kept.targets)
 }
 
 const withParent = (parents: AppendOnly<number>, seq: number, parent: number) => {
@@ -95,7 +111,7 @@ const withParent = (parents: AppendOnly<number>, seq: number, parent: number) =>
 }
 
 /** Take the branch fields of `target` (the state at the leaf a move goes to). */
-const takeBranch = (draft: Draft, target: SessionState) => {
+const takeBranch = (draft: Draft, target: BranchState) => {
   draft.leaf = target.leaf
   draft.messages = target.messages
   draft.compaction = target.compaction
@@ -202,7 +218,6 @@ const applyLogEvent = (draft: Draft, stored: StoredEvent, event: LogEvent, leafB
         draft.undoable = Data.array([...draft.undoable, move])
         draft.redoable = Data.array([])
       }
-      draft.moveTargets = HashSet.add(draft.moveTargets, leafBefore)
       if (event.restoreStarted !== undefined && draft.pendingRestore?.seq === event.restoreStarted) draft.pendingRestore = undefined
       return
     }
@@ -236,37 +251,36 @@ const applyLogEvent = (draft: Draft, stored: StoredEvent, event: LogEvent, leafB
  * through the events of branches not folded yet (keeping the move targets it passes); undefined
  * when those events are not at hand (a fold that started in the middle of a log).
  */
-const stateAt = (draft: Draft, leaf: number): SessionState | undefined => {
-  if (leaf === 0) return emptySessionState
-  const kept = Option.getOrUndefined(HashMap.get(draft.kept.states, leaf))
+const stateAt = (draft: Draft, leaf: number): BranchState | undefined => {
+  if (leaf === 0) return branchOf(draftOf(emptySessionState))
+  const kept = draft.kept.stateAt(leaf)
   if (kept !== undefined) return kept
   const path: Array<StoredEvent> = []
   let at = leaf
-  let base: SessionState | undefined
+  let base: BranchState | undefined
   while (base === undefined) {
     if (at === 0) {
-      base = emptySessionState
+      base = branchOf(draftOf(emptySessionState))
       break
     }
-    base = Option.getOrUndefined(HashMap.get(draft.kept.states, at))
+    base = draft.kept.stateAt(at)
     if (base !== undefined) break
     const stored = Option.getOrUndefined(HashMap.get(draft.kept.unfolded, at))
-    if (stored === undefined || stored.event._tag === "LeafMoved") return undefined
+    if (stored === undefined || isLogEvent(stored.event)) return undefined
     path.push(stored)
     at = draft.parents.at(at - 1) ?? NOT_A_NODE
     if (at === NOT_A_NODE) return undefined
   }
-  const branch = draftOf(base)
-  branch.kept = draft.kept
-  branch.moveTargets = draft.moveTargets
+  // Fold the way down on a draft of its own (the kept states and targets are shared).
+  const branch: Draft = { ...draft, ...base }
   for (let index = path.length - 1; index >= 0; index--) {
     const stored = path[index]!
     applyNode(branch, stored, stored.event as NodeEvent)
     branch.leaf = stored.seq
-    if (HashSet.has(draft.moveTargets, stored.seq)) keepCurrent(branch)
+    if (draft.kept.isTarget(stored.seq)) keepCurrent(branch)
   }
   draft.kept = branch.kept
-  return new SessionState(branch)
+  return branchOf(branch)
 }
 
 /** Fold one stored event into a draft, moving the branch with each valid move. Never throws. */
@@ -276,7 +290,6 @@ const apply = (draft: Draft, stored: StoredEvent): void => {
   const event = stored.event
   if (!isLogEvent(event)) {
     draft.parents = withParent(draft.parents, stored.seq, draft.leaf)
-    if (event._tag === "UserMessage") draft.moveTargets = HashSet.add(draft.moveTargets, draft.leaf)
     notePrompt(draft, stored)
     applyNode(draft, stored, event)
     draft.leaf = stored.seq
@@ -287,7 +300,7 @@ const apply = (draft: Draft, stored: StoredEvent): void => {
     applyLogEvent(draft, stored, event, draft.leaf)
     return
   }
-  if (!HashSet.has(draft.moveTargets, event.to)) return
+  if (!draft.kept.isTarget(event.to)) return
   const leafBefore = draft.leaf
   keepCurrent(draft)
   applyLogEvent(draft, stored, event, leafBefore)
@@ -338,11 +351,13 @@ export const fold = (events: Iterable<StoredEvent>, from: SessionState = emptySe
       leaf = event.to
     }
   }
+  // A log no move ever left a branch of is one branch: every node is on it.
+  const linear = leavesLeft.size === 0
   const onBranch = new Set<number>()
-  for (let at = leaf; at > 0; at = parents[at - 1]!) onBranch.add(at)
+  if (!linear) for (let at = leaf; at > 0; at = parents[at - 1]!) onBranch.add(at)
   const draft = draftOf(from)
   draft.parents = AppendOnly.from(parents)
-  draft.moveTargets = HashSet.fromIterable(moveTargets)
+  draft.kept = new KeptStates(AppendOnly.empty(), HashMap.empty(), AppendOnly.from(moveTargets))
   let unfolded = HashMap.empty<number, StoredEvent>().pipe(HashMap.beginMutation)
   for (const stored of all) {
     draft.head = stored.seq
@@ -352,7 +367,7 @@ export const fold = (events: Iterable<StoredEvent>, from: SessionState = emptySe
       const leafLeft = leavesLeft.get(stored.seq)
       if (event._tag !== "LeafMoved") applyLogEvent(draft, stored, event, draft.leaf)
       else if (leafLeft !== undefined) applyLogEvent(draft, stored, event, leafLeft)
-    } else if (onBranch.has(stored.seq)) {
+    } else if (linear || onBranch.has(stored.seq)) {
       notePrompt(draft, stored)
       applyNode(draft, stored, event)
       draft.leaf = stored.seq
@@ -362,6 +377,6 @@ export const fold = (events: Iterable<StoredEvent>, from: SessionState = emptySe
       unfolded = HashMap.set(unfolded, stored.seq, stored)
     }
   }
-  draft.kept = new KeptStates(draft.kept.states, HashMap.endMutation(unfolded))
+  draft.kept = new KeptStates(draft.kept.states, HashMap.endMutation(unfolded), draft.kept.targets)
   return new SessionState(draft)
 }

@@ -4,7 +4,7 @@
  * head, the tree's parents, the undo and redo histories, a restore under way, metadata). Built
  * by the fold (sessionFold.ts); read through the projections (session.ts).
  */
-import { Data, Equal, Hash, HashMap, HashSet } from "effect"
+import { Data, Equal, Hash, HashMap } from "effect"
 import { AppendOnly } from "./internal/appendOnly.js"
 import type {
   AssistantMessage,
@@ -81,17 +81,59 @@ export interface LeafMove {
   readonly to: number
 }
 
+/** The fields that describe the current branch; a move takes them from the state kept where it goes. */
+export type BranchState = Pick<
+  SessionStateFields,
+  | "leaf"
+  | "messages"
+  | "compaction"
+  | "anchors"
+  | "pendingToolCalls"
+  | "files"
+  | "usage"
+  | "workspace"
+  | "coverage"
+  | "coveredFrom"
+  | "lastCheckpointCapture"
+  | "lastCapture"
+  | "pathChanges"
+>
+
 /**
- * What makes a move as cheap as an append: the states at the leaves a move can go to that this
- * fold has passed (by seq), and the events of the branches it has not folded (a whole-log fold
- * folds only the current branch), from which a move folds the rest of the way. A cache, not part
- * of the session's value: any two are equal, whatever they hold.
+ * What makes a move as cheap as an append: the branch's state at each leaf a move can go to
+ * that the fold has passed, the events of the branches it has not folded (a whole-log fold
+ * folds only the current branch), from which a move folds the rest of the way, and which leaves
+ * a move may go to at all. Lists, appended to once per user message or move and searched only
+ * by a move. Derived from the log, not part of the session's value: any two are equal.
  */
 export class KeptStates implements Equal.Equal {
   constructor(
-    readonly states: HashMap.HashMap<number, SessionState>,
-    readonly unfolded: HashMap.HashMap<number, StoredEvent>
+    readonly states: AppendOnly<BranchState>,
+    readonly unfolded: HashMap.HashMap<number, StoredEvent>,
+    /**
+     * Leaves a move may go to besides those kept (and 0): a whole-log fold finds them all — the
+     * node before each user message, the leaf each move left — on branches it does not fold.
+     * (Folding event by event keeps a state at each of them as it passes.)
+     */
+    readonly targets: AppendOnly<number>
   ) {}
+
+  /** The branch kept at `leaf`, if any. */
+  stateAt(leaf: number): BranchState | undefined {
+    for (let index = this.states.length - 1; index >= 0; index--) {
+      const kept = this.states.at(index)!
+      if (kept.leaf === leaf) return kept
+    }
+    return undefined
+  }
+
+  /** Whether a move may go to `leaf` (a move anywhere else is not followed, by either fold). */
+  isTarget(leaf: number): boolean {
+    if (leaf === 0 || this.stateAt(leaf) !== undefined) return true
+    for (let index = this.targets.length - 1; index >= 0; index--) if (this.targets.at(index) === leaf) return true
+    return false
+  }
+
   [Equal.symbol](that: Equal.Equal): boolean {
     return that instanceof KeptStates
   }
@@ -100,17 +142,8 @@ export class KeptStates implements Equal.Equal {
   }
 }
 
-/** A user message of any branch, as the tree shows it. */
-export interface PromptNode {
-  readonly seq: number
-  readonly ts: number
-  readonly prompt: string
-  /**
-   * A checkpoint as far as the message alone tells (marked as a person's input, or inferred with
-   * no tool call waiting); on the current branch the fold's checkpoints are the exact answer.
-   */
-  readonly checkpoint: boolean
-}
+/** A user message of any branch, as the tree shows it (as it was stored). */
+export type PromptNode = StoredEvent & { readonly event: UserMessage }
 
 /** A log position that is not a node of the tree: a move, a restore's intent or end, metadata. */
 export const NOT_A_NODE = -1
@@ -128,11 +161,6 @@ export interface SessionStateFields {
   readonly undoable: ReadonlyArray<LeafMove>
   /** Undos a redo can reverse, the last on top (emptied by a restore or a switch). */
   readonly redoable: ReadonlyArray<LeafMove>
-  /**
-   * The leaves a move may go to: 0, the node before each user message, the leaf each move left
-   * and each move's target. A move anywhere else is not followed (by either fold).
-   */
-  readonly moveTargets: HashSet.HashSet<number>
   /** Every user message of every branch, in log order (what the tree shows of branches not folded). */
   readonly prompts: AppendOnly<PromptNode>
   /** The names given to nodes (`BranchLabeled`), by seq. */
@@ -188,10 +216,9 @@ export const emptySessionState: SessionState = new SessionState({
   parents: AppendOnly.empty(),
   undoable: Data.array([]),
   redoable: Data.array([]),
-  moveTargets: HashSet.make(0),
   prompts: AppendOnly.empty(),
   nodeLabels: HashMap.empty(),
-  kept: new KeptStates(HashMap.empty(), HashMap.empty()),
+  kept: new KeptStates(AppendOnly.empty(), HashMap.empty(), AppendOnly.empty()),
   branchUnknown: false,
   pathChanges: AppendOnly.empty(),
   messages: AppendOnly.empty(),

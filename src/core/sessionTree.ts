@@ -5,7 +5,9 @@
  * projection of the folded state.
  */
 import { HashMap, Option } from "effect"
+import { contentText } from "./events.js"
 import { type LeafMove, NOT_A_NODE, type SessionState } from "./sessionState.js"
+import { isUserCheckpoint } from "./userCheckpoint.js"
 
 export interface TreeCheckpoint {
   readonly seq: number
@@ -46,11 +48,13 @@ export const tree = (state: SessionState): SessionTree => {
   const onCurrent = new Set<number>()
   for (let at = state.leaf; at > 0; at = parentOf(at)) onCurrent.add(at)
   // The current branch's checkpoints are the fold's (exact); another branch's user messages are
-  // checkpoints as far as each message tells.
+  // checkpoints as far as each message tells (marked as a person's, or inferred with no tool call waiting).
   const anchors = new Set(state.anchors.toArray().map((anchor) => anchor.seq))
   const isCheckpoint = new Map<number, { prompt: string; ts: number }>()
   for (const node of state.prompts) {
-    if (onCurrent.has(node.seq) ? anchors.has(node.seq) : node.checkpoint) isCheckpoint.set(node.seq, { prompt: node.prompt, ts: node.ts })
+    if (onCurrent.has(node.seq) ? anchors.has(node.seq) : isUserCheckpoint(node.event, 0)) {
+      isCheckpoint.set(node.seq, { prompt: contentText(node.event.content), ts: node.ts })
+    }
   }
   const checkpointAbove = (seq: number): number | null => {
     for (let at = seq; at > 0; at = parentOf(at)) if (isCheckpoint.has(at)) return at

@@ -17,7 +17,7 @@
  * the session then refuses turns (`RestoreInterruptedError`) until the same restore finishes
  * it or `undoInterruptedRestore` puts every file back from the intent.
  */
-import { Context, Effect, HashMap, HashSet, Layer, Option, PubSub, type Queue, type Scope, Stream } from "effect"
+import { Context, Effect, HashMap, Layer, Option, PubSub, type Queue, type Scope, Stream } from "effect"
 import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
 import { decodeOptions } from "../core/internal/options.js"
 import { type CheckpointerError, ConfigurationError, InvalidSeqError, type Refusal } from "../core/errors.js"
@@ -269,7 +269,7 @@ export const make = Effect.gen(function*() {
       const options = yield* decodeOptions(MoveOptions, input, "switch options")
       yield* checkSeqArgument(sessionId, "leaf", leaf)
       const { state } = yield* states.get(sessionId)
-      if (!HashSet.has(state.moveTargets, leaf) || leaf === state.leaf) {
+      if (!state.kept.isTarget(leaf) || leaf === state.leaf) {
         return yield* new RestoreRefusedError({
           sessionId,
           seq: leaf,
