@@ -99,6 +99,8 @@ const foldMs = (log: ReadonlyArray<StoredEvent>) => {
 }
 
 export const runTreeBench = async (): Promise<Array<Array<string>>> => {
+  // A first run warms the code up, so that neither size pays for it.
+  await measureMoves(50)
   const small = await measureMoves(50)
   const large = await measureMoves(5_000)
   const x = (value: number) => `${value.toFixed(2)}×`

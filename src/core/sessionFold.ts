@@ -6,7 +6,7 @@
  */
 import { Data, HashMap, Option } from "effect"
 import { AppendOnly } from "./internal/appendOnly.js"
-import { contentText, type StoredEvent, type WorkspaceCaptured } from "./events.js"
+import { contentText, type LeafMoved, type StoredEvent, type WorkspaceCaptured } from "./events.js"
 import type { FileHistoryEntry } from "./pathHistory.js"
 import {
   type BranchState,
@@ -69,9 +69,10 @@ type LogEvent = Extract<
 >
 type NodeEvent = Exclude<StoredEvent["event"], LogEvent>
 
-const isLogEvent = (event: StoredEvent["event"]): event is LogEvent =>
-  event._tag === "LeafMoved" || event._tag === "BranchLabeled" || event._tag === "RestoreStarted" || event._tag === "RestoreEnded" ||
-  event._tag === "SessionMetadata"
+const LOG_EVENT_TAGS: ReadonlySet<string> = new Set(["LeafMoved", "BranchLabeled", "RestoreStarted", "RestoreEnded", "SessionMetadata"])
+
+// The tag is read once: a read across a dozen event classes is slow next to a set lookup.
+const isLogEvent = (event: StoredEvent["event"]): event is LogEvent => LOG_EVENT_TAGS.has(event._tag)
 
 /** Note a user message of whichever branch for the tree. */
 const notePrompt = (draft: Draft, stored: StoredEvent) => {
@@ -265,8 +266,8 @@ const stateAt = (draft: Draft, leaf: number): BranchState | undefined => {
     }
     base = draft.kept.stateAt(at)
     if (base !== undefined) break
-    const stored = Option.getOrUndefined(HashMap.get(draft.kept.unfolded, at))
-    if (stored === undefined || isLogEvent(stored.event)) return undefined
+    const stored = draft.kept.unfolded[at - 1]
+    if (stored === undefined || stored.seq !== at || isLogEvent(stored.event)) return undefined
     path.push(stored)
     at = draft.parents.at(at - 1) ?? NOT_A_NODE
     if (at === NOT_A_NODE) return undefined
@@ -320,63 +321,80 @@ export const step = (state: SessionState, stored: StoredEvent): SessionState => 
  * Fold stored events (in seq order) onto `from` (default: the empty session). A whole log (from
  * seq 1 onto the empty session) is folded in two passes: the first finds each node's parent,
  * which moves are valid and the final leaf; the second folds only the branch that ends there —
- * what folding a linear session of that length costs — keeping the states at the move targets
- * on it and, for moves to other branches later, the events of the others.
+ * what folding a linear session of that length costs, after one quick look at every event —
+ * keeping the states at the move targets on it and, for moves to other branches later, the log.
  */
 export const fold = (events: Iterable<StoredEvent>, from: SessionState = emptySessionState): SessionState => {
   const all = Array.isArray(events) ? (events as ReadonlyArray<StoredEvent>) : Array.from(events)
-  const wholeLog = from.head === 0 && from.parents.length === 0 && all.every((stored, index) => stored.seq === index + 1)
-  if (!wholeLog) {
+  const foldEach = () => {
     let draft: Draft | undefined
     for (const stored of all) apply(draft ??= draftOf(from), stored)
     return draft === undefined ? from : new SessionState(draft)
   }
+  if (from.head !== 0 || from.parents.length !== 0) return foldEach()
   const parents: Array<number> = []
   const moveTargets = new Set<number>([0])
-  // Each valid move, with the leaf it left.
+  const targetList: Array<number> = [0]
+  // Each valid move, with the leaf it left; the events about the log as a whole; the user messages.
   const leavesLeft = new Map<number, number>()
+  const logEvents: Array<StoredEvent> = []
+  const prompts: Array<PromptNode> = []
   let leaf = 0
   for (const stored of all) {
+    // Not a whole log (it does not start at seq 1, or has a gap): event by event.
+    if (stored.seq !== parents.length + 1) return foldEach()
     const event = stored.event
-    if (!isLogEvent(event)) {
-      if (event._tag === "UserMessage") moveTargets.add(leaf)
+    const tag = event._tag
+    if (!LOG_EVENT_TAGS.has(tag)) {
+      if (tag === "UserMessage") {
+        moveTargets.add(leaf)
+        targetList.push(leaf)
+        prompts.push(stored as PromptNode)
+      }
       parents.push(leaf)
       leaf = stored.seq
       continue
     }
     parents.push(NOT_A_NODE)
-    if (event._tag === "LeafMoved" && moveTargets.has(event.to)) {
+    logEvents.push(stored)
+    if (tag === "LeafMoved" && moveTargets.has((event as LeafMoved).to)) {
       moveTargets.add(leaf)
+      targetList.push(leaf)
       leavesLeft.set(stored.seq, leaf)
-      leaf = event.to
+      leaf = (event as LeafMoved).to
     }
   }
-  // A log no move ever left a branch of is one branch: every node is on it.
-  const linear = leavesLeft.size === 0
-  const onBranch = new Set<number>()
-  if (!linear) for (let at = leaf; at > 0; at = parents[at - 1]!) onBranch.add(at)
+  // The nodes of the final branch, oldest first (a log no move ever left a branch of is one branch).
+  let branch: ReadonlyArray<StoredEvent>
+  if (leavesLeft.size === 0) {
+    branch = logEvents.length === 0 ? all : all.filter((stored) => !isLogEvent(stored.event))
+  } else {
+    const nodes: Array<StoredEvent> = []
+    for (let at = leaf; at > 0; at = parents[at - 1]!) nodes.push(all[at - 1]!)
+    branch = nodes.reverse()
+  }
   const draft = draftOf(from)
-  draft.parents = AppendOnly.from(parents)
-  draft.kept = new KeptStates(AppendOnly.empty(), HashMap.empty(), AppendOnly.from(moveTargets))
-  let unfolded = HashMap.empty<number, StoredEvent>().pipe(HashMap.beginMutation)
-  for (const stored of all) {
-    draft.head = stored.seq
-    draft.lastTs = stored.ts
-    const event = stored.event
-    if (isLogEvent(event)) {
-      const leafLeft = leavesLeft.get(stored.seq)
-      if (event._tag !== "LeafMoved") applyLogEvent(draft, stored, event, draft.leaf)
-      else if (leafLeft !== undefined) applyLogEvent(draft, stored, event, leafLeft)
-    } else if (linear || onBranch.has(stored.seq)) {
-      notePrompt(draft, stored)
-      applyNode(draft, stored, event)
-      draft.leaf = stored.seq
-      if (moveTargets.has(stored.seq)) keepCurrent(draft)
-    } else {
-      notePrompt(draft, stored)
-      unfolded = HashMap.set(unfolded, stored.seq, stored)
-    }
+  draft.parents = AppendOnly.adopt(parents)
+  draft.prompts = AppendOnly.adopt(prompts)
+  draft.kept = new KeptStates(AppendOnly.empty(), [], AppendOnly.adopt(targetList))
+  // Nothing about the log as a whole depends on the branch, nor the branch on it: each in its order.
+  for (const stored of logEvents) {
+    const event = stored.event as LogEvent
+    const leafLeft = leavesLeft.get(stored.seq)
+    if (event._tag !== "LeafMoved") applyLogEvent(draft, stored, event, 0)
+    else if (leafLeft !== undefined) applyLogEvent(draft, stored, event, leafLeft)
   }
-  draft.kept = new KeptStates(draft.kept.states, HashMap.endMutation(unfolded), draft.kept.targets)
+  for (const stored of branch) {
+    applyNode(draft, stored, stored.event as NodeEvent)
+    draft.leaf = stored.seq
+    if (moveTargets.has(stored.seq)) keepCurrent(draft)
+  }
+  const last = all[all.length - 1]
+  if (last !== undefined) {
+    draft.head = last.seq
+    draft.lastTs = last.ts
+  }
+  // Moves to other branches fold from the log itself (its events by seq).
+  draft.kept = new KeptStates(draft.kept.states, all, draft.kept.targets)
   return new SessionState(draft)
 }

@@ -101,15 +101,16 @@ export type BranchState = Pick<
 
 /**
  * What makes a move as cheap as an append: the branch's state at each leaf a move can go to
- * that the fold has passed, the events of the branches it has not folded (a whole-log fold
- * folds only the current branch), from which a move folds the rest of the way, and which leaves
- * a move may go to at all. Lists, appended to once per user message or move and searched only
+ * that the fold has passed, the log a whole-log fold read (it folds only the current branch: a
+ * move to another folds the rest of the way from the nearest kept state), and which leaves a
+ * move may go to at all. Lists, appended to once per user message or move and searched only
  * by a move. Derived from the log, not part of the session's value: any two are equal.
  */
 export class KeptStates implements Equal.Equal {
   constructor(
     readonly states: AppendOnly<BranchState>,
-    readonly unfolded: HashMap.HashMap<number, StoredEvent>,
+    /** The log a whole-log fold folded, by seq − 1 (empty when folded event by event). */
+    readonly unfolded: ReadonlyArray<StoredEvent>,
     /**
      * Leaves a move may go to besides those kept (and 0): a whole-log fold finds them all — the
      * node before each user message, the leaf each move left — on branches it does not fold.
@@ -218,7 +219,7 @@ export const emptySessionState: SessionState = new SessionState({
   redoable: Data.array([]),
   prompts: AppendOnly.empty(),
   nodeLabels: HashMap.empty(),
-  kept: new KeptStates(AppendOnly.empty(), HashMap.empty(), AppendOnly.empty()),
+  kept: new KeptStates(AppendOnly.empty(), [], AppendOnly.empty()),
   branchUnknown: false,
   pathChanges: AppendOnly.empty(),
   messages: AppendOnly.empty(),

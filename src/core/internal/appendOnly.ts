@@ -21,6 +21,11 @@ export class AppendOnly<A> implements Iterable<A>, Equal.Equal {
     return new AppendOnly(items, items.length)
   }
 
+  /** The array itself, without a copy: the caller hands it over and never changes it again. */
+  static adopt<A>(items: Array<A>): AppendOnly<A> {
+    return new AppendOnly(items, items.length)
+  }
+
   append(value: A): AppendOnly<A> {
     const items = this.items.length === this.length ? this.items : this.items.slice(0, this.length)
     items.push(value)
