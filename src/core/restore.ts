@@ -9,11 +9,14 @@ import { inputWithStoredNotes, type JsonValue } from "./events.js"
 import type { Refusal } from "./errors.js"
 import { type FileHistoryEntry, lastRecordedState, pathAtLeaf } from "./pathHistory.js"
 import {
+  type CheckpointAnchor,
+  type ConversationEntry,
   type NotCovered,
   pathAtCheckpoint,
   pathsChangedAfter,
   type PathOutcome,
   type PathRestore,
+  type PendingToolCall,
   type RecordedState,
   type SessionState
 } from "./session.js"
@@ -83,22 +86,34 @@ export const planRestore = (
   const base = { sessionId, seq, leafAfter: Math.max(0, state.parents.at(seq - 1) ?? seq - 1), head: state.head }
   const done = () => ({ ...base, files, refusals, unverifiedFiles, commandsNotUndone, notCovered })
 
-  const anchors = state.anchors.toArray()
-  const isCheckpoint = anchors.find((anchor) => anchor.seq === seq) !== undefined
+  // The checkpoint and the turns after it, found from the end: a restore costs what it undoes.
+  const anchorsAfter: Array<CheckpointAnchor> = []
+  let isCheckpoint = false
+  for (let index = state.anchors.length - 1; index >= 0; index--) {
+    const anchor = state.anchors.at(index)!
+    if (anchor.seq < seq) break
+    if (anchor.seq === seq) isCheckpoint = true
+    anchorsAfter.unshift(anchor)
+  }
   if (!isCheckpoint) {
     refusals.push({ reason: "not_a_checkpoint", detail: `seq ${seq} is not a checkpoint (user prompt) of this session` })
     return done()
   }
 
-  const messages = state.messages.toArray()
+  const messagesAfter: Array<ConversationEntry> = []
+  for (let index = state.messages.length - 1; index >= 0; index--) {
+    const entry = state.messages.at(index)!
+    if (entry.seq <= seq) break
+    messagesAfter.unshift(entry)
+  }
   // Tool calls made after the checkpoint, in turns the workspace capture did not cover, that restore cannot undo.
   const capturedTurnAt = (at: number) => {
-    let turn: (typeof anchors)[number] | undefined
-    for (const anchor of anchors) if (anchor.seq <= at) turn = anchor
+    let turn: CheckpointAnchor | undefined
+    for (const anchor of anchorsAfter) if (anchor.seq <= at) turn = anchor
     return turn?.workspaceCaptured === true
   }
-  for (const { event, seq: at } of messages) {
-    if (at <= seq || event._tag !== "AssistantMessage" || capturedTurnAt(at)) continue
+  for (const { event, seq: at } of messagesAfter) {
+    if (event._tag !== "AssistantMessage" || capturedTurnAt(at)) continue
     for (const block of event.content) {
       if (block.type === "tool_use" && !FILE_TOOLS.has(block.name)) {
         commandsNotUndone.push({ seq: at, tool: block.name, input: inputWithStoredNotes(block) })
@@ -107,24 +122,13 @@ export const planRestore = (
   }
 
   if (options.conversation) {
-    // A tool call made before the cut whose result lands after it would be cut in half.
-    const openBeforeCut = new Map<string, { readonly name: string; readonly seq: number }>()
-    for (const { event, seq: at } of messages) {
-      if (at >= seq) break
-      if (event._tag === "AssistantMessage") {
-        for (const block of event.content) if (block.type === "tool_use") openBeforeCut.set(block.id, { name: block.name, seq: at })
-      } else if (event._tag === "ToolResult") {
-        openBeforeCut.delete(event.toolUseId)
-      }
-    }
-    const resultsAfter = new Set(messages.flatMap(({ event, seq: at }) =>
-      at >= seq && event._tag === "ToolResult" ? [event.toolUseId] : []
-    ))
-    for (const [toolUseId, call] of openBeforeCut) {
-      if (resultsAfter.has(toolUseId)) {
+    // A tool call made before the cut whose result lands after it would be cut in half: one still
+    // waiting just before the checkpoint that is not waiting any more.
+    for (const call of openAt(state, base.leafAfter, seq)) {
+      if (!HashMap.has(state.pendingToolCalls, call.toolUseId)) {
         refusals.push({
           reason: "tool_call_cut",
-          detail: `tool call ${toolUseId} (${call.name}) at seq ${call.seq} has its result after the checkpoint`
+          detail: `tool call ${call.toolUseId} (${call.name}) at seq ${call.seq} has its result after the checkpoint`
         })
       }
     }
@@ -152,6 +156,27 @@ const recordedStateOfAction = (action: PathRestore): RecordedState => {
     case "directory":
       return { _tag: "directory", mode: action.mode }
   }
+}
+
+/**
+ * The tool calls waiting for a result just before checkpoint `seq` (whose node before it is
+ * `leaf`): as the state kept there says, or, for a state folded without it, from the messages.
+ */
+const openAt = (state: SessionState, leaf: number, seq: number): ReadonlyArray<PendingToolCall> => {
+  const kept = state.kept.stateAt(leaf)
+  if (kept !== undefined) return Array.from(HashMap.values(kept.pendingToolCalls)).sort((a, b) => a.seq - b.seq || a.blockIndex - b.blockIndex)
+  const open = new Map<string, PendingToolCall>()
+  for (const { event, seq: at } of state.messages) {
+    if (at >= seq) break
+    if (event._tag === "AssistantMessage") {
+      event.content.forEach((block, blockIndex) => {
+        if (block.type === "tool_use") open.set(block.id, { toolUseId: block.id, name: block.name, input: block.input, seq: at, blockIndex })
+      })
+    } else if (event._tag === "ToolResult") {
+      open.delete(event.toolUseId)
+    }
+  }
+  return Array.from(open.values())
 }
 
 const historyOf = (state: SessionState, path: string): ReadonlyArray<FileHistoryEntry> =>
