@@ -11,7 +11,7 @@ import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { RestoreInterruptedError } from "../tools/errors.js"
 import { describeError } from "./setup.js"
-import { makeTimeTravelCommands } from "./timeTravelCommands.js"
+import { type Key, makeTimeTravelCommands } from "./timeTravelCommands.js"
 
 const HELP = [
   "commands:",
@@ -201,7 +201,32 @@ export const runInteractive = async (
     }
   }
 
-  const timeTravel = makeTimeTravelCommands({ runtime, agent, print, ask, current, interruptible, printEvents, shorten })
+  /** Keys one at a time for `/tree`: the prompt's keypress handling is set aside until `onKey` is done. */
+  const keys = (onKey: (key: Key) => boolean) =>
+    new Promise<void>((resolve) => {
+      const input = process.stdin
+      const promptListeners = input.listeners("keypress") as Array<(...args: Array<unknown>) => void>
+      for (const listener of promptListeners) input.off("keypress", listener)
+      const listener = (_text: unknown, key: Key | undefined) => {
+        if (key === undefined || !onKey(key)) return
+        input.off("keypress", listener)
+        for (const restored of promptListeners) input.on("keypress", restored)
+        resolve()
+      }
+      input.on("keypress", listener)
+    })
+
+  const timeTravel = makeTimeTravelCommands({
+    runtime,
+    agent,
+    print,
+    ask,
+    current,
+    interruptible,
+    printEvents,
+    shorten,
+    keys: process.stdin.isTTY ? keys : undefined
+  })
 
   const command = async (line: string) => {
     const [name = "", ...args] = line.slice(1).trim().split(/\s+/).filter((part) => part !== "")

@@ -21,6 +21,27 @@ export interface TimeTravelCommandsContext {
   readonly interruptible: <A>(effect: Effect.Effect<A, unknown>) => Promise<Exit.Exit<A, unknown>>
   readonly printEvents: (stream: Stream.Stream<AgentEvent, unknown>) => Effect.Effect<void, unknown>
   readonly shorten: (text: string, max?: number) => string
+  /**
+   * Keys one at a time, the prompt's own handling set aside, until `onKey` says it is done;
+   * absent when the input is not a terminal (then `/tree` only prints the tree).
+   */
+  readonly keys?: ((onKey: (key: Key) => boolean) => Promise<void>) | undefined
+}
+
+/** A row of the tree as `/tree` shows it. */
+interface TreeRow {
+  readonly kind: "checkpoint" | "tip"
+  /** The checkpoint's seq, or the tip's leaf. */
+  readonly seq: number
+  readonly depth: number
+  readonly current?: boolean
+  readonly text: string
+}
+
+/** A key as readline reports it. */
+export interface Key {
+  readonly name?: string | undefined
+  readonly ctrl?: boolean | undefined
 }
 
 type Move = (options: { readonly dryRun?: boolean }) => Effect.Effect<RestoreResult, unknown>
@@ -161,12 +182,9 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
     return restoreTo(sessionId, last.seq, true, yes)
   }
 
-  /** `/tree`: the checkpoints of every branch as a tree, the current branch marked, labels, branch tips. */
-  const showTree = async (args: ReadonlyArray<string>) => {
-    if (args.length > 0) return print("usage: /tree")
-    const tree = await treeOf(await current())
-    if (tree === undefined) return
-    if (tree.checkpoints.length === 0) return print("no checkpoints yet")
+  /** The tree's rows as shown: each checkpoint (indented under the one before it), each branch's tip under its last checkpoint. */
+  const rowsOf = (tree: SessionTree): Array<TreeRow> => {
+    const rows: Array<TreeRow> = []
     const bySeq = new Map(tree.checkpoints.map((checkpoint) => [checkpoint.seq, checkpoint]))
     const tips = new Map<number, Array<(typeof tree.branches)[number]>>()
     for (const branch of tree.branches) {
@@ -175,15 +193,89 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
     const walk = (seq: number, depth: number) => {
       const checkpoint = bySeq.get(seq)!
       const label = checkpoint.label === undefined ? "" : ` [${checkpoint.label}]`
-      print(`${"  ".repeat(depth)}${checkpoint.current ? "*" : " "} ${String(seq).padStart(4)}  "${shorten(checkpoint.prompt, 50)}"${label}`)
+      rows.push({
+        kind: "checkpoint",
+        seq,
+        depth,
+        text: `${"  ".repeat(depth)}${checkpoint.current ? "*" : " "} ${String(seq).padStart(4)}  "${shorten(checkpoint.prompt, 50)}"${label}`
+      })
       for (const tip of tips.get(seq) ?? []) {
         const name = tip.label === undefined ? "" : ` [${tip.label}]`
-        print(`${"  ".repeat(depth + 1)}${tip.current ? "→" : "·"} tip ${tip.leaf}${tip.current ? " (current)" : ""}${name}`)
+        rows.push({
+          kind: "tip",
+          seq: tip.leaf,
+          depth: depth + 1,
+          current: tip.current,
+          text: `${"  ".repeat(depth + 1)}${tip.current ? "→" : "·"} tip ${tip.leaf}${tip.current ? " (current)" : ""}${name}`
+        })
       }
       for (const child of checkpoint.children) walk(child, depth + 1)
     }
     for (const root of tree.checkpoints.filter((checkpoint) => checkpoint.parent === null)) walk(root.seq, 0)
-    print("  /switch <tip> moves to a branch (files too), /label <seq> <name> names one, /undo and /redo walk your moves")
+    return rows
+  }
+
+  /** The tip a row leads to: itself, or the first tip below a checkpoint (in its part of the tree). */
+  const tipOf = (rows: ReadonlyArray<TreeRow>, index: number): TreeRow | undefined => {
+    const row = rows[index]!
+    if (row.kind === "tip") return row
+    for (let below = index + 1; below < rows.length && rows[below]!.depth > row.depth; below++) {
+      if (rows[below]!.kind === "tip") return rows[below]
+    }
+    return undefined
+  }
+
+  const TREE_KEYS = "  ↑/↓ move · Enter switches to that branch (files too) · l names it · q or Esc leaves"
+
+  /**
+   * `/tree`: the checkpoints of every branch as a tree — the current branch marked `*`, labels in
+   * brackets, each branch's tip — to move through with the arrow keys: Enter switches to the
+   * selected branch (its plan first), `l` names the selected checkpoint or tip, q or Esc leaves.
+   */
+  const showTree = async (args: ReadonlyArray<string>) => {
+    if (args.length > 0) return print("usage: /tree")
+    const sessionId = await current()
+    const tree = await treeOf(sessionId)
+    if (tree === undefined) return
+    if (tree.checkpoints.length === 0) return print("no checkpoints yet")
+    const rows = rowsOf(tree)
+    if (context.keys === undefined) {
+      for (const row of rows) print(`  ${row.text}`)
+      return print("  /switch <tip> moves to a branch (files too), /label <seq> <name> names one, /undo and /redo walk your moves")
+    }
+    let selected = Math.max(0, rows.findIndex((row) => row.kind === "tip" && row.current === true))
+    const render = (again: boolean) => {
+      // Back over what was drawn (the rows and the keys' line), then draw again.
+      if (again) process.stdout.write(`\u001b[${rows.length + 1}A\u001b[J`)
+      for (const [index, row] of rows.entries()) print(`${index === selected ? "▸" : " "} ${row.text}`)
+      print(TREE_KEYS)
+    }
+    render(false)
+    let chosen: { readonly action: "switch" | "label"; readonly row: TreeRow } | undefined
+    await context.keys((key) => {
+      if (key.name === "up" || key.name === "k" || key.name === "down" || key.name === "j") {
+        selected = Math.min(rows.length - 1, Math.max(0, selected + (key.name === "up" || key.name === "k" ? -1 : 1)))
+        render(true)
+        return false
+      }
+      if (key.name === "return" || key.name === "enter") {
+        const tip = tipOf(rows, selected)
+        if (tip !== undefined) chosen = { action: "switch", row: tip }
+        return true
+      }
+      if (key.name === "l") {
+        chosen = { action: "label", row: rows[selected]! }
+        return true
+      }
+      return key.name === "escape" || key.name === "q" || (key.ctrl === true && (key.name === "c" || key.name === "d"))
+    })
+    if (chosen === undefined) return
+    if (chosen.action === "label") {
+      const name = await ask(`name for ${chosen.row.kind} ${chosen.row.seq} (empty: none): `)
+      return label([String(chosen.row.seq), ...name.trim().split(/\s+/).filter((word) => word !== "")])
+    }
+    if (chosen.row.current === true) return print(`tip ${chosen.row.seq} is the current branch already`)
+    return switchTo([String(chosen.row.seq)])
   }
 
   const switchTo = async (args: ReadonlyArray<string>) => {
