@@ -229,10 +229,16 @@ export const planMove = (
   target: SessionState,
   options: { readonly includeUserEdits?: boolean }
 ): FilesPlan => {
-  const onCurrentBranch = new Set<number>()
-  for (let at = current.leaf; at > 0; at = current.parents.at(at - 1) ?? 0) onCurrentBranch.add(at)
-  let fork = target.leaf
-  while (fork > 0 && !onCurrentBranch.has(fork)) fork = current.parents.at(fork - 1) ?? 0
+  // The fork point: a parent's seq is below its child's, so step up from the later of the two
+  // until they meet — as far as the branches differ, not as far as the root.
+  const parentOf = (seq: number) => Math.max(0, current.parents.at(seq - 1) ?? 0)
+  let mine = current.leaf
+  let theirs = target.leaf
+  while (mine !== theirs) {
+    if (mine > theirs) mine = parentOf(mine)
+    else theirs = parentOf(theirs)
+  }
+  const fork = mine
   const plan = { files: [] as Array<FilePlan>, refusals: [] as Array<Refusal>, unverifiedFiles: [] as Array<string>, notCovered: [] as Array<NotCovered> }
   const paths = new Set([...pathsChangedAfter(current, fork), ...pathsChangedAfter(target, fork)])
   for (const path of Array.from(paths).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
