@@ -5,7 +5,7 @@
  */
 import { HashMap, Option } from "effect"
 import type { MoveReason } from "./events.js"
-import { type FileHistoryEntry, type NotCovered, pathAtCheckpoint } from "./pathHistory.js"
+import { type FileHistoryEntry, type NotCovered, pathAtCheckpoint, type PathOutcome } from "./pathHistory.js"
 import type { ConversationEntry, PendingRestore, PendingToolCall, SessionState } from "./sessionState.js"
 
 export {
@@ -110,20 +110,48 @@ export const pathsChangedAfter = (state: SessionState, seq: number): ReadonlyArr
 
 /** The rollback anchors, one per real user prompt, oldest first. */
 export const checkpoints = (state: SessionState): ReadonlyArray<Checkpoint> => {
-  return state.anchors.toArray().map((anchor) => {
+  const anchors = state.anchors.toArray()
+  const listed: Array<Checkpoint> = new Array(anchors.length)
+  // Latest checkpoint first: the paths changed after each grow as the branch's changes are read
+  // backwards once. A path's outcome depends only on which of its records come after the
+  // checkpoint (and whether the workspace was covered by then): checkpoints with the same ones
+  // — all those before its first change, in a long session — share one answer.
+  const perPath = new Map<string, { readonly history: ReadonlyArray<FileHistoryEntry>; readonly outcomes: Map<number, PathOutcome | undefined> }>()
+  const outcomeAt = (path: string, seq: number) => {
+    let known = perPath.get(path)
+    if (known === undefined) {
+      known = { history: Option.getOrThrow(HashMap.get(state.files, path)).toArray(), outcomes: new Map() }
+      perPath.set(path, known)
+    }
+    const firstAfter = known.history.findIndex((entry) => entry.seq > seq)
+    const key = firstAfter * 2 + (state.coveredFrom === undefined || state.coveredFrom > seq ? 1 : 0)
+    if (known.outcomes.has(key)) return known.outcomes.get(key)
+    const outcome = pathAtCheckpoint(known.history, seq, state.coveredFrom)
+    known.outcomes.set(key, outcome)
+    return outcome
+  }
+  const changedAfter = new Set<string>()
+  let change = state.pathChanges.length - 1
+  for (let index = anchors.length - 1; index >= 0; index--) {
+    const anchor = anchors[index]!
+    for (; change >= 0; change--) {
+      const changed = state.pathChanges.at(change)!
+      if (changed.seq <= anchor.seq) break
+      changedAfter.add(changed.path)
+    }
     const files: Array<string> = []
     const unavailableFiles: Array<string> = []
     const notCovered: Array<NotCovered> = []
-    for (const path of pathsChangedAfter(state, anchor.seq)) {
-      const history = Option.getOrThrow(HashMap.get(state.files, path))
-      const outcome = pathAtCheckpoint(history.toArray(), anchor.seq, state.coveredFrom)
+    for (const path of Array.from(changedAfter).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
+      const outcome = outcomeAt(path, anchor.seq)
       if (outcome === undefined) continue
       if (outcome.kind === "restore") files.push(path)
       else unavailableFiles.push(path)
       if (outcome.kind === "notCovered") notCovered.push({ path, reason: outcome.reason })
     }
-    return { seq: anchor.seq, prompt: anchor.prompt, ts: anchor.ts, files, unavailableFiles, notCovered }
-  })
+    listed[index] = { seq: anchor.seq, prompt: anchor.prompt, ts: anchor.ts, files, unavailableFiles, notCovered }
+  }
+  return listed
 }
 
 /** Tool calls still waiting for a result, in the order they were made. */
