@@ -318,31 +318,21 @@ export const step = (state: SessionState, stored: StoredEvent): SessionState => 
 }
 
 /**
- * Fold stored events (in seq order) onto `from` (default: the empty session). A whole log (from
- * seq 1 onto the empty session) is folded in two passes: the first finds each node's parent,
- * which moves are valid and the final leaf; the second folds only the branch that ends there —
- * what folding a linear session of that length costs, after one quick look at every event —
- * keeping the states at the move targets on it and, for moves to other branches later, the log.
+ * The first pass over a whole log: each node's parent, the moves that are followed (with the
+ * leaf each left), the leaves a move may go to, the events about the log as a whole, the user
+ * messages, and the final leaf. Undefined when the events are not a whole log from seq 1.
  */
-export const fold = (events: Iterable<StoredEvent>, from: SessionState = emptySessionState): SessionState => {
-  const all = Array.isArray(events) ? (events as ReadonlyArray<StoredEvent>) : Array.from(events)
-  const foldEach = () => {
-    let draft: Draft | undefined
-    for (const stored of all) apply(draft ??= draftOf(from), stored)
-    return draft === undefined ? from : new SessionState(draft)
-  }
-  if (from.head !== 0 || from.parents.length !== 0) return foldEach()
+const scanLog = (all: ReadonlyArray<StoredEvent>) => {
   const parents: Array<number> = []
   const moveTargets = new Set<number>([0])
   const targetList: Array<number> = [0]
-  // Each valid move, with the leaf it left; the events about the log as a whole; the user messages.
   const leavesLeft = new Map<number, number>()
   const logEvents: Array<StoredEvent> = []
   const prompts: Array<PromptNode> = []
   let leaf = 0
-  for (const stored of all) {
-    // Not a whole log (it does not start at seq 1, or has a gap): event by event.
-    if (stored.seq !== parents.length + 1) return foldEach()
+  for (let index = 0; index < all.length; index++) {
+    const stored = all[index]!
+    if (stored.seq !== index + 1) return undefined
     const event = stored.event
     const tag = event._tag
     if (!LOG_EVENT_TAGS.has(tag)) {
@@ -364,6 +354,29 @@ export const fold = (events: Iterable<StoredEvent>, from: SessionState = emptySe
       leaf = (event as LeafMoved).to
     }
   }
+  return { parents, moveTargets, targetList, leavesLeft, logEvents, prompts, leaf }
+}
+
+/**
+ * Fold stored events (in seq order) onto `from` (default: the empty session). A whole log (from
+ * seq 1 onto the empty session) is folded in two passes: the first finds each node's parent,
+ * which moves are valid and the final leaf; the second folds only the branch that ends there —
+ * what folding a linear session of that length costs, after one quick look at every event —
+ * keeping the states at the move targets on it and, for moves to other branches later, the log.
+ */
+export const fold = (events: Iterable<StoredEvent>, from: SessionState = emptySessionState): SessionState => {
+  const all = Array.isArray(events) ? (events as ReadonlyArray<StoredEvent>) : Array.from(events)
+  const foldEach = () => {
+    let draft: Draft | undefined
+    for (const stored of all) apply(draft ??= draftOf(from), stored)
+    return draft === undefined ? from : new SessionState(draft)
+  }
+  if (from.head !== 0 || from.parents.length !== 0) return foldEach()
+  const scanned = scanLog(all)
+  // Not a whole log (it does not start at seq 1, or has a gap): event by event.
+  if (scanned === undefined) return foldEach()
+  const { leavesLeft, logEvents, moveTargets, parents, prompts, targetList } = scanned
+  const leaf = scanned.leaf
   // The nodes of the final branch, oldest first (a log no move ever left a branch of is one branch).
   let branch: ReadonlyArray<StoredEvent>
   if (leavesLeft.size === 0) {
