@@ -71,7 +71,7 @@ type NodeEvent = Exclude<StoredEvent["event"], LogEvent>
 
 const LOG_EVENT_TAGS: ReadonlySet<string> = new Set(["LeafMoved", "BranchLabeled", "RestoreStarted", "RestoreEnded", "SessionMetadata"])
 
-// The tag is read once: a read across a dozen event classes is slow next to a set lookup.
+// One read of the tag and a set lookup: reading `_tag` across a dozen event classes is the slow part.
 const isLogEvent = (event: StoredEvent["event"]): event is LogEvent => LOG_EVENT_TAGS.has(event._tag)
 
 /** Note a user message of whichever branch for the tree. */
@@ -111,21 +111,9 @@ const withParent = (parents: AppendOnly<number>, seq: number, parent: number) =>
   return padded.append(parent)
 }
 
-/** Take the branch fields of `target` (the state at the leaf a move goes to). */
+/** Take the branch fields of `target` (the state at the leaf a move goes to: made by `branchOf`, those fields only). */
 const takeBranch = (draft: Draft, target: BranchState) => {
-  draft.leaf = target.leaf
-  draft.messages = target.messages
-  draft.compaction = target.compaction
-  draft.anchors = target.anchors
-  draft.pendingToolCalls = target.pendingToolCalls
-  draft.files = target.files
-  draft.usage = target.usage
-  draft.workspace = target.workspace
-  draft.coverage = target.coverage
-  draft.coveredFrom = target.coveredFrom
-  draft.lastCheckpointCapture = target.lastCheckpointCapture
-  draft.lastCapture = target.lastCapture
-  draft.pathChanges = target.pathChanges
+  Object.assign(draft, target)
 }
 
 /** Add a node to the current branch (the caller sets the leaf after). Never throws. */
