@@ -28,7 +28,7 @@ import {
   Workspace,
   WorkspaceIOError
 } from "../src/core.js"
-import { type Backend, BACKENDS, diskState, freshWorkdir, timeTravelLayer, turn } from "./support/agentSim.js"
+import { type Backend, BACKENDS, diskState, freshWorkdir, timeTravelLayer, turn, twoPrompts } from "./support/agentSim.js"
 import { expectMovedBack as movedBack, expectUndoneIntent as undoneIntent } from "./support/restoredLog.js"
 
 const run = <A, E>(
@@ -50,19 +50,6 @@ const expectMovedBack = (sessionId: string, before: ReadonlyArray<StoredEvent>, 
 
 const expectUndoneIntent = (sessionId: string, before: ReadonlyArray<StoredEvent>) =>
   Effect.map(logOf(sessionId), (after) => undoneIntent(before, after))
-
-/** A two-prompt session: prompt 1 creates a.txt and src/b.txt; prompt 2 edits a.txt and creates c.txt. */
-const twoPrompts = Effect.gen(function*() {
-  const first = yield* turn("s", "create files", [
-    { name: "write_file", input: { path: "a.txt", content: "alpha\n" } },
-    { name: "write_file", input: { path: "src/b.txt", content: "beta\r\n" } }
-  ])
-  const second = yield* turn("s", "edit them", [
-    { name: "edit_file", input: { path: "a.txt", old_string: "alpha", new_string: "ALPHA" } },
-    { name: "write_file", input: { path: "c.txt", content: "gamma" } }
-  ])
-  return { first, second }
-})
 
 describe("file tools", () => {
   it("refuse absolute paths, .. escapes and symlinks, touching nothing", async () => {

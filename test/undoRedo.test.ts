@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { Chunk, Effect, Stream } from "effect"
 import { describe, expect, it } from "vitest"
 import { Checkpointer, FileTools, RestoreRefusedError, Session, type StoredEvent, TimeTravel, Workspace } from "../src/core.js"
-import { type Backend, BACKENDS, diskState, freshWorkdir, timeTravelLayer, turn } from "./support/agentSim.js"
+import { type Backend, BACKENDS, diskState, freshWorkdir, timeTravelLayer, turn, twoPrompts } from "./support/agentSim.js"
 
 const run = <A, E>(
   backend: Backend,
@@ -29,19 +29,6 @@ const prompts = Effect.map(Effect.flatMap(TimeTravel.TimeTravel, (timeTravel) =>
 /** Every event of `before` is still there, in place. */
 const expectNothingDeleted = (before: ReadonlyArray<StoredEvent>, after: ReadonlyArray<StoredEvent>) =>
   expect(after.slice(0, before.length)).toEqual(before)
-
-/** Prompt 1 creates a.txt and src/b.txt; prompt 2 edits a.txt and creates c.txt. */
-const twoPrompts = Effect.gen(function*() {
-  const first = yield* turn("s", "create files", [
-    { name: "write_file", input: { path: "a.txt", content: "alpha\n" } },
-    { name: "write_file", input: { path: "src/b.txt", content: "beta\r\n" } }
-  ])
-  const second = yield* turn("s", "edit them", [
-    { name: "edit_file", input: { path: "a.txt", old_string: "alpha", new_string: "ALPHA" } },
-    { name: "write_file", input: { path: "c.txt", content: "gamma" } }
-  ])
-  return { first, second }
-})
 
 describe("undo and redo", () => {
   for (const backend of BACKENDS) {

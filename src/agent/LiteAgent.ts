@@ -246,9 +246,9 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
         return Mailbox.toStream(mailbox)
       }))
 
-    /** An undo or a redo: like a restore, under the maintenance lock, and the session current after. */
-    const moveAlongHistory = (
-      operation: "undo" | "redo" | "switchBranch",
+    /** A restore, an undo, a redo or a switch: under the maintenance lock, and the session current after (unless a dry run). */
+    const moving = (
+      operation: "restore" | "undo" | "redo" | "switchBranch",
       sessionId: string,
       move: Effect.Effect<RestoreResult, RestoreError>
     ) =>
@@ -298,13 +298,7 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
             return doomed.map((session) => session.id)
           }))
         }),
-      restore: (sessionId, seq, restoreOptions) =>
-        Effect.gen(function*() {
-          yield* pointer.requireSessions("restore")
-          const result = yield* lock.maintenance("restore", sessionId, timeTravel.restore(sessionId, seq, restoreOptions))
-          if (!result.dryRun) pointer.resume(sessionId)
-          return result
-        }),
+      restore: (sessionId, seq, restoreOptions) => moving("restore", sessionId, timeTravel.restore(sessionId, seq, restoreOptions)),
       interruptedRestore: (sessionId) =>
         Effect.zipRight(pointer.requireSessions("interruptedRestore"), timeTravel.interruptedRestore(sessionId)),
       undoInterruptedRestore: (sessionId) =>
@@ -312,10 +306,10 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
           pointer.requireSessions("undoInterruptedRestore"),
           lock.maintenance("restore", sessionId, timeTravel.undoInterruptedRestore(sessionId))
         ),
-      undo: (sessionId, moveOptions) => moveAlongHistory("undo", sessionId, timeTravel.undo(sessionId, moveOptions)),
-      redo: (sessionId, moveOptions) => moveAlongHistory("redo", sessionId, timeTravel.redo(sessionId, moveOptions)),
+      undo: (sessionId, moveOptions) => moving("undo", sessionId, timeTravel.undo(sessionId, moveOptions)),
+      redo: (sessionId, moveOptions) => moving("redo", sessionId, timeTravel.redo(sessionId, moveOptions)),
       switchBranch: (sessionId, leaf, moveOptions) =>
-        moveAlongHistory("switchBranch", sessionId, timeTravel.switchBranch(sessionId, leaf, moveOptions)),
+        moving("switchBranch", sessionId, timeTravel.switchBranch(sessionId, leaf, moveOptions)),
       tree: (sessionId) => Effect.zipRight(pointer.requireSessions("tree"), timeTravel.tree(sessionId)),
       label: (sessionId, seq, name) =>
         Effect.zipRight(pointer.requireSessions("label"), lock.maintenance("label", sessionId, timeTravel.label(sessionId, seq, name))),

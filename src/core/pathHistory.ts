@@ -167,8 +167,7 @@ export const pathAtCheckpoint = (
     return { kind: "notCovered", reason: latest.state.reason }
   }
   // What the session last recorded there: a change record without a hash leaves it unknown.
-  let expected: RecordedState | undefined
-  for (const entry of after) expected = recordedStateOf(entry) ?? (entry.kind === "change" ? undefined : expected)
+  const expected = lastRecordedState(after)
   const userEdits = after.flatMap((entry) => (entry.kind === "captured" && entry.cause._tag === "checkpoint" ? [entry.seq] : []))
   const restore = (action: PathRestore): PathOutcome => ({ kind: "restore", action, expected, userEdits })
 

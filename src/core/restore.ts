@@ -144,8 +144,8 @@ export const planRestore = (
   return done()
 }
 
-/** The state a path restore leaves, as the session records states. */
-const recordedStateOfAction = (action: PathRestore): RecordedState => {
+/** The state a path's restore leaves there, as the session records states (what a preflight compares the disk with). */
+export const stateLeftBy = (action: PathRestore): RecordedState => {
   switch (action.kind) {
     case "write":
       return { _tag: "file", sha256: action.sha256, size: action.size, mode: action.mode }
@@ -256,7 +256,7 @@ export const planMove = (
     // What the disk should hold now: what this branch last recorded there or, when it has not
     // changed the path since the fork, its state at the fork as the other branch recorded it.
     const atFork = changedHere ? undefined : pathAtCheckpoint(theirs, fork, target.coveredFrom)
-    const expected = atFork?.kind === "restore" ? recordedStateOfAction(atFork.action) : lastRecordedState(mine)
+    const expected = atFork?.kind === "restore" ? stateLeftBy(atFork.action) : lastRecordedState(mine)
     addPath(
       plan,
       path,

@@ -15,6 +15,7 @@ import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import type { HttpMethod } from "@effect/platform/HttpMethod"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
@@ -194,6 +195,32 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
   )
 {}
 
+/**
+ * What a route that moves a session and its files answers besides its result (restore, undo,
+ * redo, switch): the session unknown, the body too large, the agent busy, a refusal or a restore
+ * cut short (409), a failure part-way (500).
+ */
+const movesFiles = <
+  Name extends string,
+  Method extends HttpMethod,
+  Path,
+  UrlParams,
+  Payload,
+  Headers,
+  Success,
+  Error,
+  R,
+  RE
+>(endpoint: HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>) =>
+  endpoint
+    .addError(Wire.SessionNotFound, { status: 404 })
+    .addError(Wire.PayloadTooLarge, { status: 413 })
+    .addError(Wire.AgentBusyError, { status: 409 })
+    .addError(Wire.RestoreRefusedError, { status: 409 })
+    .addError(Wire.RestoreInterruptedError, { status: 409 })
+    .addError(Wire.RestoreFailedError, { status: 500 })
+    .addError(Wire.WorkspaceIOError, { status: 500 })
+
 /** Turns, restores and compactions: 404 `NoAgent` on a server without an agent. */
 export class AgentGroup extends HttpApiGroup.make("agent")
   .add(
@@ -206,13 +233,7 @@ export class AgentGroup extends HttpApiGroup.make("agent")
   )
   .add(
     HttpApiEndpoint.post("restore", "/sessions/:id/restore").setPath(SessionPath).setPayload(RestoreBody).addSuccess(RestoreResult)
-      .addError(Wire.SessionNotFound, { status: 404 })
-      .addError(Wire.PayloadTooLarge, { status: 413 })
-      .addError(Wire.AgentBusyError, { status: 409 })
-      .addError(Wire.RestoreRefusedError, { status: 409 })
-      .addError(Wire.RestoreInterruptedError, { status: 409 })
-      .addError(Wire.RestoreFailedError, { status: 500 })
-      .addError(Wire.WorkspaceIOError, { status: 500 })
+      .pipe(movesFiles)
   )
   .add(
     HttpApiEndpoint.post("undoRestore", "/sessions/:id/restore/undo").setPath(SessionPath).addSuccess(RestoreResult)
@@ -224,35 +245,17 @@ export class AgentGroup extends HttpApiGroup.make("agent")
   )
   .add(
     HttpApiEndpoint.post("undo", "/sessions/:id/undo").setPath(SessionPath).setPayload(MoveBody).addSuccess(RestoreResult)
-      .addError(Wire.SessionNotFound, { status: 404 })
-      .addError(Wire.PayloadTooLarge, { status: 413 })
-      .addError(Wire.AgentBusyError, { status: 409 })
-      .addError(Wire.RestoreRefusedError, { status: 409 })
-      .addError(Wire.RestoreInterruptedError, { status: 409 })
-      .addError(Wire.RestoreFailedError, { status: 500 })
-      .addError(Wire.WorkspaceIOError, { status: 500 })
+      .pipe(movesFiles)
       .annotate(OpenApi.Description, "Undoes the session's last move (a restore or a redo): conversation and workspace.")
   )
   .add(
     HttpApiEndpoint.post("redo", "/sessions/:id/redo").setPath(SessionPath).setPayload(MoveBody).addSuccess(RestoreResult)
-      .addError(Wire.SessionNotFound, { status: 404 })
-      .addError(Wire.PayloadTooLarge, { status: 413 })
-      .addError(Wire.AgentBusyError, { status: 409 })
-      .addError(Wire.RestoreRefusedError, { status: 409 })
-      .addError(Wire.RestoreInterruptedError, { status: 409 })
-      .addError(Wire.RestoreFailedError, { status: 500 })
-      .addError(Wire.WorkspaceIOError, { status: 500 })
+      .pipe(movesFiles)
       .annotate(OpenApi.Description, "Redoes the session's last undo.")
   )
   .add(
     HttpApiEndpoint.post("switch", "/sessions/:id/switch").setPath(SessionPath).setPayload(SwitchBody).addSuccess(RestoreResult)
-      .addError(Wire.SessionNotFound, { status: 404 })
-      .addError(Wire.PayloadTooLarge, { status: 413 })
-      .addError(Wire.AgentBusyError, { status: 409 })
-      .addError(Wire.RestoreRefusedError, { status: 409 })
-      .addError(Wire.RestoreInterruptedError, { status: 409 })
-      .addError(Wire.RestoreFailedError, { status: 500 })
-      .addError(Wire.WorkspaceIOError, { status: 500 })
+      .pipe(movesFiles)
       .annotate(OpenApi.Description, "Moves the session to another branch, by its tip's seq from the tree: its conversation and its files.")
   )
   .add(

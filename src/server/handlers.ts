@@ -60,6 +60,10 @@ const existing = (checkpointer: CheckpointerService, sessionId: string) =>
     version.generation === NO_GENERATION ? Effect.fail(sessionNotFound(sessionId)) : Effect.succeed(version))
 
 /** A restore's result exactly as the agent gave it (snapshot bytes as base64). */
+/** A session folded from its whole log: what the routes a server without an agent answers from. */
+const foldedLog = (checkpointer: CheckpointerService, sessionId: string) =>
+  Effect.map(Stream.runCollect(checkpointer.read(sessionId)), (events) => Session.fold(Chunk.toReadonlyArray(events)))
+
 const restoreResponse = (result: unknown) => HttpServerResponse.text(jsonText(result), { contentType: "application/json" })
 
 /** Sessions as JSON, their events as SSE. */
@@ -92,10 +96,10 @@ export const sessionHandlers = (
               onSome: (a) =>
                 Effect.all({ checkpoints: a.listCheckpoints(sessionId), interruptedRestore: a.interruptedRestore(sessionId) }),
               onNone: () =>
-                Effect.map(Stream.runCollect(checkpointer.read(sessionId)), (events) => {
-                  const state = Session.fold(Chunk.toReadonlyArray(events))
-                  return { checkpoints: Session.checkpoints(state), interruptedRestore: Session.interruptedRestore(state) }
-                })
+                Effect.map(foldedLog(checkpointer, sessionId), (state) => ({
+                  checkpoints: Session.checkpoints(state),
+                  interruptedRestore: Session.interruptedRestore(state)
+                }))
             })
             return { checkpoints, interruptedRestore: interruptedRestore ?? null }
           }))
@@ -105,7 +109,7 @@ export const sessionHandlers = (
             yield* existing(checkpointer, sessionId)
             const tree = yield* Option.match(agent, {
               onSome: (a) => a.tree(sessionId),
-              onNone: () => Effect.map(Stream.runCollect(checkpointer.read(sessionId)), (events) => Session.tree(Session.fold(Chunk.toReadonlyArray(events))))
+              onNone: () => Effect.map(foldedLog(checkpointer, sessionId), Session.tree)
             })
             return { ...tree, undo: tree.undo ?? null, redo: tree.redo ?? null }
           }))

@@ -6,8 +6,8 @@
 import { Effect } from "effect"
 import type { CheckpointerService } from "../core/Checkpointer.js"
 import { type CheckpointerError, type Refusal, SnapshotBlobError } from "../core/errors.js"
-import type { RestoreBefore, RestoreFile, RestoreTarget } from "../core/events.js"
-import type { FileAction, FilePlan } from "../core/restore.js"
+import type { RestoreBefore, RestoreFile } from "../core/events.js"
+import { type FilePlan, stateLeftBy } from "../core/restore.js"
 import type { RecordedState } from "../core/session.js"
 import { sha256Hex } from "../core/internal/sha256.js"
 import { UnsafePathError, type WorkspaceIOError } from "./errors.js"
@@ -28,20 +28,6 @@ const describeState = (state: Comparable) => {
       return `a link to ${JSON.stringify(state.target)}`
     case "directory":
       return `a directory (mode ${state.mode.toString(8)})`
-  }
-}
-
-/** What a planned path goes back to, as a state to compare the disk with. */
-const targetOf = (action: FileAction): RestoreTarget => {
-  switch (action.kind) {
-    case "write":
-      return { _tag: "file", sha256: action.sha256, size: action.size, mode: action.mode }
-    case "delete":
-      return { _tag: "absent" }
-    case "link":
-      return { _tag: "link", target: action.target }
-    case "directory":
-      return { _tag: "directory", mode: action.mode }
   }
 }
 
@@ -198,7 +184,7 @@ export const make = (workspace: WorkspaceService, checkpointer: CheckpointerServ
       const recorded: Array<RestoreFile> = []
       const alreadyRestored = new Set<string>()
       for (const file of planned) {
-        const target = targetOf(file.action)
+        const target = stateLeftBy(file.action)
         const allowed = [file.expected, statesBefore.get(file.path)].filter((state) => state !== undefined)
         const checked = yield* check(file.path, target, allowed, "the agent")
         if (checked.kind === "done") {

@@ -103,6 +103,19 @@ export const turn = (sessionId: string, prompt: string, calls: ReadonlyArray<Too
     return promptSeq
   })
 
+/** Session "s" of two prompts: the first creates a.txt and src/b.txt, the second edits a.txt and creates c.txt. Their seqs. */
+export const twoPrompts = Effect.gen(function*() {
+  const first = yield* turn("s", "create files", [
+    { name: "write_file", input: { path: "a.txt", content: "alpha\n" } },
+    { name: "write_file", input: { path: "src/b.txt", content: "beta\r\n" } }
+  ])
+  const second = yield* turn("s", "edit them", [
+    { name: "edit_file", input: { path: "a.txt", old_string: "alpha", new_string: "ALPHA" } },
+    { name: "write_file", input: { path: "c.txt", content: "gamma" } }
+  ])
+  return { first, second }
+})
+
 export interface DiskFile {
   readonly data: string
   readonly mode: number
