@@ -11,7 +11,7 @@
  * under the session's write exclusion, so a logged reference always has its blob and a crash
  * in between leaves only an unreferenced blob, which `sweepSnapshots` removes.
  */
-import { Chunk, Clock, Context, Effect, Either, Schema, Stream } from "effect"
+import { Context, Effect, Either, Schema, Stream } from "effect"
 import type { SessionEventInput } from "./encoding.js"
 import {
   CheckpointConflictError,
@@ -20,17 +20,20 @@ import {
   InvalidEventError,
   InvalidSeqError,
   InvalidSessionIdError,
+  SessionForkedError,
   SnapshotBlobError
 } from "./errors.js"
 import type { JsonValue, StoredEvent, ToolUseBlock } from "./events.js"
+import * as ForkedAppends from "./internal/forkedAppends.js"
+import * as ForkedReads from "./internal/forkedReads.js"
+import * as ForkOrigins from "./internal/forkOrigins.js"
 import { normalizeEvents } from "./internal/eventCodec.js"
-import { contiguousDecoder, referencedBlobs } from "./internal/recordDecoding.js"
-import { separateBlobs } from "./internal/snapshotSeparation.js"
+import { referencedBlobs } from "./internal/recordDecoding.js"
 import { sha256Hex } from "./internal/sha256.js"
 import { makeKeyedSignals } from "./internal/keyedSignals.js"
 import { decodeOptions, PositiveMilliseconds } from "./internal/options.js"
 import type { CheckpointerDriver, SessionInfo, SessionVersion, SnapshotInfo } from "./CheckpointerDriver.js"
-import { FOLLOW_BATCH_EVENTS, type FollowItem, followSession } from "./follow.js"
+import { type FollowItem, followSession } from "./follow.js"
 
 import { sessionIdProblem } from "./sessionId.js"
 
@@ -208,6 +211,12 @@ export const make = (driver: CheckpointerDriver) =>
         return problem === undefined ? effect : Effect.fail(new InvalidSessionIdError({ sessionId: String(sessionId), reason: problem }))
       })
 
+    // Forks: a session whose first event is a `SessionForked` reads as its source's first events
+    // followed by its own, shifted (see forkOrigins.ts); every seq below is the session's as read.
+    const forks = ForkOrigins.make(driver)
+    const viewHead = forks.head
+    const { appendOwn, startFork } = ForkedAppends.make(driver, forks, signalChange)
+    const { pageView, readView } = ForkedReads.make(driver, forks)
     const append: CheckpointerService["append"] = (sessionId, inputs, expectedHead) =>
       guard(
         sessionId,
@@ -218,35 +227,16 @@ export const make = (driver: CheckpointerDriver) =>
           }
           const normalized = normalizeEvents(sessionId, inputs)
           if (Either.isLeft(normalized)) return Effect.fail(normalized.left)
-          if (normalized.right.length === 0) {
-            return Effect.flatMap(driver.head(sessionId), (head) => Effect.as(checkExpectedHead(sessionId, expectedHead, head), head))
+          const events = normalized.right
+          if (events.length === 0) {
+            return Effect.flatMap(viewHead(sessionId), (head) => Effect.as(checkExpectedHead(sessionId, expectedHead, head), head))
           }
-          const separated = separateBlobs(sessionId, normalized.right)
-          if (Either.isLeft(separated)) return Effect.fail(separated.left)
-          const { blobs, encoded, references } = separated.right
-          return driver.withSession(sessionId, (session) => {
-            if (expectedHead !== undefined && expectedHead !== session.head) {
-              return Effect.fail(new CheckpointConflictError({ sessionId, expected: expectedHead, actual: session.head }))
-            }
-            const write = Effect.flatMap(Clock.currentTimeMillis, (ts) => {
-              const records = encoded.map((event, index) => ({ seq: session.head + index + 1, ts, event }))
-              // The blobs first: a logged reference must never lack its blob.
-              const stored = blobs.length > 0 ? Effect.zipRight(session.putBlobs(blobs), session.append(records)) : session.append(records)
-              return Effect.as(stored, session.head + records.length)
-            })
-            if (references.size === 0) return write
-            // A reference to a blob the store does not hold would make a snapshot that can never be restored.
-            return Effect.flatMap(session.missingBlobs([...references.keys()]), (missing) =>
-              missing.length === 0
-                ? write
-                : Effect.fail(
-                  new InvalidEventError({
-                    sessionId,
-                    index: references.get(missing[0]!) ?? 0,
-                    detail: `a stored reference names ${missing[0]}, which this session's snapshot store does not hold`
-                  })
-                ))
-          }).pipe(signalChange(sessionId))
+          const forkAt = events.findIndex((event) => event._tag === "SessionForked")
+          if (forkAt > 0) {
+            return Effect.fail(new InvalidEventError({ sessionId, index: forkAt, detail: "a SessionForked is only the first event of a new session" }))
+          }
+          if (forkAt === 0) return startFork(sessionId, events, expectedHead)
+          return Effect.flatMap(forks.of(sessionId), (origin) => appendOwn(sessionId, events, expectedHead, origin))
         })
       )
 
@@ -259,11 +249,7 @@ export const make = (driver: CheckpointerDriver) =>
       return Stream.unwrap(
         guard(sessionId, checked).pipe(
           // Suspended: each run of the stream counts seqs from the start again.
-          Effect.as(Stream.suspend(() =>
-            Stream.mapChunksEffect(driver.read(sessionId, sinceSeq), contiguousDecoder(sessionId, sinceSeq)).pipe(
-              Stream.rechunk(READ_CHUNK_EVENTS)
-            )
-          ))
+          Effect.as(Stream.suspend(() => Stream.rechunk(readView(sessionId, sinceSeq, 0), READ_CHUNK_EVENTS)))
         )
       )
     }
@@ -274,20 +260,34 @@ export const make = (driver: CheckpointerDriver) =>
         Effect.gen(function*() {
           yield* checkSeqArgument(sessionId, "toSeq", toSeq)
           yield* checkSeqArgument(sessionId, "expectedHead", expectedHead)
-          return yield* driver.withSession(sessionId, (session) =>
+          const origin = yield* forks.of(sessionId)
+          const shared = origin?.at ?? 0
+          if (origin !== undefined && toSeq <= shared) {
+            return yield* new InvalidSeqError({
+              sessionId,
+              argument: "toSeq",
+              value: toSeq,
+              reason: `is not past the fork point (${shared}): a fork keeps the events it shares with "${origin.from}" and its SessionForked`
+            })
+          }
+          // Forks read the events they share from here: none may lose one (looked up before the
+          // session's write exclusion is taken: a backend may hold one connection for it).
+          const forksOfSession = yield* forks.forksOf(sessionId)
+          const cut = yield* driver.withSession(sessionId, (session) =>
             Effect.gen(function*() {
-              yield* checkExpectedHead(sessionId, expectedHead, session.head)
-              if (toSeq > session.head) {
-                return yield* new InvalidSeqError({
-                  sessionId,
-                  argument: "toSeq",
-                  value: toSeq,
-                  reason: `is past the head (${session.head})`
-                })
+              const head = session.head === 0 ? 0 : session.head + shared
+              yield* checkExpectedHead(sessionId, expectedHead, head)
+              if (toSeq > head) {
+                return yield* new InvalidSeqError({ sessionId, argument: "toSeq", value: toSeq, reason: `is past the head (${head})` })
               }
-              if (toSeq < session.head) yield* session.truncate(toSeq)
-              return toSeq
+              if (toSeq === head) return false
+              const sharing = forksOfSession.filter((fork) => fork.at > toSeq)
+              if (sharing.length > 0) return yield* new SessionForkedError({ sessionId, operation: "truncate", forks: sharing })
+              yield* session.truncate(toSeq - shared)
+              return true
             })).pipe(signalChange(sessionId))
+          if (cut && toSeq === 0) forks.forget(sessionId)
+          return toSeq
         })
       )
 
@@ -303,7 +303,7 @@ export const make = (driver: CheckpointerDriver) =>
               detail: "not a SHA-256 digest (64 lowercase hex digits)"
             })
           }
-          const data = yield* driver.readBlob(sessionId, sha256)
+          const data = yield* forks.blob(sessionId, sha256)
           if (data === undefined) {
             return yield* new SnapshotBlobError({ sessionId, sha256, reason: "missing", detail: "no such blob in the session's store" })
           }
@@ -322,19 +322,27 @@ export const make = (driver: CheckpointerDriver) =>
     const sweepSnapshots: CheckpointerService["sweepSnapshots"] = (sessionId, options) =>
       guard(
         sessionId,
-        driver.withSession(sessionId, (session) =>
-          Effect.gen(function*() {
-            const only = options?.only
-            const stored = only === undefined
-              ? (yield* session.storedBlobs).map((blob) => blob.sha256)
-              : yield* Effect.map(session.missingBlobs(only), (missing) => [...new Set(only)].filter((sha256) => !missing.includes(sha256)))
-            if (stored.length === 0) return 0
-            const referenced = yield* referencedBlobs(sessionId, session.records())
-            const unreferenced = stored.filter((sha256) => !referenced.has(sha256))
-            // Called even with nothing to delete: a backend may clear its own leftovers (half-written blobs) here.
-            yield* session.deleteBlobs(unreferenced)
-            return unreferenced.length
-          }))
+        Effect.gen(function*() {
+          // A fork's own events (and its forks') may name blobs of this store: they stay too. Read
+          // before the session's write exclusion is taken (a backend may hold one connection for it).
+          const namedByForks = new Set<string>()
+          for (const fork of yield* forks.below(sessionId)) {
+            for (const sha256 of yield* referencedBlobs(fork, driver.read(fork, 0))) namedByForks.add(sha256)
+          }
+          return yield* driver.withSession(sessionId, (session) =>
+            Effect.gen(function*() {
+              const only = options?.only
+              const stored = only === undefined
+                ? (yield* session.storedBlobs).map((blob) => blob.sha256)
+                : yield* Effect.map(session.missingBlobs(only), (missing) => [...new Set(only)].filter((sha256) => !missing.includes(sha256)))
+              if (stored.length === 0) return 0
+              const referenced = yield* referencedBlobs(sessionId, session.records())
+              const unreferenced = stored.filter((sha256) => !referenced.has(sha256) && !namedByForks.has(sha256))
+              // Called even with nothing to delete: a backend may clear its own leftovers (half-written blobs) here.
+              yield* session.deleteBlobs(unreferenced)
+              return unreferenced.length
+            }))
+        })
       )
 
     const service: CheckpointerService = {
@@ -343,13 +351,19 @@ export const make = (driver: CheckpointerDriver) =>
       readSnapshot,
       listSnapshots: (sessionId) => guard(sessionId, driver.listBlobs(sessionId)),
       sweepSnapshots,
-      head: (sessionId) => guard(sessionId, driver.head(sessionId)),
-      version: (sessionId) => guard(sessionId, driver.version(sessionId)),
+      head: (sessionId) => guard(sessionId, viewHead(sessionId)),
+      version: (sessionId) =>
+        guard(
+          sessionId,
+          Effect.flatMap(driver.version(sessionId), (version) =>
+            Effect.map(forks.under(sessionId, version.generation), (origin) =>
+              origin === undefined || version.head === 0 ? version : { head: version.head + origin.at, generation: version.generation }))
+        ),
       stats: (sessionId) =>
         guard(
           sessionId,
           Effect.map(
-            Effect.all([driver.head(sessionId), driver.logBytes(sessionId), driver.listBlobs(sessionId)]),
+            Effect.all([viewHead(sessionId), driver.logBytes(sessionId), driver.listBlobs(sessionId)]),
             ([events, logBytes, blobs]): SessionStats => ({
               events,
               logBytes,
@@ -360,7 +374,17 @@ export const make = (driver: CheckpointerDriver) =>
         ),
       list: () =>
         ensureOpen.pipe(Effect.zipRight(driver.list), Effect.map((sessions) => [...sessions].sort(byMostRecentActivity))),
-      delete: (sessionId) => guard(sessionId, driver.delete(sessionId).pipe(signalChange(sessionId))),
+      delete: (sessionId) =>
+        guard(
+          sessionId,
+          Effect.gen(function*() {
+            // Forks read their first events from this session: it goes only once they have.
+            const sharing = yield* forks.forksOf(sessionId)
+            if (sharing.length > 0) return yield* new SessionForkedError({ sessionId, operation: "delete", forks: sharing })
+            yield* driver.delete(sessionId)
+            forks.forget(sessionId)
+          }).pipe(signalChange(sessionId))
+        ),
       truncate,
       follow: (sessionId, options) => {
         const sinceSeq = options?.sinceSeq ?? 0
@@ -373,13 +397,7 @@ export const make = (driver: CheckpointerDriver) =>
             Effect.as(
               followSession(
                 {
-                  readPage: (id, after, generation) =>
-                    guard(id, Effect.flatMap(driver.readPage(id, after, FOLLOW_BATCH_EVENTS, generation), (page) =>
-                      Effect.map(contiguousDecoder(id, after)(Chunk.unsafeFromArray(page.records)), (events) => ({
-                        events,
-                        head: page.head,
-                        generation: page.generation
-                      })))),
+                  readPage: (id, after, generation) => guard(id, pageView(id, after, generation, 0)),
                   wakeUps: (id, wake) =>
                     Effect.zipRight(changed.subscribe(id, wake), driver.watch === undefined ? Effect.void : driver.watch(id, wake))
                 },

@@ -160,6 +160,27 @@ export class CheckpointLockLostError extends Schema.TaggedError<CheckpointLockLo
   }
 }
 
+/**
+ * A delete or a truncate would take events that forks of the session still read as their own
+ * (a fork shares its source's first events instead of copying them). Nothing was changed:
+ * delete the forks first, or truncate no lower than their fork points.
+ */
+export class SessionForkedError extends Schema.TaggedError<SessionForkedError>()(
+  "SessionForkedError",
+  {
+    sessionId: Schema.String,
+    operation: Schema.Literal("delete", "truncate"),
+    /** The forks that share the events, and how many each shares. */
+    forks: Schema.Array(Schema.Struct({ sessionId: Schema.String, at: Schema.Number }))
+  }
+) {
+  override get message(): string {
+    const forks = this.forks.map((fork) => `"${fork.sessionId}" (its first ${fork.at} events)`).join(", ")
+    return `session "${this.sessionId}" was not changed: its forks ${forks} share its events, which a ${this.operation} would take; ` +
+      (this.operation === "delete" ? "delete the forks first" : "truncate no lower than the fork points")
+  }
+}
+
 /** Why restore will not act, for one file or for the whole request. */
 export const RefusalReason = Schema.Literal(
   "not_a_checkpoint",
@@ -219,3 +240,4 @@ export type CheckpointerError =
   | CheckpointLockLostError
   | ConfigurationError
   | SnapshotBlobError
+  | SessionForkedError

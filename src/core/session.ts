@@ -24,6 +24,7 @@ export {
   type ConversationEntry,
   type ConversationEvent,
   emptySessionState,
+  type ForkOrigin,
   KeptStates,
   knownStateOf,
   type KnownPathState,

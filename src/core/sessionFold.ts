@@ -65,11 +65,18 @@ const applyCapture = (draft: Draft, seq: number, event: WorkspaceCaptured) => {
 /** Events about the log as a whole rather than a step of the conversation or the workspace: not nodes of the tree. */
 type LogEvent = Extract<
   StoredEvent["event"],
-  { readonly _tag: "LeafMoved" | "BranchLabeled" | "RestoreStarted" | "RestoreEnded" | "SessionMetadata" }
+  { readonly _tag: "LeafMoved" | "BranchLabeled" | "RestoreStarted" | "RestoreEnded" | "SessionMetadata" | "SessionForked" }
 >
 type NodeEvent = Exclude<StoredEvent["event"], LogEvent>
 
-const LOG_EVENT_TAGS: ReadonlySet<string> = new Set(["LeafMoved", "BranchLabeled", "RestoreStarted", "RestoreEnded", "SessionMetadata"])
+const LOG_EVENT_TAGS: ReadonlySet<string> = new Set([
+  "LeafMoved",
+  "BranchLabeled",
+  "RestoreStarted",
+  "RestoreEnded",
+  "SessionMetadata",
+  "SessionForked"
+])
 
 // One read of the tag and a set lookup: reading `_tag` across a dozen event classes is the slow part.
 const isLogEvent = (event: StoredEvent["event"]): event is LogEvent => LOG_EVENT_TAGS.has(event._tag)
@@ -215,6 +222,12 @@ const applyLogEvent = (draft: Draft, stored: StoredEvent, event: LogEvent, leafB
       return
     case "RestoreEnded":
       if (draft.pendingRestore?.seq === event.startedSeq) draft.pendingRestore = undefined
+      return
+    case "SessionForked":
+      // A fork's history of moves starts here: what the source did before is not the fork's to undo.
+      draft.forkedFrom = Data.struct({ session: event.from, at: event.at })
+      draft.undoable = Data.array([])
+      draft.redoable = Data.array([])
       return
     case "BranchLabeled":
       draft.nodeLabels = event.label === "" ? HashMap.remove(draft.nodeLabels, event.seq) : HashMap.set(draft.nodeLabels, event.seq, event.label)

@@ -73,6 +73,12 @@ export interface CompactionBoundary {
   readonly event: Compaction
 }
 
+/** Where a fork came from: the session, and how many of its events the fork starts with. */
+export interface ForkOrigin {
+  readonly session: string
+  readonly at: number
+}
+
 /** A move of the session's leaf, as the undo and redo histories keep it. */
 export interface LeafMove {
   /** The seq of its `LeafMoved`. */
@@ -164,6 +170,8 @@ export interface SessionStateFields {
   readonly redoable: ReadonlyArray<LeafMove>
   /** Every user message of every branch, in log order (what the tree shows of branches not folded). */
   readonly prompts: AppendOnly<PromptNode>
+  /** The session this one was forked from (`SessionForked`), if it is a fork. */
+  readonly forkedFrom: ForkOrigin | undefined
   /** The names given to nodes (`BranchLabeled`), by seq. */
   readonly nodeLabels: HashMap.HashMap<number, string>
   readonly kept: KeptStates
@@ -218,6 +226,7 @@ export const emptySessionState: SessionState = new SessionState({
   undoable: Data.array([]),
   redoable: Data.array([]),
   prompts: AppendOnly.empty(),
+  forkedFrom: undefined,
   nodeLabels: HashMap.empty(),
   kept: new KeptStates(AppendOnly.empty(), [], AppendOnly.empty()),
   branchUnknown: false,

@@ -6,7 +6,7 @@
  */
 import { HashMap, Option } from "effect"
 import { contentText } from "./events.js"
-import { type LeafMove, NOT_A_NODE, type SessionState } from "./sessionState.js"
+import { type ForkOrigin, type LeafMove, NOT_A_NODE, type SessionState } from "./sessionState.js"
 import { isUserCheckpoint } from "./userCheckpoint.js"
 
 export interface TreeCheckpoint {
@@ -40,6 +40,8 @@ export interface SessionTree {
   /** The move an undo reverses and the undo a redo reverses, when there are any. */
   readonly undo: LeafMove | undefined
   readonly redo: LeafMove | undefined
+  /** For a fork: the session it was forked from and how many of its events it shares (the nodes up to there are that session's). */
+  readonly forkedFrom?: ForkOrigin
 }
 
 /** The session's tree (see the module's comment). */
@@ -96,6 +98,7 @@ export const tree = (state: SessionState): SessionTree => {
     })),
     branches: branches.sort((a, b) => a.leaf - b.leaf),
     undo: state.undoable.at(-1),
-    redo: state.redoable.at(-1)
+    redo: state.redoable.at(-1),
+    ...(state.forkedFrom === undefined ? {} : { forkedFrom: state.forkedFrom })
   }
 }

@@ -291,6 +291,7 @@ export class SessionApi extends HttpApi.make("lite-agent")
   // Someone else got there first, or holds the session.
   .addError(Wire.CheckpointConflictError, { status: 409 })
   .addError(Wire.CheckpointBusyError, { status: 409 })
+  .addError(Wire.SessionForkedError, { status: 409 })
   // The store failed: storage, integrity, a codec, a closed checkpointer.
   .addError(Wire.EventDecodeError, { status: 500 })
   .addError(Wire.CheckpointIntegrityError, { status: 500 })

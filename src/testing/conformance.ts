@@ -15,6 +15,7 @@ import type { Layer } from "effect"
 import type { Checkpointer } from "../core/Checkpointer.js"
 import { contractTests } from "./contractTests.js"
 import { followTests } from "./followTests.js"
+import { forkTests } from "./forkTests.js"
 import { generationTests } from "./generationTests.js"
 import { modelBasedProperties } from "./modelCommands.js"
 import { type ConformanceOptions, conformanceSuite } from "./runner.js"
@@ -31,6 +32,7 @@ export const checkpointerConformance = <E>(
     generationTests(suite)
     followTests(suite)
     snapshotStoreTests(suite)
+    forkTests(suite)
     modelBasedProperties(suite)
   })
 }

@@ -12,6 +12,7 @@ import {
   type JsonValue,
   BranchLabeled,
   LeafMoved,
+  SessionForked,
   RestoreEnded,
   RestoreStarted,
   RuntimeMessage,
@@ -229,6 +230,12 @@ const samples = () => [
   new BranchLabeled({ seq: 3, label: "" })
 ] as const
 
+/**
+ * A fork's first event, apart from the others: it is only stored as the first event of a new
+ * session, and only when the session it names holds `at` events (the fork tests append it).
+ */
+export const sampleFork = (from: string, at: number): SessionForked => new SessionForked({ from, at })
+
 // Every kind has a sample: a kind added without one fails to compile here, naming it.
-type Unsampled = Exclude<SessionEvent["_tag"], ReturnType<typeof samples>[number]["_tag"]>
+type Unsampled = Exclude<SessionEvent["_tag"], ReturnType<typeof samples>[number]["_tag"] | "SessionForked">
 export const everyKindSampled: [Unsampled] extends [never] ? true : { readonly unsampled: Unsampled } = true

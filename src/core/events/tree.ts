@@ -5,7 +5,7 @@
  * of moves (undo, redo) or to another branch. What a move leaves stays in the log as a branch.
  */
 import { Schema } from "effect"
-import { isCount, isFields, isPositiveInt, isString, optional } from "../internal/eventChecks.js"
+import { isCount, isFields, isNonEmptyString, isPositiveInt, isString, optional } from "../internal/eventChecks.js"
 import { EventClass } from "../internal/eventKind.js"
 import { Count, PositiveInt } from "./parts.js"
 
@@ -48,5 +48,24 @@ export class BranchLabeled extends EventClass<BranchLabeled>()("BranchLabeled", 
     if (!isFields(json)) return undefined
     const { label, seq } = json
     return isPositiveInt(seq) && isString(label) ? { seq, label } : undefined
+  }
+}) {}
+
+/**
+ * The first event of a fork: a session that starts as the first `at` events of session `from`
+ * (shared, not copied: a fork's log holds only its own events, and reads as `from`'s events 1…at
+ * followed by them, this one at seq at + 1). Its leaf is where `from`'s leaf was after event `at`;
+ * its own history of moves starts empty. Not a node and not a message: the model never sees it.
+ */
+export class SessionForked extends EventClass<SessionForked>()("SessionForked", {
+  /** The session forked. */
+  from: Schema.NonEmptyString,
+  /** How many of its events the fork starts with (its head when the fork was made). */
+  at: Count
+}, {
+  check: (json) => {
+    if (!isFields(json)) return undefined
+    const { at, from } = json
+    return isNonEmptyString(from) && isCount(at) ? { from, at } : undefined
   }
 }) {}

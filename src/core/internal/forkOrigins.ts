@@ -1,0 +1,125 @@
+/**
+ * Which sessions are forks. A fork's own log begins with `SessionForked { from, at }` and reads
+ * as `from`'s events 1…at followed by its own: shared, not copied. Whether a session is one is
+ * read once from its first record and kept (a session's first record changes only when it is
+ * deleted or cut to nothing and made again, which a generation other than the one it was read
+ * under shows); the forks of a session are found among all sessions, for what would take the
+ * events they share (a delete, a truncate) or the blobs their own events name (a sweep).
+ */
+import { Effect, Either } from "effect"
+import type { CheckpointerDriver } from "../CheckpointerDriver.js"
+import type { CheckpointerError } from "../errors.js"
+import { decodeStoredEvent } from "./eventCodec.js"
+
+/** Where a fork's log starts: the first `at` events of session `from`. */
+export interface ForkOrigin {
+  readonly from: string
+  readonly at: number
+}
+
+/** A fork of a session, and how many of its events the fork shares. */
+export interface ForkOf {
+  readonly sessionId: string
+  readonly at: number
+}
+
+/** How long a chain of forks of forks may be: a longer one (only a damaged store makes a cycle) is an integrity error. */
+export const MAX_FORK_DEPTH = 64
+
+export interface ForkOrigins {
+  /** The session's origin when it is a fork (read from its first record the first time, then kept). */
+  readonly of: (sessionId: string) => Effect.Effect<ForkOrigin | undefined, CheckpointerError>
+  /** The same, checked against a generation just read: a session made again since it was looked at is read again. */
+  readonly under: (sessionId: string, generation: string) => Effect.Effect<ForkOrigin | undefined, CheckpointerError>
+  /** This checkpointer made `sessionId`'s first record. */
+  readonly created: (sessionId: string, origin: ForkOrigin | undefined) => void
+  /** The session was deleted or cut to nothing: it may start differently next time. */
+  readonly forget: (sessionId: string) => void
+  /** The forks of `sessionId` (only direct ones: a fork of a fork shares its events through them). */
+  readonly forksOf: (sessionId: string) => Effect.Effect<ReadonlyArray<ForkOf>, CheckpointerError>
+  /** Every fork of the session, every fork of those, and so on. */
+  readonly below: (sessionId: string) => Effect.Effect<ReadonlyArray<string>, CheckpointerError>
+  /** The session's head as read: a fork's own head plus the events it shares. */
+  readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
+  /** A blob's bytes from the session's own store or, for a fork, from the stores it shares events with. */
+  readonly blob: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array | undefined, CheckpointerError>
+}
+
+export const make = (driver: CheckpointerDriver): ForkOrigins => {
+  // Per session: its origin (null: not a fork) and the generation it was read under (undefined: not known yet).
+  const known = new Map<string, { origin: ForkOrigin | null; generation: string | undefined }>()
+
+  const learn = (sessionId: string): Effect.Effect<ForkOrigin | undefined, CheckpointerError> =>
+    Effect.flatMap(driver.readPage(sessionId, 0, 1), (page) => {
+      const first = page.records[0]
+      // An empty or unknown session is not kept: it may yet be made a fork.
+      if (first === undefined) {
+        known.delete(sessionId)
+        return Effect.succeed(undefined)
+      }
+      return Either.match(decodeStoredEvent(sessionId, 1, first), {
+        onLeft: Effect.fail,
+        onRight: ({ event }) => {
+          const origin = event._tag === "SessionForked" ? { from: event.from, at: event.at } : null
+          known.set(sessionId, { origin, generation: page.generation })
+          return Effect.succeed(origin ?? undefined)
+        }
+      })
+    })
+
+  const of: ForkOrigins["of"] = (sessionId) => {
+    const entry = known.get(sessionId)
+    return entry === undefined ? learn(sessionId) : Effect.succeed(entry.origin ?? undefined)
+  }
+
+  const blob = (sessionId: string, sha256: string, depth: number): Effect.Effect<Uint8Array | undefined, CheckpointerError> =>
+    Effect.flatMap(driver.readBlob(sessionId, sha256), (data) =>
+      data !== undefined || depth >= MAX_FORK_DEPTH
+        ? Effect.succeed(data)
+        : Effect.flatMap(of(sessionId), (origin) => (origin === undefined ? Effect.succeed(undefined) : blob(origin.from, sha256, depth + 1))))
+
+  const forksOf: ForkOrigins["forksOf"] = (sessionId) =>
+    Effect.flatMap(driver.list, (sessions) =>
+      Effect.map(
+        Effect.forEach(sessions, (session) =>
+          session.id === sessionId ? Effect.succeed([]) : Effect.map(
+            // A session that cannot be read (deleted meanwhile, damaged) is no fork anyone can read.
+            Effect.orElseSucceed(of(session.id), () => undefined),
+            (origin): ReadonlyArray<ForkOf> => origin?.from === sessionId ? [{ sessionId: session.id, at: origin.at }] : []
+          )),
+        (found) => found.flat()
+      ))
+
+  return {
+    of,
+    under: (sessionId, generation) => {
+      const entry = known.get(sessionId)
+      if (entry === undefined || (entry.generation !== undefined && entry.generation !== generation)) return learn(sessionId)
+      if (entry.generation === undefined) known.set(sessionId, { origin: entry.origin, generation })
+      return Effect.succeed(entry.origin ?? undefined)
+    },
+    created: (sessionId, origin) => {
+      known.set(sessionId, { origin: origin ?? null, generation: undefined })
+    },
+    forget: (sessionId) => {
+      known.delete(sessionId)
+    },
+    forksOf,
+    below: (sessionId) =>
+      Effect.gen(function*() {
+        const found: Array<string> = []
+        let level = [sessionId]
+        for (let depth = 0; level.length > 0 && depth < MAX_FORK_DEPTH; depth++) {
+          const next: Array<string> = []
+          for (const id of level) for (const fork of yield* forksOf(id)) next.push(fork.sessionId)
+          found.push(...next)
+          level = next
+        }
+        return found
+      }),
+    head: (sessionId) =>
+      Effect.flatMap(of(sessionId), (origin) =>
+        origin === undefined ? driver.head(sessionId) : Effect.map(driver.head(sessionId), (head) => (head === 0 ? 0 : head + origin.at))),
+    blob: (sessionId, sha256) => blob(sessionId, sha256, 0)
+  }
+}
