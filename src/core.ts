@@ -63,6 +63,8 @@ export * as TimeTravel from "./tools/TimeTravel.js"
 export * as SessionStates from "./tools/SessionStates.js"
 export type { FoldedSession, SessionStatesService } from "./tools/SessionStates.js"
 export type {
+  ForkOptions,
+  ForkResult,
   MoveOptions,
   PlannedFile,
   RestoreError,

@@ -37,7 +37,15 @@ export type { BackgroundTaskInfo } from "./agent/MaintenanceLock.js"
 export type { SendOptions } from "./agent/turn.js"
 export type { PruneOptions } from "./agent/LiteAgent.js"
 export type { Checkpoint, SessionTree, TreeBranch, TreeCheckpoint } from "./core/session.js"
-export type { InterruptedRestore, MoveOptions, RestoreOptions, RestoreProgress, RestoreResult } from "./tools/TimeTravel.js"
+export type {
+  ForkOptions,
+  ForkResult,
+  InterruptedRestore,
+  MoveOptions,
+  RestoreOptions,
+  RestoreProgress,
+  RestoreResult
+} from "./tools/TimeTravel.js"
 
 /** A process-local checkpointer that keeps everything in memory (tests, ephemeral agents). It takes no options. */
 export const memoryCheckpointer = (options?: Record<string, never>): PromiseCheckpointer => {

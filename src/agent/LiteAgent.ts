@@ -26,6 +26,8 @@ import {
 import type * as Session from "../core/session.js"
 import * as FileTools from "../tools/FileTools.js"
 import {
+  type ForkOptions,
+  type ForkResult,
   type InterruptedRestore,
   type MoveOptions,
   type RestoreError,
@@ -154,6 +156,17 @@ export interface LiteAgentService {
     leaf: number,
     options?: MoveOptions
   ) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
+  /**
+   * Fork the session from just before checkpoint `seq` (or from its tip): a new session with the
+   * conversation up to there and the workspace as it was there — in this workdir (the files move,
+   * as for a restore; then the fork is current) or written into `options.workdir` (this workdir
+   * is left alone; run the fork with an agent there). The agent must be idle.
+   */
+  readonly fork: (
+    sessionId: string,
+    seq?: number,
+    options?: ForkOptions
+  ) => Effect.Effect<ForkResult, RestoreError | SessionsDisabledError | AgentBusyError>
   /** The session's tree: checkpoints on every branch, the branches, the current one, labels, what undo and redo would do. */
   readonly tree: (sessionId: string) => Effect.Effect<Session.SessionTree, CheckpointerError | SessionsDisabledError>
   /** Name a checkpoint or a branch's tip (an empty name removes it); the session must be idle. */
@@ -310,6 +323,14 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
       redo: (sessionId, moveOptions) => moving("redo", sessionId, timeTravel.redo(sessionId, moveOptions)),
       switchBranch: (sessionId, leaf, moveOptions) =>
         moving("switchBranch", sessionId, timeTravel.switchBranch(sessionId, leaf, moveOptions)),
+      fork: (sessionId, seq, forkOptions) =>
+        Effect.gen(function*() {
+          yield* pointer.requireSessions("fork")
+          const result = yield* lock.maintenance("fork", sessionId, timeTravel.fork(sessionId, seq, forkOptions))
+          // In this workdir the files are now the fork's: so is the agent.
+          if (!result.dryRun && result.workdir === workspace.root) pointer.resume(result.sessionId)
+          return result
+        }),
       tree: (sessionId) => Effect.zipRight(pointer.requireSessions("tree"), timeTravel.tree(sessionId)),
       label: (sessionId, seq, name) =>
         Effect.zipRight(pointer.requireSessions("label"), lock.maintenance("label", sessionId, timeTravel.label(sessionId, seq, name))),

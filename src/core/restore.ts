@@ -266,3 +266,32 @@ export const planMove = (
   }
   return { ...plan, leafAfter: target.leaf, head: current.head, commandsNotUndone: [] }
 }
+
+/** What putting a session's files, as they are at its leaf, into an empty directory takes (a fork elsewhere). */
+export interface MaterialisePlan {
+  /** Every path the session knows something is at, with what to put there (no deletes: the directory starts empty). */
+  readonly files: ReadonlyArray<{ readonly path: string; readonly action: Exclude<PathRestore, { readonly kind: "delete" }> }>
+  /** Paths whose state at the leaf is not known well enough to write (a tool call cut short, a snapshot missing). */
+  readonly refusals: ReadonlyArray<Refusal>
+  /** Paths the session knows of but cannot write (over the capture's cap, not a regular file): left out. */
+  readonly notCovered: ReadonlyArray<NotCovered>
+}
+
+/**
+ * The session's files as they are at its leaf, for a directory of their own: each path's last
+ * record on the branch (a capture, a tool's change), in path order. Only what the session
+ * recorded — covered files and the ones its file tools changed; an ignored path is not there.
+ */
+export const planMaterialise = (state: SessionState): MaterialisePlan => {
+  const files: Array<MaterialisePlan["files"][number]> = []
+  const refusals: Array<Refusal> = []
+  const notCovered: Array<NotCovered> = []
+  const paths = Array.from(HashMap.keys(state.files)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+  for (const path of paths) {
+    const outcome = pathAtLeaf(historyOf(state, path))
+    if (outcome.kind === "refused") refusals.push({ path, reason: outcome.refusal.reason, detail: outcome.refusal.detail })
+    else if (outcome.kind === "notCovered") notCovered.push({ path, reason: outcome.reason })
+    else if (outcome.action.kind !== "delete") files.push({ path, action: outcome.action })
+  }
+  return { files, refusals, notCovered }
+}

@@ -33,6 +33,7 @@ export {
   type PathChange,
   type PendingRestore,
   type PendingToolCall,
+  type PromptNode,
   sameKnownState,
   type SessionMetadataState,
   SessionState

@@ -32,7 +32,7 @@ import { storeIgnorePatterns, WorkspaceOptions } from "../tools/WorkspaceCapture
 import { AnyString, decodeOptionsOrThrow, described, expecting, quoteValue, recognised } from "../core/internal/options.js"
 import { workdirProblem } from "../tools/Workspace.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
-import type { InterruptedRestore, MoveOptions, RestoreOptions, RestoreResult } from "../tools/TimeTravel.js"
+import type { ForkOptions, ForkResult, InterruptedRestore, MoveOptions, RestoreOptions, RestoreResult } from "../tools/TimeTravel.js"
 import * as FileCheckpointer from "../backends/file/FileCheckpointer.js"
 import { type PromiseCheckpointer, toPromiseCheckpointer } from "./checkpointer.js"
 import { iterateStream, runForPromise, valueOrThrow } from "./run.js"
@@ -124,7 +124,14 @@ export interface LiteAgent {
    * must be idle; then `sessionId` is current.
    */
   switchBranch(sessionId: string, leaf: number, options?: MoveOptions): Promise<RestoreResult>
-  /** The session's tree: `{ leaf, checkpoints, branches, undo, redo }` (see the time travel docs). */
+  /**
+   * Fork the session from just before checkpoint `seq` (or from its tip, with `seq` undefined): a
+   * new session with the conversation up to there and the workspace as it was there — in this
+   * workdir (the files move, as for a restore, refused the same way; then the fork is current) or
+   * written into `options.workdir`, a new or empty directory. The agent must be idle.
+   */
+  fork(sessionId: string, seq?: number, options?: ForkOptions): Promise<ForkResult>
+  /** The session's tree: `{ leaf, checkpoints, branches, undo, redo, forkedFrom? }` (see the time travel docs). */
   tree(sessionId: string): Promise<SessionTree>
   /** Name a checkpoint or a branch's tip for the tree (an empty name removes it); the session must be idle. */
   label(sessionId: string, seq: number, name: string): Promise<void>
@@ -255,6 +262,7 @@ const createAgent = (options: LiteAgentOptions): LiteAgent => {
     undo: (sessionId, moveOptions) => call((agent) => agent.undo(sessionId, moveOptions)),
     redo: (sessionId, moveOptions) => call((agent) => agent.redo(sessionId, moveOptions)),
     switchBranch: (sessionId, leaf, moveOptions) => call((agent) => agent.switchBranch(sessionId, leaf, moveOptions)),
+    fork: (sessionId, seq, forkOptions) => call((agent) => agent.fork(sessionId, seq, forkOptions)),
     tree: (sessionId) => call((agent) => agent.tree(sessionId)),
     label: (sessionId, seq, name) => call((agent) => agent.label(sessionId, seq, name)),
     sessionStats: (sessionId) => call((agent) => agent.sessionStats(sessionId)),

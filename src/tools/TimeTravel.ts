@@ -22,10 +22,20 @@ import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
 import { decodeOptions } from "../core/internal/options.js"
 import { type CheckpointerError, ConfigurationError, InvalidSeqError, type Refusal } from "../core/errors.js"
 import { BranchLabeled, LeafMoved, type MoveReason } from "../core/events.js"
-import { type RestoreFailedError, RestoreRefusedError, type WorkspaceIOError } from "./errors.js"
+import { type RestoreFailedError, RestoreRefusedError } from "./errors.js"
 import { type FilesPlan, planMove, planRestore } from "../core/restore.js"
 import * as Session from "../core/session.js"
-import { MoveOptions, plannedFiles, RestoreOptions, type RestoreProgress, type RestoreResult } from "./timeTravelTypes.js"
+import * as ForkSession from "./forkSession.js"
+import {
+  type ForkOptions,
+  type ForkResult,
+  MoveOptions,
+  plannedFiles,
+  type RestoreError,
+  RestoreOptions,
+  type RestoreProgress,
+  type RestoreResult
+} from "./timeTravelTypes.js"
 import * as RestoreFiles from "./restoreFiles.js"
 import * as RestoreIntent from "./restoreIntent.js"
 import * as Preflight from "./restorePreflight.js"
@@ -36,7 +46,6 @@ import type { CapturedPath, CapturedState } from "../core/events.js"
 import { sha256Hex } from "../core/internal/sha256.js"
 import type { FileOperation } from "./restoreFiles.js"
 
-export type RestoreError = RestoreRefusedError | RestoreFailedError | CheckpointerError | WorkspaceIOError | ConfigurationError
 
 export interface TimeTravelService {
   readonly listCheckpoints: (sessionId: string) => Effect.Effect<ReadonlyArray<Session.Checkpoint>, CheckpointerError>
@@ -57,6 +66,14 @@ export interface TimeTravelService {
    * Undone by `undo`, like a restore.
    */
   readonly switchBranch: (sessionId: string, leaf: number, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError>
+  /**
+   * Fork the session: a new session from just before checkpoint `seq` (of any branch), or from
+   * its tip when `seq` is undefined — the conversation up to there and the workspace as it was
+   * there, in this workdir (its files move, as for a restore; refused the same way) or written
+   * into `options.workdir`. The fork shares the session's events and blobs instead of copying
+   * them, and knows where it came from (`tree(fork).forkedFrom`).
+   */
+  readonly fork: (sessionId: string, seq: number | undefined, options?: ForkOptions) => Effect.Effect<ForkResult, RestoreError>
   /** The session's tree: its checkpoints on every branch, its branches, the current one, labels, what undo and redo would do. */
   readonly tree: (sessionId: string) => Effect.Effect<Session.SessionTree, CheckpointerError>
   /** Name a node — a checkpoint or a branch's tip — for the tree; an empty name removes the name. */
@@ -77,7 +94,16 @@ export interface TimeTravelService {
 
 export class TimeTravel extends Context.Tag("@lite-agent/tools/TimeTravel")<TimeTravel, TimeTravelService>() {}
 
-export { MoveOptions, type PlannedFile, RestoreOptions, type RestoreProgress, type RestoreResult } from "./timeTravelTypes.js"
+export {
+  ForkOptions,
+  type ForkResult,
+  MoveOptions,
+  type PlannedFile,
+  type RestoreError,
+  RestoreOptions,
+  type RestoreProgress,
+  type RestoreResult
+} from "./timeTravelTypes.js"
 export type { InterruptedRestore } from "../core/session.js"
 
 /** The longest name a node can be given. */
@@ -200,23 +226,28 @@ export const make = Effect.gen(function*() {
     Effect.gen(function*() {
       const options = yield* decodeOptions(RestoreOptions, input, "restore options")
       yield* checkSeqArgument(sessionId, "seq", seq)
-      const files = options.files ?? true
-      const conversation = options.conversation ?? true
       // The shared fold: no re-read of the log. Its head is the expected head of what this writes.
       const { state } = yield* states.get(sessionId)
-      return yield* execute({
-        sessionId,
-        seq,
-        state,
-        plan: planRestore(sessionId, state, seq, { files, conversation, includeUserEdits: options.includeUserEdits ?? false }),
-        pendingRefusals: RestoreIntent.pendingRefusals(sessionId, state.pendingRestore, { checkpoint: seq, conversation, files }),
-        intent: { checkpoint: seq },
-        conversation,
-        reason: "restore",
-        dryRun: options.dryRun ?? false,
-        signal: options.signal
-      })
+      return yield* restoreFrom(sessionId, state, seq, options)
     })
+
+  /** Restore the session, folded to `state`, to just before checkpoint `seq`. */
+  const restoreFrom = (sessionId: string, state: Session.SessionState, seq: number, options: RestoreOptions) => {
+    const files = options.files ?? true
+    const conversation = options.conversation ?? true
+    return execute({
+      sessionId,
+      seq,
+      state,
+      plan: planRestore(sessionId, state, seq, { files, conversation, includeUserEdits: options.includeUserEdits ?? false }),
+      pendingRefusals: RestoreIntent.pendingRefusals(sessionId, state.pendingRestore, { checkpoint: seq, conversation, files }),
+      intent: { checkpoint: seq },
+      conversation,
+      reason: "restore",
+      dryRun: options.dryRun ?? false,
+      signal: options.signal
+    })
+  }
 
   /**
    * Undo the last move of the session's leaf (a restore, a switch, a redo), or redo the last
@@ -380,6 +411,14 @@ export const make = Effect.gen(function*() {
       return result
     })
 
+  const forks = ForkSession.make({
+    checkpointer,
+    states,
+    workspace,
+    restore: (sessionId, state, seq, options) => restoreFrom(sessionId, state, seq, options),
+    switchTo: (sessionId, state, leaf, options) => moveTo(sessionId, state, "switch", leaf, options)
+  })
+
   const service: TimeTravelService = {
     listCheckpoints: (sessionId) => Effect.map(states.get(sessionId), ({ state }) => Session.checkpoints(state)),
     interruptedRestore: (sessionId) => Effect.map(states.get(sessionId), ({ state }) => Session.interruptedRestore(state)),
@@ -387,6 +426,7 @@ export const make = Effect.gen(function*() {
     undo: (sessionId, options) => moveAlongHistory(sessionId, "undo", options),
     redo: (sessionId, options) => moveAlongHistory(sessionId, "redo", options),
     switchBranch,
+    fork: forks.fork,
     tree: (sessionId) => Effect.map(states.get(sessionId), ({ state }) => Session.tree(state)),
     label,
     undoInterruptedRestore,

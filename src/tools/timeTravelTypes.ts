@@ -3,10 +3,13 @@
  * (every file considered, its action and any refusal), and the progress it publishes.
  */
 import { Schema } from "effect"
-import type { Refusal } from "../core/errors.js"
+import type { CheckpointerError, ConfigurationError, Refusal } from "../core/errors.js"
+import type { RestoreFailedError, RestoreRefusedError, WorkspaceIOError } from "./errors.js"
 import { AbortSignalOption, Flag } from "../core/internal/options.js"
 import type { CommandAfterCheckpoint, FilesPlan } from "../core/restore.js"
 import type { NotCovered } from "../core/session.js"
+
+export type RestoreError = RestoreRefusedError | RestoreFailedError | CheckpointerError | WorkspaceIOError | ConfigurationError
 
 export const RestoreOptions = Schema.Struct({
   /** Put back the files the agent changed after the checkpoint. Default true. */
@@ -34,6 +37,28 @@ export const MoveOptions = Schema.Struct({
   signal: Schema.optional(AbortSignalOption)
 })
 export interface MoveOptions extends Schema.Schema.Type<typeof MoveOptions> {}
+
+export const ForkOptions = Schema.Struct({
+  /**
+   * The new session's id. Default: a new random id. Given, a fork cut short (a crash) is finished
+   * by the same call again.
+   */
+  id: Schema.optional(Schema.String),
+  /**
+   * Put the fork's files in this directory (one that does not exist yet, or is empty) rather than
+   * in the session's workdir, for running two branches side by side; the session's workdir is
+   * then left as it is. Default: the session's workdir, whose files move to the fork's point
+   * (as a restore moves them).
+   */
+  workdir: Schema.optional(Schema.String),
+  /** Only plan: create nothing and change nothing; the result says what the fork would do. Default false. */
+  dryRun: Schema.optional(Flag),
+  /** In the session's workdir: overwrite the user's own edits made between turns too. Default false. */
+  includeUserEdits: Schema.optional(Flag),
+  /** Abort part-way: every file already changed is put back. */
+  signal: Schema.optional(AbortSignalOption)
+})
+export interface ForkOptions extends Schema.Schema.Type<typeof ForkOptions> {}
 
 export interface PlannedFile {
   readonly path: string
@@ -66,6 +91,18 @@ export interface RestoreResult {
   readonly refusals: ReadonlyArray<Refusal>
   /** True when this finished (or undid) a restore that had been cut short. */
   readonly resumed: boolean
+}
+
+/** What a fork made: the new session, where it came from and where its files are, and what it did to them. */
+export interface ForkResult extends RestoreResult {
+  /** The new session (for a dry run: the id it would have). */
+  readonly sessionId: string
+  /** The session forked, and how many of its events the fork shares. */
+  readonly forkedFrom: { readonly session: string; readonly at: number }
+  /** The fork's leaf: the node its next events continue. */
+  readonly leaf: number
+  /** The directory that holds the fork's files. */
+  readonly workdir: string
 }
 
 export type RestoreProgress =

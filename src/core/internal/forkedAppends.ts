@@ -3,7 +3,7 @@
  * references allowed to name its source's blobs — and starting a fork with its `SessionForked`.
  */
 import { Clock, Effect, Either } from "effect"
-import type { CheckpointerDriver } from "../CheckpointerDriver.js"
+import type { CheckpointerDriver, SnapshotBlob } from "../CheckpointerDriver.js"
 import { CheckpointConflictError, type CheckpointerError, InvalidEventError } from "../errors.js"
 import type { SessionEvent, SessionForked } from "../events.js"
 import { sessionIdProblem } from "../sessionId.js"
@@ -34,7 +34,7 @@ export const make = (
     const separated = separateBlobs(sessionId, events)
     if (Either.isLeft(separated)) return Effect.fail(separated.left)
     const { blobs, encoded, references } = separated.right
-    const attempt = (heldBySource: ReadonlySet<string> | undefined) =>
+    const attempt = (heldBySource: ReadonlySet<string> | undefined, blobs: ReadonlyArray<SnapshotBlob>) =>
       driver.withSession(sessionId, (session): Effect.Effect<number | Lacking, CheckpointerError> => {
         const head = session.head === 0 ? 0 : session.head + shared
         if (expectedHead !== undefined && expectedHead !== head) {
@@ -61,15 +61,19 @@ export const make = (
           )
         })
       })
-    return Effect.flatMap(attempt(undefined), (outcome) =>
+    // Bytes a fork's source already stores stay there: a fork copies no blob it shares.
+    const ownBlobs = origin === undefined || blobs.length === 0
+      ? Effect.succeed(blobs)
+      : Effect.filter(blobs, (blob) => Effect.map(forks.blob(origin.from, blob.sha256), (data) => data === undefined))
+    return Effect.flatMap(ownBlobs, (blobs) => Effect.flatMap(attempt(undefined, blobs), (outcome) =>
       typeof outcome === "number" ? Effect.succeed(outcome) : Effect.flatMap(
         Effect.filter(outcome.lacking, (sha256) =>
           origin === undefined ? Effect.succeed(false) : Effect.map(forks.blob(origin.from, sha256), (data) => data !== undefined)),
         (held) =>
-          Effect.flatMap(attempt(new Set(held)), (again) =>
+          Effect.flatMap(attempt(new Set(held), blobs), (again) =>
             // Told what the source holds, an attempt stores or fails: it never asks again.
             typeof again === "number" ? Effect.succeed(again) : Effect.dieMessage("an append asked twice where its blobs are"))
-      )).pipe(signalChange(sessionId))
+      ))).pipe(signalChange(sessionId))
   }
   
   /** Start a fork: its `SessionForked` first, checked against the session it names. */
