@@ -316,6 +316,21 @@ describe("lite-agent serve over a workspace a shell command changed", () => {
       const notABranch = await request(`${server.url}/sessions/work/switch`, { token: TOKEN, method: "POST", body: { leaf: left } })
       expect(notABranch.status).toBe(409)
       expect(JSON.stringify(notABranch.json)).toContain("not_a_branch")
+
+      // A fork of the tip into a directory of its own: the command's files, link and directories written there.
+      const elsewhere = join(makeTempDir("serve-fork"), "side")
+      const forked = await answer(server.url, TOKEN, (client) => client.agent.fork({ path: { id: "work" }, payload: { id: "side", workdir: elsewhere } }))
+      expect(forked).toMatchObject({ sessionId: "side", workdir: elsewhere, forkedFrom: { session: "work" } })
+      expect(readdirSync(elsewhere).sort()).toEqual(["gen", "kept.txt", "link", "turns.json"])
+      expect(readFileSync(join(elsewhere, "gen/deep/a.txt"), "utf8")).toBe("x\n")
+      expect(listing()).toEqual(["gen", "kept.txt", "link", "turns.json"])
+      const forkTree = await answer(server.url, TOKEN, (client) => client.sessions.tree({ path: { id: "side" } }))
+      expect(forkTree.forkedFrom).toEqual(forked.forkedFrom)
+      expect((await request(`${server.url}/sessions/work/fork`, { token: TOKEN, method: "POST", body: { seq: 0 } })).status).toBe(400)
+      // The session a fork shares its events with cannot be deleted before the fork.
+      const notDeleted = await request(`${server.url}/sessions/work`, { token: TOKEN, method: "DELETE" })
+      expect(notDeleted.status).toBe(409)
+      expect(JSON.stringify(notDeleted.json)).toContain("SessionForkedError")
     } finally {
       server.worker.child.kill("SIGTERM")
       await server.worker.closed

@@ -131,6 +131,7 @@ describe("the OpenAPI description", () => {
       "GET /sessions/{id}/events",
       "GET /sessions/{id}/tree",
       "POST /sessions/{id}/compact",
+      "POST /sessions/{id}/fork",
       "POST /sessions/{id}/label",
       "POST /sessions/{id}/messages",
       "POST /sessions/{id}/redo",

@@ -26,6 +26,7 @@ const HELP = [
   "  /tree                            every branch's checkpoints, the current one marked",
   "  /switch <tip> [--yes]            move to another branch (from /tree), files too",
   "  /label <seq> [name]              name a checkpoint or a branch's tip (no name: remove it)",
+  "  /fork [seq] [--to <dir>] [--yes] a new session from before a checkpoint (or the tip), here or in <dir>",
   "  /sessions                        the sessions, most recent first",
   "  /resume <id>                     continue another session",
   "  /clear                           start a new session (the old one is kept)",
@@ -254,6 +255,8 @@ export const runInteractive = async (
         return timeTravel.switchTo(args)
       case "label":
         return timeTravel.label(args)
+      case "fork":
+        return timeTravel.fork(args)
       case "sessions": {
         const sessions = await runtime.runPromise(agent.listSessions())
         const now = await current()

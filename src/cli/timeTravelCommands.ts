@@ -1,5 +1,5 @@
 /**
- * The interactive CLI's time travel: `/restore`, `/undo`, `/redo`, `/tree`, `/switch`, `/label`.
+ * The interactive CLI's time travel: `/restore`, `/undo`, `/redo`, `/tree`, `/switch`, `/label`, `/fork`.
  * Each change of the workspace shows its plan first — every file it writes or deletes, every
  * refusal, what it leaves as it is — and asks before doing it (`--yes` skips the question).
  */
@@ -8,7 +8,7 @@ import type { AgentEvent } from "../agent/AgentEvents.js"
 import type { LiteAgent, LiteAgentService } from "../agent/LiteAgent.js"
 import type { Checkpointer } from "../core/Checkpointer.js"
 import type { SessionTree } from "../core/session.js"
-import type { RestoreResult } from "../tools/TimeTravel.js"
+import type { ForkResult, RestoreResult } from "../tools/TimeTravel.js"
 import { describeError } from "./setup.js"
 
 export interface TimeTravelCommandsContext {
@@ -44,7 +44,7 @@ export interface Key {
   readonly ctrl?: boolean | undefined
 }
 
-type Move = (options: { readonly dryRun?: boolean }) => Effect.Effect<RestoreResult, unknown>
+type Move<R extends RestoreResult> = (options: { readonly dryRun?: boolean }) => Effect.Effect<R, unknown>
 
 export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
   const { agent, ask, current, print, runtime, shorten } = context
@@ -81,12 +81,12 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
   }
 
   /** Plan, show, ask, do: the shape of every command here that changes the workspace. */
-  const planned = async (
-    move: Move,
-    describe: (plan: RestoreResult) => string,
+  const planned = async <R extends RestoreResult>(
+    move: Move<R>,
+    describe: (plan: R) => string,
     question: string,
     yes: boolean,
-    done: (result: RestoreResult) => string
+    done: (result: R) => string
   ) => {
     const plan = await runtime.runPromiseExit(move({ dryRun: true }))
     if (Exit.isFailure(plan)) return failed(plan)
@@ -166,7 +166,7 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
     const sessionId = await current()
     const tree = await treeOf(sessionId)
     if (tree === undefined) return
-    const move: Move = (options) => (reason === "undo" ? agent.undo(sessionId, options) : agent.redo(sessionId, options))
+    const move: Move<RestoreResult> = (options) => (reason === "undo" ? agent.undo(sessionId, options) : agent.redo(sessionId, options))
     if (reason === "redo") {
       if (tree.redo === undefined) return print("nothing to redo")
       return planned(move, () => `redo: back to seq ${tree.redo!.from}:`, "redo? [y/N] ", yes, moved)
@@ -293,6 +293,35 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
     )
   }
 
+  /**
+   * `/fork [seq] [--to <dir>] [--yes]`: a new session from just before checkpoint `seq` (or from
+   * the tip) — here, where the files move as for a restore and the fork becomes the current
+   * session, or written into `<dir>` (new or empty) to run beside this one.
+   */
+  const fork = async (args: ReadonlyArray<string>) => {
+    const usage = "usage: /fork [seq] [--to <new or empty directory>] [--yes]"
+    const yes = args.includes("--yes")
+    const to = args.indexOf("--to")
+    const workdir = to === -1 ? undefined : args[to + 1]
+    const rest = args.filter((arg, index) => arg !== "--yes" && index !== to && (to === -1 || index !== to + 1))
+    const seq = rest[0] === undefined ? undefined : Number(rest[0])
+    if (rest.length > 1 || (to !== -1 && workdir === undefined) || (seq !== undefined && (!Number.isSafeInteger(seq) || seq <= 0))) {
+      return print(usage)
+    }
+    const sessionId = await current()
+    const from = seq === undefined ? "its tip" : `just before checkpoint ${seq}`
+    return planned(
+      (options) => agent.fork(sessionId, seq, { ...options, ...(workdir === undefined ? {} : { workdir }) }),
+      () => workdir === undefined ? `fork this session from ${from}, here:` : `fork this session from ${from} into ${workdir}:`,
+      "fork? [y/N] ",
+      yes,
+      (forked: ForkResult) =>
+        workdir === undefined
+          ? `forked: you are in session ${forked.sessionId} now (${filesChanged(forked)} changed); /undo goes back to where you were`
+          : `forked: session ${forked.sessionId}, its files in ${forked.workdir}; run lite-agent --workdir ${forked.workdir} and /resume ${forked.sessionId}`
+    )
+  }
+
   const label = async (args: ReadonlyArray<string>) => {
     const seq = Number(args[0])
     if (args.length < 1 || !Number.isSafeInteger(seq) || seq <= 0) return print("usage: /label <seq> <name> (no name: remove it)")
@@ -301,5 +330,13 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
     print(args.length > 1 ? `seq ${seq} is "${args.slice(1).join(" ")}"` : `seq ${seq} has no name now`)
   }
 
-  return { restore, undo: (args: ReadonlyArray<string>) => undoOrRedo("undo", args), redo: (args: ReadonlyArray<string>) => undoOrRedo("redo", args), tree: showTree, switchTo, label }
+  return {
+    restore,
+    undo: (args: ReadonlyArray<string>) => undoOrRedo("undo", args),
+    redo: (args: ReadonlyArray<string>) => undoOrRedo("redo", args),
+    tree: showTree,
+    switchTo,
+    label,
+    fork
+  }
 }

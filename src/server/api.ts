@@ -64,7 +64,9 @@ export const SessionTreeJson = Schema.Struct({
     label: Schema.optionalWith(Schema.String, { exact: true })
   })),
   undo: Schema.NullOr(LeafMoveJson),
-  redo: Schema.NullOr(LeafMoveJson)
+  redo: Schema.NullOr(LeafMoveJson),
+  /** A fork's origin: the session it was forked from and how many of its events it shares. */
+  forkedFrom: Schema.optionalWith(Schema.Struct({ session: Schema.String, at: Schema.Number }), { exact: true })
 })
 
 export const LabelBody = Schema.Struct({ seq: PositiveInteger, label: Schema.String })
@@ -72,6 +74,17 @@ export const LabelBody = Schema.Struct({ seq: PositiveInteger, label: Schema.Str
 /** A switch to another branch: its tip's seq (from the tree), and a move's options. */
 export const SwitchBody = Schema.Struct({
   leaf: NonNegativeInteger,
+  dryRun: Schema.optional(Flag),
+  includeUserEdits: Schema.optional(Flag)
+})
+
+/** A fork: from just before checkpoint `seq` (or the tip, without it), in the agent's workdir or into `workdir`. */
+export const ForkBody = Schema.Struct({
+  seq: Schema.optional(PositiveInteger),
+  /** The new session's id (default: a new one); the same id again finishes a fork a crash cut short. */
+  id: Schema.optional(Schema.String),
+  /** A new or empty directory, on the server, for the fork's files (default: the agent's workdir, whose files move). */
+  workdir: Schema.optional(Schema.String),
   dryRun: Schema.optional(Flag),
   includeUserEdits: Schema.optional(Flag)
 })
@@ -142,6 +155,14 @@ export const RestoreResult = Schema.Struct({
   })),
   refusals: Schema.Array(Refusal),
   resumed: Schema.Boolean
+})
+
+export const ForkResult = Schema.Struct({
+  ...RestoreResult.fields,
+  sessionId: Schema.String,
+  forkedFrom: Schema.Struct({ session: Schema.String, at: Schema.Number }),
+  leaf: Schema.Number,
+  workdir: Schema.String
 })
 
 /** A Server-Sent Events stream; read it with an SSE client (`EventSource`), not as one body. */
@@ -257,6 +278,15 @@ export class AgentGroup extends HttpApiGroup.make("agent")
     HttpApiEndpoint.post("switch", "/sessions/:id/switch").setPath(SessionPath).setPayload(SwitchBody).addSuccess(RestoreResult)
       .pipe(movesFiles)
       .annotate(OpenApi.Description, "Moves the session to another branch, by its tip's seq from the tree: its conversation and its files.")
+  )
+  .add(
+    HttpApiEndpoint.post("fork", "/sessions/:id/fork").setPath(SessionPath).setPayload(ForkBody).addSuccess(ForkResult)
+      .pipe(movesFiles)
+      .annotate(
+        OpenApi.Description,
+        "Forks the session from just before a checkpoint (or its tip): a new session with the conversation up to there and " +
+          "the workspace as it was there, in the agent's workdir or written into `workdir`."
+      )
   )
   .add(
     HttpApiEndpoint.post("label", "/sessions/:id/label").setPath(SessionPath).setPayload(LabelBody)

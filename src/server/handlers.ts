@@ -16,7 +16,7 @@ import { jsonText } from "../core/encoding.js"
 import { decodeOptions } from "../core/internal/options.js"
 import * as Session from "../core/session.js"
 import { sessionIdProblem } from "../core/sessionId.js"
-import { CompactBody, LabelBody, MessageBody, MoveBody, RestoreBody, SessionApi, SwitchBody } from "./api.js"
+import { CompactBody, ForkBody, LabelBody, MessageBody, MoveBody, RestoreBody, SessionApi, SwitchBody } from "./api.js"
 import { makeSessionHubs } from "./SessionHub.js"
 import { errorFrame, followFrame, frame, type makeSseResponses, resumePoint } from "./sse.js"
 import type { SseSettings } from "./sseClient.js"
@@ -172,6 +172,14 @@ export const agentHandlers = (sse: ReturnType<typeof makeSseResponses>, agent: O
             const { leaf, ...options } = yield* requestBody(request, SwitchBody, "switch")
             yield* existing(checkpointer, sessionId)
             return restoreResponse(yield* a.switchBranch(sessionId, leaf, options))
+          }))
+        .handleRaw("fork", ({ path, request }) =>
+          Effect.gen(function*() {
+            const a = yield* withAgent
+            const sessionId = yield* checkedSessionId(path.id)
+            const { seq, ...options } = yield* requestBody(request, ForkBody, "fork")
+            yield* existing(checkpointer, sessionId)
+            return restoreResponse(yield* a.fork(sessionId, seq, options))
           }))
         .handleRaw("label", ({ path, request }) =>
           Effect.gen(function*() {
