@@ -4,7 +4,7 @@
  * put back; and two processes moving the same session's leaf at once — one wins, the other gets a
  * conflict, never a mix of the two.
  */
-import { writeFileSync } from "node:fs"
+import { readdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { createLiteAgent, RestoreInterruptedError, RestoreRefusedError } from "../src/index.js"
@@ -59,6 +59,58 @@ const agentOn = (backend: RestoreBackend, location: string, workdir: string) =>
 const prompts = async (agent: ReturnType<typeof agentOn>) => (await agent.listCheckpoints("s")).map((checkpoint) => checkpoint.prompt)
 
 describe.each(["file", "sqlite"] as const)("the session tree across processes: %s", (backend) => {
+  for (const killAt of ["after-fork", "operation:1", `operation:${2 + Math.floor(Math.random() * FILES)}`, "before-move"]) {
+    it(`a fork in the workdir SIGKILLed at ${killAt}: the same fork again finishes it; the source is untouched`, async () => {
+      const session = await restoredSession(backend)
+      const agent = agentOn(backend, session.location, session.workdir)
+      try {
+        await agent.undo("s")
+      } finally {
+        await agent.close()
+      }
+      await restoreKilledAt({ backend, location: session.location, workdir: session.workdir, sessionId: "s" }, `fork:${session.second}:f`, killAt)
+      const again = agentOn(backend, session.location, session.workdir)
+      try {
+        const forked = await again.fork("s", session.second, { id: "f" })
+        expect(forked).toMatchObject({ sessionId: "f", resumed: true, leaf: session.second - 1 })
+        expect(diskState(session.workdir)).toEqual(session.restored)
+        expect((await again.listCheckpoints("f")).map((checkpoint) => checkpoint.prompt)).toEqual(["write"])
+        expect(await again.interruptedRestore("f")).toBeUndefined()
+        expect(await prompts(again)).toEqual(["write", "rewrite"])
+        // The fork's undo returns to the source's tip.
+        await again.undo("f")
+        expect(diskState(session.workdir)).toEqual(session.tip)
+      } finally {
+        await again.close()
+      }
+    })
+  }
+
+  for (const killAt of ["before-fork", "after-fork"]) {
+    it(`a fork into a directory SIGKILLed ${killAt.replace("-", " ")} is stored: the same fork again finishes it, nothing left beside it`, async () => {
+      const session = await restoredSession(backend)
+      const parent = makeTempDir("tree-fork")
+      const directory = join(parent, "side")
+      await restoreKilledAt(
+        { backend, location: session.location, workdir: session.workdir, sessionId: "s" },
+        `fork:${session.second}:g:${directory}`,
+        killAt
+      )
+      const agent = agentOn(backend, session.location, session.workdir)
+      try {
+        expect(diskState(parent)).not.toEqual({})
+        const forked = await agent.fork("s", session.second, { id: "g", workdir: directory })
+        expect(forked.resumed).toBe(killAt === "after-fork")
+        expect(diskState(directory)).toEqual(session.restored)
+        expect(readdirSync(parent)).toEqual(["side"])
+        expect((await agent.listCheckpoints("g")).map((checkpoint) => checkpoint.prompt)).toEqual(["write"])
+        expect(diskState(session.workdir)).toEqual(session.restored)
+      } finally {
+        await agent.close()
+      }
+    })
+  }
+
   for (const killAt of ["operation:1", `operation:${2 + Math.floor(Math.random() * FILES)}`, "before-move", "after-move"]) {
     it(`an undo SIGKILLed at ${killAt}: reported, turns refused; the same undo finishes it`, async () => {
       const session = await restoredSession(backend)

@@ -21,7 +21,7 @@ export const storeAt = (backend: RestoreBackend, location: string): PromiseCheck
  */
 export const restoreKilledAt = async (
   target: { readonly backend: RestoreBackend; readonly location: string; readonly workdir: string; readonly sessionId: string },
-  seq: number | "undo" | "redo",
+  seq: number | "undo" | "redo" | `fork:${string}`,
   killAt: string
 ) => {
   const worker = startWorker("restorer.ts", [target.backend, target.location, target.workdir, target.sessionId, String(seq), killAt])

@@ -4,13 +4,16 @@
  *
  *   node --import tsx test/workers/restorer.ts <file|sqlite> <location> <workdir> <sessionId> <seq|undo|redo> <killAt>
  *
- * `undo` / `redo` undo or redo the session's last move instead of a restore.
+ * `undo` / `redo` undo or redo the session's last move instead of a restore; `fork:<seq>:<forkId>`
+ * forks it from just before `seq` in the workdir, `fork:<seq>:<forkId>:<dir>` into `dir`.
  *
  * killAt: `operation:N` — just before the N-th file write or delete (1: the intent is in the
  * log, no file changed yet); `before-move` — every file done, the session's leaf not moved yet;
  * `after-move` — the leaf moved, the process not told yet; `never`; `race:<file>` — never killed,
  * but the intent is appended only once `<file>` exists (so that two workers planned from the same
- * state race on it; it prints `waiting` when it gets there). Prints `done`, or `failed <error tag>` when the restore fails.
+ * state race on it; it prints `waiting` when it gets there); for a fork, `before-fork` / `after-fork`
+ * — just before / after its `SessionForked` is stored. Prints `done`, or `failed <error tag>` when
+ * the restore fails.
  */
 import { existsSync } from "node:fs"
 import { Effect, Layer } from "effect"
@@ -35,7 +38,9 @@ const checkpointer = Layer.effect(
   Effect.map(Checkpointer, (real) => ({
     ...real,
     append: (id: string, events: ReadonlyArray<SessionEventInput>, expectedHead?: number) =>
-      events.some((event) => event._tag === "LeafMoved")
+      events.some((event) => event._tag === "SessionForked")
+        ? Effect.zipRight(die("before-fork"), Effect.tap(real.append(id, events, expectedHead), () => die("after-fork")))
+        : events.some((event) => event._tag === "LeafMoved")
         ? Effect.zipRight(die("before-move"), Effect.tap(real.append(id, events, expectedHead), () => die("after-move")))
         : events.some((event) => event._tag === "RestoreStarted") && killAt.startsWith("race:")
         ? Effect.zipRight(waitFor(killAt.slice("race:".length)), real.append(id, events, expectedHead))
@@ -56,7 +61,14 @@ const workspace = Layer.sync(Workspace.Workspace, () => {
 
 const program = Effect.gen(function*() {
   const timeTravel = yield* TimeTravel.TimeTravel
-  const move = seqArg === "undo" ? timeTravel.undo(sessionId) : seqArg === "redo" ? timeTravel.redo(sessionId) : timeTravel.restore(sessionId, Number(seqArg))
+  const [, forkSeq, forkId, forkDir] = seqArg.split(":")
+  const move = seqArg === "undo"
+    ? timeTravel.undo(sessionId)
+    : seqArg === "redo"
+    ? timeTravel.redo(sessionId)
+    : seqArg.startsWith("fork:")
+    ? timeTravel.fork(sessionId, Number(forkSeq), { id: forkId!, ...(forkDir === undefined ? {} : { workdir: forkDir }) })
+    : timeTravel.restore(sessionId, Number(seqArg))
   const outcome = yield* Effect.either(move)
   process.stdout.write(outcome._tag === "Right" ? "done\n" : `failed ${outcome.left._tag}\n`)
 })
