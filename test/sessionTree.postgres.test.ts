@@ -14,7 +14,7 @@ beforeAll(async () => {
 afterAll(() => postgres?.destroy())
 
 describe("the session tree, as a model, on PostgreSQL", () => {
-  it("after every send, restore, undo, redo and switch, the conversation, the tree and the workspace are the model's", async () => {
+  it("after every send, restore, undo, redo, switch and fork, the conversation, the tree and the workspace are the model's", async () => {
     await runTreeModel(() => postgresCheckpointer({ url: postgres.url }), 10)
   }, 600_000)
 })

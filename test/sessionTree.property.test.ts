@@ -9,7 +9,7 @@ import { runTreeModel } from "./support/treeModel.js"
 
 describe("the session tree, as a model", () => {
   for (const backend of BACKENDS) {
-    it(`${backend}: after every send, restore, undo, redo and switch, the conversation, the tree and the workspace are the model's`, async () => {
+    it(`${backend}: after every send, restore, undo, redo, switch and fork, the conversation, the tree and the workspace are the model's`, async () => {
       await runTreeModel(() => promiseCheckpointer(backend), backend === "memory" ? 30 : 15)
     }, 600_000)
   }

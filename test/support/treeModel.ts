@@ -2,9 +2,10 @@
  * The session tree against a model (run by test/sessionTree.property.test.ts on memory, file and
  * SQLite, and test/sessionTree.postgres.test.ts on PostgreSQL), with the real agent, real commands and a real workdir:
  * random prompts (file-tool and shell writes and deletes, the user's own edits before them),
- * restores, undos, redos and switches to other branches (fast-check commands). After every
- * command the conversation (its checkpoints), the tree's current branch and the covered
- * workspace are the model's, and every event ever appended is still in the log, in place.
+ * restores, undos, redos, switches to other branches and forks in the same workdir (fast-check
+ * commands). After every command the conversation (its checkpoints), the tree's current branch
+ * and the covered workspace are the model's, and every event ever appended to any session is
+ * still in its log, in place.
  */
 import { lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -63,17 +64,23 @@ interface Model {
   /** The positions an undo goes back to, the last on top; the same for redo. */
   undo: Array<Position>
   redo: Array<Position>
-  /** Each branch's tip as last seen (by its leaf seq): where a switch goes. */
-  tips: Map<number, Position>
+  /** Each branch's tip as last seen, per session (by its leaf seq): where a switch goes. */
+  tips: Map<string, Map<number, Position>>
   prompts: number
+}
+
+const tipsOf = (model: Model, sessionId: string) => {
+  const known = model.tips.get(sessionId) ?? new Map<number, Position>()
+  model.tips.set(sessionId, known)
+  return known
 }
 
 interface Real {
   readonly agent: LiteAgent
   readonly checkpointer: PromiseCheckpointer
   readonly workdir: string
-  /** The log as it was after the last command: never shrinks, never changes in place. */
-  log: ReadonlyArray<StoredEvent>
+  /** Each session's log as it was after the last command: never shrinks, never changes in place. */
+  readonly logs: Map<string, ReadonlyArray<StoredEvent>>
 }
 
 const check = async (model: Model, real: Real) => {
@@ -83,11 +90,14 @@ const check = async (model: Model, real: Real) => {
   const tree = await agent.tree(agent.sessionId)
   expect(tree.checkpoints.filter((checkpoint) => checkpoint.current).map((checkpoint) => checkpoint.prompt)).toEqual(model.current.prompts)
   expect(tree.branches.filter((branch) => branch.current).map((branch) => branch.leaf)).toEqual([tree.leaf])
-  const log = await real.checkpointer.read(agent.sessionId)
-  expect(log.slice(0, real.log.length)).toEqual(real.log)
-  real.log = log
+  for (const sessionId of new Set([...real.logs.keys(), agent.sessionId])) {
+    const log = await real.checkpointer.read(sessionId)
+    const before = real.logs.get(sessionId) ?? []
+    expect(log.slice(0, before.length)).toEqual(before)
+    real.logs.set(sessionId, log)
+  }
   // What the model knows of this position, by its leaf: where a switch to this branch goes.
-  model.tips.set(tree.leaf, model.current)
+  tipsOf(model, agent.sessionId).set(tree.leaf, model.current)
 }
 
 const refusalOf = async (attempt: Promise<unknown>) => {
@@ -165,16 +175,47 @@ class Switch implements fc.AsyncCommand<Model, Real> {
   check = () => true
   async run(model: Model, real: Real) {
     const tree = await real.agent.tree(real.agent.sessionId)
-    const others = tree.branches.filter((branch) => !branch.current && model.tips.has(branch.leaf))
+    const tips = tipsOf(model, real.agent.sessionId)
+    const others = tree.branches.filter((branch) => !branch.current && tips.has(branch.leaf))
     if (others.length === 0) return
     const target = others[this.pick % others.length]!
     await real.agent.switchBranch(real.agent.sessionId, target.leaf, { includeUserEdits: true })
     model.undo.push(model.current)
     model.redo = []
-    model.current = model.tips.get(target.leaf)!
+    model.current = tips.get(target.leaf)!
     await check(model, real)
   }
   toString = () => `switch(${this.pick})`
+}
+
+/** Fork the current session in the workdir, from `back` checkpoints before the last (or from its tip): the agent goes on in the fork. */
+class Fork implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly back: number | undefined) {}
+  check = () => true
+  async run(model: Model, real: Real) {
+    const source = real.agent.sessionId
+    if ((real.logs.get(source)?.length ?? 0) === 0) {
+      expect(await refusalOf(real.agent.fork(source))).toEqual(["not_a_checkpoint"])
+      return
+    }
+    const checkpoints = await real.agent.listCheckpoints(source)
+    const index = this.back === undefined || checkpoints.length === 0 ? undefined : Math.max(0, checkpoints.length - 1 - this.back)
+    const forked = await real.agent.fork(source, index === undefined ? undefined : checkpoints[index]!.seq, { includeUserEdits: true })
+    expect(real.agent.sessionId).toBe(forked.sessionId)
+    expect((await real.agent.tree(forked.sessionId)).forkedFrom).toEqual({ session: source, at: real.logs.get(source)?.length ?? 0 })
+    // The fork shares the source's branches up to the fork; what it does next is its own.
+    const shared = new Map([...tipsOf(model, source)].filter(([leaf]) => leaf <= forked.forkedFrom.at))
+    model.tips.set(forked.sessionId, shared)
+    model.redo = []
+    if (index === undefined) {
+      model.undo = []
+    } else {
+      model.undo = [model.current]
+      model.current = { prompts: model.current.prompts.slice(0, index), before: model.current.before.slice(0, index), workspace: model.current.before[index]! }
+    }
+    await check(model, real)
+  }
+  toString = () => `fork(${this.back === undefined ? "tip" : `back ${this.back}`})`
 }
 
 const send = fc.tuple(
@@ -190,7 +231,8 @@ const commands = fc.commands([
   fc.nat({ max: 3 }).map((back) => new Restore(back)),
   fc.constant(new Undo()),
   fc.constant(new Redo()),
-  fc.nat().map((pick) => new Switch(pick))
+  fc.nat().map((pick) => new Switch(pick)),
+  fc.option(fc.nat({ max: 3 }), { nil: undefined }).map((back) => new Fork(back))
 ], { maxCommands: 16, size: "max" })
 
 /** Run the model against an agent on checkpointers made by `open`, `numRuns` times. */
@@ -211,7 +253,7 @@ export const runTreeModel = (open: () => PromiseCheckpointer, numRuns: number) =
       try {
         const start = workspaceOf(workdir)
         const model: Model = { current: { prompts: [], before: [], workspace: start }, undo: [], redo: [], tips: new Map(), prompts: 0 }
-        await fc.asyncModelRun(() => ({ model, real: { agent, checkpointer, workdir, log: [] } }), generated)
+        await fc.asyncModelRun(() => ({ model, real: { agent, checkpointer, workdir, logs: new Map() } }), generated)
       } finally {
         await agent.close()
         await checkpointer.close()
