@@ -1,5 +1,5 @@
 /**
- * The session tree: a restore, its undo and a switch to another branch on a 5,000-event
+ * The session tree: a restore, its undo, a switch to another branch and a fork on a 5,000-event
  * session against the same on a 50-event session (file backend, the whole workspace captured),
  * and the fold of a log whose current branch has 50 events among 5,000 against a linear
  * 50-event log. Medians of `ROUNDS` rounds; each figure a ratio against a baseline of the run.
@@ -19,6 +19,7 @@ interface Moves {
   readonly restoreMs: number
   readonly undoMs: number
   readonly switchMs: number
+  readonly forkMs: number
 }
 
 /** A session of about `events` events (text turns first, then file-writing turns), then restores, undos and switches timed. */
@@ -46,6 +47,7 @@ const measureMoves = async (events: number): Promise<Moves> => {
   const restoreTimes: Array<number> = []
   const undoTimes: Array<number> = []
   const switchTimes: Array<number> = []
+  const forkTimes: Array<number> = []
   // Every round ends back on the branch it started on: the same last checkpoint. (Listed once:
   // listing a long session's checkpoints makes garbage a timed operation would pay for.)
   const last = (await agent.listCheckpoints("tree")).at(-1)!.seq
@@ -63,12 +65,18 @@ const measureMoves = async (events: number): Promise<Moves> => {
     start = process.hrtime.bigint()
     await agent.switchBranch("tree", tipBefore)
     switchTimes.push(ms(start))
+    // A fork from the last checkpoint, in the workdir; its undo puts the files back for the next round.
+    start = process.hrtime.bigint()
+    const fork = await agent.fork("tree", last, { id: `fork-${round}` })
+    forkTimes.push(ms(start))
+    await agent.undo(fork.sessionId)
+    await agent.resume("tree")
   }
   const head = (await checkpointer.head("tree"))
   await agent.close()
   await checkpointer.close()
   for (const dir of [workdir, store]) rmSync(dir, { recursive: true, force: true })
-  return { events: head, restoreMs: median(restoreTimes), undoMs: median(undoTimes), switchMs: median(switchTimes) }
+  return { events: head, restoreMs: median(restoreTimes), undoMs: median(undoTimes), switchMs: median(switchTimes), forkMs: median(forkTimes) }
 }
 
 /** A linear log of `events` text events. */
@@ -111,6 +119,7 @@ export const runTreeBench = async (): Promise<Array<Array<string>>> => {
   rows.push([label, "restore to the last checkpoint (1 file)", `${large.restoreMs.toFixed(1)} ms`, `${small.restoreMs.toFixed(1)} ms`, x(large.restoreMs / small.restoreMs)])
   rows.push([label, "undo of that restore", `${large.undoMs.toFixed(1)} ms`, `${small.undoMs.toFixed(1)} ms`, x(large.undoMs / small.undoMs)])
   rows.push([label, "switch to another branch", `${large.switchMs.toFixed(1)} ms`, `${small.switchMs.toFixed(1)} ms`, x(large.switchMs / small.switchMs)])
+  rows.push([label, "fork from the last checkpoint (in the workdir)", `${large.forkMs.toFixed(1)} ms`, `${small.forkMs.toFixed(1)} ms`, x(large.forkMs / small.forkMs)])
   const linear = linearLog(50)
   const branched = treeLog(4_950)
   const current = Session.fold(branched)

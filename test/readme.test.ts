@@ -207,6 +207,12 @@ const expectedOutput: Record<string, (stdout: string) => void> = {
   "examples/docs/server/typed-client.ts": (stdout) => {
     expect(stdout).toContain("1 session, head 1, checkpoint: Refactor src/auth.ts")
   },
+  "examples/docs/time-travel/tree.ts": (stdout) => {
+    expect(stdout).toContain("* 3 Write v1 → after it: [11, 21]\n  11 Write v2 → after it: []\n* 21 Write v2b instead → after it: []")
+    expect(stdout).toContain("branches: 17, 27 (current)")
+    expect(stdout).toContain("after undo: v2\nafter redo: v2b")
+    expect(stdout).toContain("a fork of plans (its first 31 events shared) in side/: v2b")
+  },
   "examples/docs/time-travel/restore.ts": (stdout) => {
     expect(stdout).toContain("path: 'built.txt',\n    action: 'delete',")
     expect(stdout).toContain("path: 'greeting.txt',\n    action: 'write',\n    unverified: false,\n    alreadyRestored: false\n  }\n] []")

@@ -67,7 +67,13 @@ const forkPoint = (sessionId: string, source: Session.SessionState, seq: number 
     if (candidate.seq === seq) prompt = candidate
     break
   }
-  const onBranch = source.anchors.toArray().some((anchor) => anchor.seq === seq)
+  let onBranch = false
+  for (let index = source.anchors.length - 1; index >= 0; index--) {
+    const anchor = source.anchors.at(index)!
+    if (anchor.seq > seq) continue
+    onBranch = anchor.seq === seq
+    break
+  }
   if (prompt === undefined || (!onBranch && !isUserCheckpoint(prompt.event, 0))) {
     return refusal(sessionId, seq, "not_a_checkpoint", `seq ${seq} is not a checkpoint of session "${sessionId}" (a prompt, from listCheckpoints or tree)`)
   }
