@@ -67,4 +67,19 @@ describe.each(BACKENDS)("housekeeping on the %s backend", (backend) => {
     expect(await agent.pruneSessions({ olderThanMs: 0 })).toEqual(["old-3"])
     expect((await agent.listSessions()).map((session) => session.id)).toEqual([current])
   })
+
+  it("pruneSessions keeps a session a fork still shares, and deletes it with the fork", async () => {
+    const { agent } = setup([{ text: "a" }, { text: "b" }])
+    await agent.send("hello", { sessionId: "old-1" })
+    await agent.send("hello", { sessionId: "old-2" })
+    const elsewhere = `${tempDir("housekeeping-fork")}/side`
+    await agent.fork("old-1", undefined, { id: "keeper", workdir: elsewhere })
+    await agent.clear()
+    // Most recent first: keeper, old-2, old-1; old-1 stays while keeper reads its events.
+    expect(await agent.pruneSessions({ keepLast: 1 })).toEqual(["old-2"])
+    expect((await agent.listSessions()).map((session) => session.id).sort()).toEqual(["keeper", "old-1"])
+    expect((await agent.tree("keeper")).forkedFrom).toEqual({ session: "old-1", at: expect.any(Number) })
+    expect(await agent.pruneSessions({ olderThanMs: 0 })).toEqual(["keeper", "old-1"])
+    expect(await agent.listSessions()).toEqual([])
+  })
 })

@@ -9,7 +9,7 @@
  * - `SessionPointer.ts` — which session is current.
  */
 import type * as LanguageModel from "@effect/ai/LanguageModel"
-import { Clock, Context, Effect, Exit, Layer, Mailbox, Option, Queue, Schema, Stream } from "effect"
+import { Clock, Context, Effect, Either, Exit, Layer, Mailbox, Option, Queue, Schema, Stream } from "effect"
 import { Checkpointer, type SessionInfo, type SessionStats } from "../core/Checkpointer.js"
 import { type CheckpointerError, ConfigurationError, type InvalidSessionIdError } from "../core/errors.js"
 import type { UserContent } from "../core/events.js"
@@ -307,8 +307,21 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
               (options.keepLast === undefined || index >= options.keepLast) &&
               (options.olderThanMs === undefined || session.mtime.getTime() < now - options.olderThanMs)
             )
-            for (const session of doomed) yield* checkpointer.delete(session.id)
-            return doomed.map((session) => session.id)
+            // A session whose events a fork still shares stays (a fork pruned too goes first).
+            const deleted = new Set<string>()
+            let pending = doomed
+            while (pending.length > 0) {
+              const kept: Array<(typeof doomed)[number]> = []
+              for (const session of pending) {
+                const outcome = yield* Effect.either(checkpointer.delete(session.id))
+                if (Either.isRight(outcome)) deleted.add(session.id)
+                else if (outcome.left._tag === "SessionForkedError") kept.push(session)
+                else return yield* outcome.left
+              }
+              if (kept.length === pending.length) break
+              pending = kept
+            }
+            return doomed.filter((session) => deleted.has(session.id)).map((session) => session.id)
           }))
         }),
       restore: (sessionId, seq, restoreOptions) => moving("restore", sessionId, timeTravel.restore(sessionId, seq, restoreOptions)),
