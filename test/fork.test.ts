@@ -61,8 +61,10 @@ describe("fork", () => {
         })
         expect(Object.keys(diskState(workdir)).sort()).toEqual(["a.txt", "src/b.txt"])
         expect(yield* promptsOf("f")).toEqual(["create files"])
-        // The source is as it was: not one event added, its checkpoints all there.
-        expect(yield* logOf("s")).toEqual(sourceLog)
+        // The source is as it was — one event added, naming its fork — its checkpoints all there.
+        const named = yield* logOf("s")
+        expect(named.slice(0, sourceLog.length)).toEqual(sourceLog)
+        expect(named.slice(sourceLog.length).map((stored) => stored.event)).toEqual([expect.objectContaining({ _tag: "ForkMade", fork: "f", at: sourceLog.length })])
         expect(yield* promptsOf("s")).toEqual(["create files", "edit them"])
         // The fork reads the source's events as its own first ones, and copies none of its blobs.
         const forkLog = yield* logOf("f")
@@ -85,11 +87,12 @@ describe("fork", () => {
         // What the fork does next is its own.
         yield* turn("f", "another way", [{ name: "write_file", input: { path: "d.txt", content: "delta" } }])
         expect(yield* promptsOf("f")).toEqual(["create files", "another way"])
-        expect(yield* logOf("s")).toEqual(sourceLog)
+        expect(yield* logOf("s")).toEqual(named)
+        expect((yield* timeTravel.tree("s")).forks).toEqual([{ session: "f", at: sourceLog.length }])
         // The source cannot go while the fork shares its events.
         const refused = yield* failureOf(checkpointer.delete("s"))
         expect(refused).toBeInstanceOf(SessionForkedError)
-        expect(yield* logOf("s")).toEqual(sourceLog)
+        expect(yield* logOf("s")).toEqual(named)
       }))
     })
   }

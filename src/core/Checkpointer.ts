@@ -281,8 +281,15 @@ export const make = (driver: CheckpointerDriver) =>
                 return yield* new InvalidSeqError({ sessionId, argument: "toSeq", value: toSeq, reason: `is past the head (${head})` })
               }
               if (toSeq === head) return false
-              const sharing = forksOfSession.filter((fork) => fork.at > toSeq)
-              if (sharing.length > 0) return yield* new SessionForkedError({ sessionId, operation: "truncate", forks: sharing })
+              // Nor the record that names a fork: it is how the session finds its forks.
+              const sharing = forksOfSession.filter((fork) => fork.namedAt + shared > toSeq)
+              if (sharing.length > 0) {
+                return yield* new SessionForkedError({
+                  sessionId,
+                  operation: "truncate",
+                  forks: sharing.map((fork) => ({ sessionId: fork.sessionId, at: fork.at }))
+                })
+              }
               yield* session.truncate(toSeq - shared)
               return true
             })).pipe(signalChange(sessionId))
@@ -380,7 +387,13 @@ export const make = (driver: CheckpointerDriver) =>
           Effect.gen(function*() {
             // Forks read their first events from this session: it goes only once they have.
             const sharing = yield* forks.forksOf(sessionId)
-            if (sharing.length > 0) return yield* new SessionForkedError({ sessionId, operation: "delete", forks: sharing })
+            if (sharing.length > 0) {
+              return yield* new SessionForkedError({
+                sessionId,
+                operation: "delete",
+                forks: sharing.map((fork) => ({ sessionId: fork.sessionId, at: fork.at }))
+              })
+            }
             yield* driver.delete(sessionId)
             forks.forget(sessionId)
           }).pipe(signalChange(sessionId))

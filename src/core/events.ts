@@ -13,7 +13,7 @@ import { BackgroundCompleted, Compaction, SessionMetadata } from "./events/lifec
 import { AssistantMessage, RuntimeMessage, ToolResult, UserMessage } from "./events/messages.js"
 import type { JsonValue, StoredArgument, ToolUseBlock, UserContent } from "./events/parts.js"
 import { RestoreEnded, RestoreStarted } from "./events/restores.js"
-import { BranchLabeled, LeafMoved, SessionForked } from "./events/tree.js"
+import { BranchLabeled, ForkMade, LeafMoved, SessionForked } from "./events/tree.js"
 import { WorkspaceCaptured } from "./events/workspace.js"
 
 export { FileChange, FileSnapshot } from "./events/files.js"
@@ -38,7 +38,7 @@ export {
   UserContent
 } from "./events/parts.js"
 export { RestoreBefore, RestoreEnded, RestoreFile, RestoreStarted, RestoreTarget } from "./events/restores.js"
-export { BranchLabeled, LeafMoved, MoveReason, SessionForked } from "./events/tree.js"
+export { BranchLabeled, ForkMade, LeafMoved, MoveReason, SessionForked } from "./events/tree.js"
 export { CaptureCause, CapturedPath, CapturedState, DirectoryState, LinkState, WorkspaceCaptured } from "./events/workspace.js"
 
 /**
@@ -63,7 +63,8 @@ export const SESSION_EVENT_CLASSES = [
   WorkspaceCaptured,
   LeafMoved,
   BranchLabeled,
-  SessionForked
+  SessionForked,
+  ForkMade
 ] as const
 
 export const SessionEvent = Schema.Union(...SESSION_EVENT_CLASSES).annotations({ identifier: "SessionEvent" })

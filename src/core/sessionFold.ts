@@ -65,7 +65,7 @@ const applyCapture = (draft: Draft, seq: number, event: WorkspaceCaptured) => {
 /** Events about the log as a whole rather than a step of the conversation or the workspace: not nodes of the tree. */
 type LogEvent = Extract<
   StoredEvent["event"],
-  { readonly _tag: "LeafMoved" | "BranchLabeled" | "RestoreStarted" | "RestoreEnded" | "SessionMetadata" | "SessionForked" }
+  { readonly _tag: "LeafMoved" | "BranchLabeled" | "RestoreStarted" | "RestoreEnded" | "SessionMetadata" | "SessionForked" | "ForkMade" }
 >
 type NodeEvent = Exclude<StoredEvent["event"], LogEvent>
 
@@ -75,7 +75,8 @@ const LOG_EVENT_TAGS: ReadonlySet<string> = new Set([
   "RestoreStarted",
   "RestoreEnded",
   "SessionMetadata",
-  "SessionForked"
+  "SessionForked",
+  "ForkMade"
 ])
 
 // One read of the tag and a set lookup: reading `_tag` across a dozen event classes is the slow part.
@@ -228,6 +229,9 @@ const applyLogEvent = (draft: Draft, stored: StoredEvent, event: LogEvent, leafB
       draft.forkedFrom = Data.struct({ session: event.from, at: event.at })
       draft.undoable = Data.array([])
       draft.redoable = Data.array([])
+      return
+    case "ForkMade":
+      draft.forks = draft.forks.append(Data.struct({ session: event.fork, at: event.at }))
       return
     case "BranchLabeled":
       draft.nodeLabels = event.label === "" ? HashMap.remove(draft.nodeLabels, event.seq) : HashMap.set(draft.nodeLabels, event.seq, event.label)

@@ -172,6 +172,8 @@ export interface SessionStateFields {
   readonly prompts: AppendOnly<PromptNode>
   /** The session this one was forked from (`SessionForked`), if it is a fork. */
   readonly forkedFrom: ForkOrigin | undefined
+  /** The forks made of this session (`ForkMade`), oldest first: each fork's id and the events it shares. */
+  readonly forks: AppendOnly<ForkOrigin>
   /** The names given to nodes (`BranchLabeled`), by seq. */
   readonly nodeLabels: HashMap.HashMap<number, string>
   readonly kept: KeptStates
@@ -227,6 +229,7 @@ export const emptySessionState: SessionState = new SessionState({
   redoable: Data.array([]),
   prompts: AppendOnly.empty(),
   forkedFrom: undefined,
+  forks: AppendOnly.empty(),
   nodeLabels: HashMap.empty(),
   kept: new KeptStates(AppendOnly.empty(), [], AppendOnly.empty()),
   branchUnknown: false,

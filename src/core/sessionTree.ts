@@ -42,6 +42,8 @@ export interface SessionTree {
   readonly redo: LeafMove | undefined
   /** For a fork: the session it was forked from and how many of its events it shares (the nodes up to there are that session's). */
   readonly forkedFrom?: ForkOrigin
+  /** The forks made of this session, oldest first (some may have been deleted since). */
+  readonly forks?: ReadonlyArray<ForkOrigin>
 }
 
 /** The session's tree (see the module's comment). */
@@ -99,6 +101,7 @@ export const tree = (state: SessionState): SessionTree => {
     branches: branches.sort((a, b) => a.leaf - b.leaf),
     undo: state.undoable.at(-1),
     redo: state.redoable.at(-1),
-    ...(state.forkedFrom === undefined ? {} : { forkedFrom: state.forkedFrom })
+    ...(state.forkedFrom === undefined ? {} : { forkedFrom: state.forkedFrom }),
+    ...(state.forks.length === 0 ? {} : { forks: state.forks.toArray() })
   }
 }

@@ -66,7 +66,9 @@ export const SessionTreeJson = Schema.Struct({
   undo: Schema.NullOr(LeafMoveJson),
   redo: Schema.NullOr(LeafMoveJson),
   /** A fork's origin: the session it was forked from and how many of its events it shares. */
-  forkedFrom: Schema.optionalWith(Schema.Struct({ session: Schema.String, at: Schema.Number }), { exact: true })
+  forkedFrom: Schema.optionalWith(Schema.Struct({ session: Schema.String, at: Schema.Number }), { exact: true }),
+  /** The forks made of this session, oldest first. */
+  forks: Schema.optionalWith(Schema.Array(Schema.Struct({ session: Schema.String, at: Schema.Number })), { exact: true })
 })
 
 export const LabelBody = Schema.Struct({ seq: PositiveInteger, label: Schema.String })

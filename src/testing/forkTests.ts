@@ -19,6 +19,8 @@ const described = (stored: StoredEvent) =>
       ? String(stored.event.content)
       : stored.event._tag === "SessionForked"
       ? `forked ${stored.event.at}`
+      : stored.event._tag === "ForkMade"
+      ? `ForkMade`
       : stored.event._tag
   }`
 const BYTES = new TextEncoder().encode("shared by the fork, stored once\n")
@@ -57,9 +59,9 @@ export const forkTests = <E>({ layer, options, runner, test, timeoutMs }: Confor
         assert.deepEqual((yield* readAll(c, fork, 5)).map(described), ["6:f6"])
         assert.equal((yield* c.version(fork)).head, 6)
         assert.equal((yield* c.stats(fork)).events, 6)
-        // The source goes on as it was; what it appends later is not the fork's.
-        yield* c.append(source, prompts("s6"), 5)
-        assert.deepEqual((yield* readAll(c, source)).map(described), ["1:s1", "2:s2", "3:s3", "4:s4", "5:s5", "6:s6"])
+        // The source names its fork, and goes on; what it appends later is not the fork's.
+        yield* c.append(source, prompts("s7"), 6)
+        assert.deepEqual((yield* readAll(c, source)).map(described), ["1:s1", "2:s2", "3:s3", "4:s4", "5:s5", "6:ForkMade", "7:s7"])
         assert.equal((yield* readAll(c, fork)).length, 6)
         // Expected heads are the fork's as read.
         const conflict = yield* expectFailure(c.append(fork, prompts("stale"), 4), CheckpointConflictError, "a stale head")
@@ -86,7 +88,7 @@ export const forkTests = <E>({ layer, options, runner, test, timeoutMs }: Confor
           "into a session that exists, even at its head"
         )
         assert.match(conflict.detail, /session/)
-        assert.equal(yield* c.head(source), 2)
+        assert.equal(yield* c.head(source), 2, "a refused fork is not named by its source")
         // A fork of all of it, and a fork of a fork.
         assert.equal(yield* c.append(p + "whole", [new SessionForked({ from: source, at: 2 })]), 3)
         yield* c.append(p + "whole", prompts("w"))
@@ -114,8 +116,10 @@ export const forkTests = <E>({ layer, options, runner, test, timeoutMs }: Confor
         assert.deepEqual(deleted.forks, [{ sessionId: fork, at: 3 }])
         assert.match(deleted.message, /delete the forks first/)
         yield* expectFailure(c.truncate(source, 2), SessionForkedError, "cutting shared events")
-        assert.equal(yield* c.head(source), 5)
-        assert.equal(yield* c.truncate(source, 3), 3, "events the fork does not share can go")
+        yield* expectFailure(c.truncate(source, 5), SessionForkedError, "cutting the record that names the fork")
+        assert.equal(yield* c.head(source), 6)
+        yield* c.append(source, prompts("s7"))
+        assert.equal(yield* c.truncate(source, 6), 6, "events the fork does not share can go")
         assert.equal((yield* readAll(c, fork)).length, 4)
         yield* expectFailure(c.truncate(fork, 3), InvalidSeqError, "cutting a fork to its shared events")
         yield* c.append(fork, prompts("f5", "f6"))
@@ -132,9 +136,9 @@ export const forkTests = <E>({ layer, options, runner, test, timeoutMs }: Confor
         const source = p + "source"
         const fork = p + "fork"
         yield* c.append(source, [...prompts("s1"), snapshot])
-        yield* c.append(fork, [new SessionForked({ from: source, at: 1 }), reference])
-        // The source no longer names the blob itself; its fork still does.
+        // The source no longer names the blob itself (not swept yet); its fork names it.
         yield* c.truncate(source, 1)
+        yield* c.append(fork, [new SessionForked({ from: source, at: 1 }), reference])
         assert.equal(yield* c.sweepSnapshots(source), 0)
         assert.deepEqual(Array.from(yield* c.readSnapshot(fork, HASH)), Array.from(BYTES))
         yield* c.delete(fork)

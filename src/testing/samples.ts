@@ -13,6 +13,7 @@ import {
   BranchLabeled,
   LeafMoved,
   SessionForked,
+  ForkMade,
   RestoreEnded,
   RestoreStarted,
   RuntimeMessage,
@@ -227,7 +228,8 @@ const samples = () => [
   new LeafMoved({ from: 30, to: 0, reason: "redo" }),
   new LeafMoved({ from: 0, to: 12, reason: "switch" }),
   new BranchLabeled({ seq: 12, label: "the faster way ✓" }),
-  new BranchLabeled({ seq: 3, label: "" })
+  new BranchLabeled({ seq: 3, label: "" }),
+  new ForkMade({ fork: "the other way", at: 12 })
 ] as const
 
 /**

@@ -69,3 +69,22 @@ export class SessionForked extends EventClass<SessionForked>()("SessionForked", 
     return isNonEmptyString(from) && isCount(at) ? { from, at } : undefined
   }
 }) {}
+
+/**
+ * In the session forked: a fork of it was made — session `fork`, sharing its first `at` events —
+ * so that what would take them (a delete, a truncate, a sweep of their blobs) finds the forks
+ * without looking at every session. Appended before the fork's own first event. Not a node and
+ * not a message: the model never sees it.
+ */
+export class ForkMade extends EventClass<ForkMade>()("ForkMade", {
+  /** The fork. */
+  fork: Schema.NonEmptyString,
+  /** How many of this session's events it shares. */
+  at: Count
+}, {
+  check: (json) => {
+    if (!isFields(json)) return undefined
+    const { at, fork } = json
+    return isNonEmptyString(fork) && isCount(at) ? { fork, at } : undefined
+  }
+}) {}

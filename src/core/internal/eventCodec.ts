@@ -16,7 +16,8 @@ const knownTags: ReadonlySet<string> = new Set(SESSION_EVENT_TAGS)
 
 const describe = (error: ParseResult.ParseError): string => ParseResult.TreeFormatter.formatErrorSync(error)
 
-const tagOf = (raw: unknown): unknown =>
+/** The `_tag` of a stored record's event, read without decoding it (undefined when it has none). */
+export const tagOf = (raw: unknown): unknown =>
   typeof raw === "object" && raw !== null && "event" in raw && typeof raw.event === "object" && raw.event !== null
     ? (raw.event as { readonly _tag?: unknown })._tag
     : undefined

@@ -3,13 +3,14 @@
  * as `from`'s events 1…at followed by its own: shared, not copied. Whether a session is one is
  * read once from its first record and kept (a session's first record changes only when it is
  * deleted or cut to nothing and made again, which a generation other than the one it was read
- * under shows); the forks of a session are found among all sessions, for what would take the
- * events they share (a delete, a truncate) or the blobs their own events name (a sweep).
+ * under shows). The forks of a session are named by the `ForkMade` events in its own log, for
+ * what would take the events they share (a delete, a truncate) or the blobs their own events
+ * name (a sweep).
  */
-import { Effect, Either } from "effect"
+import { Effect, Either, Stream } from "effect"
 import type { CheckpointerDriver } from "../CheckpointerDriver.js"
 import type { CheckpointerError } from "../errors.js"
-import { decodeStoredEvent } from "./eventCodec.js"
+import { decodeStoredEvent, tagOf } from "./eventCodec.js"
 
 /** Where a fork's log starts: the first `at` events of session `from`. */
 export interface ForkOrigin {
@@ -17,10 +18,12 @@ export interface ForkOrigin {
   readonly at: number
 }
 
-/** A fork of a session, and how many of its events the fork shares. */
+/** A fork of a session, how many of its events the fork shares, and where the session's own log names it. */
 export interface ForkOf {
   readonly sessionId: string
   readonly at: number
+  /** The own seq (not counting events the session itself shares as a fork) of its `ForkMade`. */
+  readonly namedAt: number
 }
 
 /** How long a chain of forks of forks may be: a longer one (only a damaged store makes a cycle) is an integrity error. */
@@ -29,7 +32,10 @@ export const MAX_FORK_DEPTH = 64
 export interface ForkOrigins {
   /** The session's origin when it is a fork (read from its first record the first time, then kept). */
   readonly of: (sessionId: string) => Effect.Effect<ForkOrigin | undefined, CheckpointerError>
-  /** The same, checked against a generation just read: a session made again since it was looked at is read again. */
+  /**
+   * The same, checked against a generation just read: a session made again since it was looked at
+   * is read again (one whose first record cannot be read counts as no fork: its reads say why).
+   */
   readonly under: (sessionId: string, generation: string) => Effect.Effect<ForkOrigin | undefined, CheckpointerError>
   /** This checkpointer made `sessionId`'s first record. */
   readonly created: (sessionId: string, origin: ForkOrigin | undefined) => void
@@ -39,7 +45,7 @@ export interface ForkOrigins {
   readonly forksOf: (sessionId: string) => Effect.Effect<ReadonlyArray<ForkOf>, CheckpointerError>
   /** Every fork of the session, every fork of those, and so on. */
   readonly below: (sessionId: string) => Effect.Effect<ReadonlyArray<string>, CheckpointerError>
-  /** The session's head as read: a fork's own head plus the events it shares. */
+  /** The session's head as read: a fork's own head plus the events it shares (its own, when its first record cannot be read). */
   readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
   /** A blob's bytes from the session's own store or, for a fork, from the stores it shares events with. */
   readonly blob: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array | undefined, CheckpointerError>
@@ -78,23 +84,37 @@ export const make = (driver: CheckpointerDriver): ForkOrigins => {
         ? Effect.succeed(data)
         : Effect.flatMap(of(sessionId), (origin) => (origin === undefined ? Effect.succeed(undefined) : blob(origin.from, sha256, depth + 1))))
 
+  // A fork's source logs a `ForkMade` naming it before the fork's first event: its own records
+  // say which sessions may be its forks; each still is one if it exists and names it as its source.
   const forksOf: ForkOrigins["forksOf"] = (sessionId) =>
-    Effect.flatMap(driver.list, (sessions) =>
-      Effect.map(
-        Effect.forEach(sessions, (session) =>
-          session.id === sessionId ? Effect.succeed([]) : Effect.map(
-            // A session that cannot be read (deleted meanwhile, damaged) is no fork anyone can read.
-            Effect.orElseSucceed(of(session.id), () => undefined),
-            (origin): ReadonlyArray<ForkOf> => origin?.from === sessionId ? [{ sessionId: session.id, at: origin.at }] : []
-          )),
-        (found) => found.flat()
-      ))
+    Effect.gen(function*() {
+      const named = new Map<string, number>()
+      yield* Stream.runForEach(driver.read(sessionId, 0), (raw) => {
+        if (tagOf(raw) !== "ForkMade") return Effect.void
+        return Either.match(decodeStoredEvent(sessionId, 0, raw), {
+          onLeft: Effect.fail,
+          onRight: ({ event, seq }) => Effect.sync(() => {
+            // The first record naming a fork is the one to keep (a fork made again after a crash names it twice).
+            if (event._tag === "ForkMade" && !named.has(event.fork)) named.set(event.fork, seq)
+          })
+        })
+      })
+      const forks: Array<ForkOf> = []
+      for (const [candidate, namedAt] of named) {
+        // One that cannot be read (deleted meanwhile, damaged) is no fork anyone can read.
+        const origin = yield* Effect.orElseSucceed(of(candidate), () => undefined)
+        if (origin?.from === sessionId) forks.push({ sessionId: candidate, at: origin.at, namedAt })
+      }
+      return forks
+    })
 
   return {
     of,
     under: (sessionId, generation) => {
       const entry = known.get(sessionId)
-      if (entry === undefined || (entry.generation !== undefined && entry.generation !== generation)) return learn(sessionId)
+      if (entry === undefined || (entry.generation !== undefined && entry.generation !== generation)) {
+        return Effect.orElseSucceed(learn(sessionId), () => undefined)
+      }
       if (entry.generation === undefined) known.set(sessionId, { origin: entry.origin, generation })
       return Effect.succeed(entry.origin ?? undefined)
     },
@@ -118,7 +138,8 @@ export const make = (driver: CheckpointerDriver): ForkOrigins => {
         return found
       }),
     head: (sessionId) =>
-      Effect.flatMap(of(sessionId), (origin) =>
+      // A session whose first record cannot be read (damaged) reads as its own log here: its read says why.
+      Effect.flatMap(Effect.orElseSucceed(of(sessionId), () => undefined), (origin) =>
         origin === undefined ? driver.head(sessionId) : Effect.map(driver.head(sessionId), (head) => (head === 0 ? 0 : head + origin.at))),
     blob: (sessionId, sha256) => blob(sessionId, sha256, 0)
   }

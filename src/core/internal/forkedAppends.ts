@@ -5,7 +5,7 @@
 import { Clock, Effect, Either } from "effect"
 import type { CheckpointerDriver, SnapshotBlob } from "../CheckpointerDriver.js"
 import { CheckpointConflictError, type CheckpointerError, InvalidEventError } from "../errors.js"
-import type { SessionEvent, SessionForked } from "../events.js"
+import { ForkMade, type SessionEvent, type SessionForked } from "../events.js"
 import { sessionIdProblem } from "../sessionId.js"
 import { type ForkOrigin, type ForkOrigins, MAX_FORK_DEPTH } from "./forkOrigins.js"
 import { separateBlobs } from "./snapshotSeparation.js"
@@ -44,7 +44,11 @@ export const make = (
           const records = encoded.map((event, index) => ({ seq: session.head + index + 1, ts, event }))
           // The blobs first: a logged reference must never lack its blob.
           const stored = blobs.length > 0 ? Effect.zipRight(session.putBlobs(blobs), session.append(records)) : session.append(records)
-          return Effect.as(stored, session.head + records.length + shared)
+          // A session this append starts is no fork (a fork starts with its SessionForked): known without a read.
+          const started = session.head === 0 && origin === undefined
+            ? Effect.tap(stored, () => Effect.sync(() => forks.created(sessionId, undefined)))
+            : stored
+          return Effect.as(started, session.head + records.length + shared)
         })
         if (references.size === 0) return write
         // A reference to a blob the store does not hold would make a snapshot that can never be restored.
@@ -95,6 +99,11 @@ export const make = (
       let depth = 1
       for (let origin = yield* forks.of(forked.from); origin !== undefined; origin = yield* forks.of(origin.from)) {
         if (++depth > MAX_FORK_DEPTH) return yield* refuse(`forks of forks go at most ${MAX_FORK_DEPTH} deep`)
+      }
+      // The source names its fork first (a crash before the fork exists leaves a name that names
+      // nothing: whoever looks checks that the fork is there and forked from it).
+      if ((yield* driver.head(sessionId)) === 0) {
+        yield* appendOwn(forked.from, [new ForkMade({ fork: sessionId, at: forked.at })], undefined, yield* forks.of(forked.from))
       }
       const origin = { from: forked.from, at: forked.at }
       const head = yield* appendOwn(sessionId, events, 0, origin).pipe(
