@@ -24,11 +24,13 @@ interface Run {
   readonly stderr: string
 }
 
-const cli = async (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}): Promise<Run> => {
+const cli = async (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}, stdin = ""): Promise<Run> => {
   const environment: NodeJS.ProcessEnv = { ...process.env, LITE_AGENT_HOME: tempDir("cli-home"), ...env }
   delete environment.ANTHROPIC_API_KEY
   if (env.ANTHROPIC_API_KEY !== undefined) environment.ANTHROPIC_API_KEY = env.ANTHROPIC_API_KEY
-  return promisify(execFile)(process.execPath, [...nodeArgs(main), ...args], { cwd: root, env: environment, timeout: 120_000 }).then(
+  const running = promisify(execFile)(process.execPath, [...nodeArgs(main), ...args], { cwd: root, env: environment, timeout: 120_000 })
+  running.child.stdin?.end(stdin)
+  return running.then(
     ({ stderr, stdout }) => ({ code: 0, stdout, stderr }),
     (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? "", stderr: error.stderr ?? "" })
   )
@@ -125,6 +127,12 @@ describe("lite-agent -p (print mode)", () => {
     [["-p", "hi", "--checkpointer", "s3:bucket"], "expected file:<dir>, sqlite:<file> or postgres:<url>"],
     [["-p", "hi", "--checkpointer", "postgres:not a url"], "--checkpointer postgres:<url>: is not a URL"],
     [["-p", "hi", "--session", "a", "--continue"], "cannot be used together"],
+    [["-p", "hi", "--session", "../../etc"], '--session "../../etc" is not a session id'],
+    [["-p", "hi", "--session", "a/b"], '--session "a/b" is not a session id'],
+    [["-p", "hi", "--session", ""], '--session "" is not a session id'],
+    [["-p", "hi", "--workdir", "/nonexistent/lite-agent"], "--workdir: /nonexistent/lite-agent does not exist"],
+    [["serve", "--workdir", "/nonexistent/lite-agent"], "--workdir: /nonexistent/lite-agent does not exist"],
+    [["-p", "-"], "-p -: stdin held no prompt"],
     [["-p", "hi", "--max-steps", "0"], "--max-steps must be a positive integer"],
     [["-p", "hi", "--output-format", "xml"], "Expected one of the following cases: text, json, stream-json"],
     [["-p", "hi", "--capture", "none"], "Expected one of the following cases: all, tools"],
@@ -135,6 +143,24 @@ describe("lite-agent -p (print mode)", () => {
     const run = await cli(args)
     expect(run.code).toBe(2)
     expect(run.stdout + run.stderr).toContain(message)
+  })
+
+  it("-p - reads the prompt from stdin", async () => {
+    const sessions = tempDir("cli-stdin-sessions")
+    const run = await cli(
+      ["-p", "-", "--model", `scripted:${turnsFile([{ text: "read it" }])}`, "--checkpointer", `file:${sessions}`, "--output-format", "json"],
+      {},
+      "a prompt\nof two lines\n"
+    )
+    expect(run.code, run.stderr).toBe(0)
+    const checkpointer = fileCheckpointer({ dir: sessions })
+    try {
+      const [session] = await checkpointer.list()
+      const prompts = (await checkpointer.read(session!.id)).filter((stored) => stored.event._tag === "UserMessage")
+      expect(prompts.map((stored) => stored.event._tag === "UserMessage" ? stored.event.content : "")).toEqual(["a prompt\nof two lines\n"])
+    } finally {
+      await checkpointer.close()
+    }
   })
 
   it("a turns file that is not a valid script exits 2 naming the problem", async () => {

@@ -18,6 +18,8 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Context, Effect, Exit, Layer, ManagedRuntime, Option } from "effect"
 import { ConfigurationError } from "../core/errors.js"
+import { sessionIdProblem } from "../core/sessionId.js"
+import { workdirProblem } from "../tools/Workspace.js"
 import * as SessionServer from "../server/SessionServer.js"
 import { runInteractive } from "./interactive.js"
 import { runPrint } from "./print.js"
@@ -30,7 +32,7 @@ export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
 const options = {
   print: Options.text("print").pipe(
     Options.withAlias("p"),
-    Options.withDescription("Run one turn with this prompt, print the answer and exit"),
+    Options.withDescription("Run one turn with this prompt (- reads it from stdin), print the answer and exit"),
     Options.optional
   ),
   outputFormat: Options.choice("output-format", OUTPUT_FORMATS).pipe(
@@ -56,6 +58,27 @@ const options = {
   )
 }
 
+/** `--session` must be a session id and `--workdir` a directory this process can use: exit 2 otherwise, before anything starts. */
+const checkedSessionAndWorkdir = (session: Option.Option<string>, workdir: Option.Option<string>) =>
+  Effect.suspend(() => {
+    const idProblem = Option.isSome(session) ? sessionIdProblem(session.value) : undefined
+    if (idProblem !== undefined) {
+      return Effect.fail(new CliUsageError({ message: `--session ${JSON.stringify(Option.getOrElse(session, () => ""))} is not a session id: ${idProblem}` }))
+    }
+    const workdirError = Option.isSome(workdir) ? workdirProblem(workdir.value) : undefined
+    return workdirError === undefined ? Effect.void : Effect.fail(new CliUsageError({ message: `--workdir: ${workdirError.detail}` }))
+  })
+
+/** The whole of stdin, as the prompt of `-p -`; an empty one is a usage error. */
+const promptFromStdin = Effect.flatMap(
+  Effect.promise(async () => {
+    const chunks: Array<Buffer> = []
+    for await (const chunk of process.stdin) chunks.push(Buffer.from(chunk))
+    return Buffer.concat(chunks).toString("utf8")
+  }),
+  (text) => text.trim() === "" ? Effect.fail(new CliUsageError({ message: "-p -: stdin held no prompt" })) : Effect.succeed(text)
+)
+
 const liteAgent = Command.make("lite-agent", options, (args) =>
   Effect.gen(function*() {
     if (Option.isSome(args.session) && args.continue) {
@@ -64,7 +87,9 @@ const liteAgent = Command.make("lite-agent", options, (args) =>
     if (Option.isSome(args.maxSteps) && args.maxSteps.value <= 0) {
       return yield* new CliUsageError({ message: `--max-steps must be a positive integer, got ${args.maxSteps.value}` })
     }
-    const prompt = Option.getOrUndefined(args.print)
+    yield* checkedSessionAndWorkdir(args.session, args.workdir)
+    // `-p -`: the prompt is what comes on stdin.
+    const prompt = Option.isSome(args.print) && args.print.value === "-" ? yield* promptFromStdin : Option.getOrUndefined(args.print)
     const checkpointer = yield* checkpointerLayer(Option.getOrUndefined(args.checkpointer))
     const model = yield* modelProvider(args.model)
     const layer = agentLayer({
@@ -105,6 +130,7 @@ const serveOptions = {
 
 const serve = Command.make("serve", serveOptions, (args) =>
   Effect.gen(function*() {
+    yield* checkedSessionAndWorkdir(Option.none(), args.workdir)
     const checkpointer = yield* checkpointerLayer(Option.getOrUndefined(args.checkpointer))
     const model = Option.isSome(args.model) ? Option.some(yield* modelProvider(args.model.value)) : Option.none()
     const token = Option.getOrUndefined(Option.orElse(args.token, () => Option.fromNullable(process.env["LITE_AGENT_TOKEN"])))
