@@ -151,7 +151,10 @@ describe("lite-agent in a terminal", () => {
     await tty.waitFor("new session ")
     tty.type("/resume\r")
     await tty.waitFor("usage: /resume <id>")
-    tty.type(`/resume ${sessionId}\r`)
+    tty.type("/resume nosuch\r")
+    await tty.waitFor("error: no session nosuch")
+    // The start of an id is enough when only one session starts so.
+    tty.type(`/resume ${sessionId.slice(0, 8)}\r`)
     await tty.waitFor(`session ${sessionId}`)
 
     tty.type("\u0004")

@@ -28,7 +28,7 @@ const HELP = [
   "  /label <seq> [name]              name a checkpoint or a branch's tip (no name: remove it)",
   "  /fork [seq] [--to <dir>] [--yes] a new session from before a checkpoint (or the tip), here or in <dir>",
   "  /sessions                        the sessions, most recent first",
-  "  /resume <id>                     continue another session",
+  "  /resume <id>                     continue another session (the start of its id is enough)",
   "  /clear                           start a new session (the old one is kept)",
   "  /help                            this list",
   "  /exit                            leave (or Ctrl-D, or Ctrl-C twice at an empty prompt)"
@@ -266,8 +266,18 @@ export const runInteractive = async (
       }
       case "resume": {
         if (args.length !== 1) return print("error: give one session id\nusage: /resume <id>")
-        const exit = await runtime.runPromiseExit(agent.resume(args[0]!))
-        return print(Exit.isSuccess(exit) ? `session ${args[0]}` : `error: ${describeError(Cause.squash(exit.cause))}`)
+        // An id, or the start of exactly one: never a new empty session by mistake (/clear starts one).
+        const sessions = await runtime.runPromiseExit(agent.listSessions())
+        if (Exit.isFailure(sessions)) return print(`error: ${describeError(Cause.squash(sessions.cause))}`)
+        const wanted = args[0]!
+        const exact = sessions.value.find((session) => session.id === wanted)
+        const matches = exact !== undefined ? [exact] : sessions.value.filter((session) => session.id.startsWith(wanted))
+        if (matches.length === 0) return print(`error: no session ${wanted} (/sessions lists them, /clear starts a new one)`)
+        if (matches.length > 1) {
+          return print(`error: ${wanted} starts ${matches.length} sessions (${matches.map((session) => session.id).join(", ")}): give more of it`)
+        }
+        const exit = await runtime.runPromiseExit(agent.resume(matches[0]!.id))
+        return print(Exit.isSuccess(exit) ? `session ${matches[0]!.id}` : `error: ${describeError(Cause.squash(exit.cause))}`)
       }
       case "clear": {
         const id = await runtime.runPromise(agent.clear())
