@@ -6,6 +6,7 @@
  */
 import { execFile } from "node:child_process"
 import { readFileSync, writeFileSync } from "node:fs"
+import { type AddressInfo, createServer } from "node:net"
 import { join, resolve } from "node:path"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -143,6 +144,20 @@ describe("lite-agent -p (print mode)", () => {
     const run = await cli(args)
     expect(run.code).toBe(2)
     expect(run.stdout + run.stderr).toContain(message)
+  })
+
+  it("serve on a port in use exits 1 saying so", async () => {
+    const taken = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve))
+    try {
+      const port = (taken.address() as AddressInfo).port
+      const run = await cli(["serve", "--port", String(port)])
+      expect(run.code).toBe(1)
+      expect(run.stderr).toContain("EADDRINUSE")
+      expect(run.stderr).toContain(String(port))
+    } finally {
+      await new Promise((resolve) => taken.close(resolve))
+    }
   })
 
   it("-p - reads the prompt from stdin", async () => {

@@ -25,7 +25,10 @@ const usage = (message: string) => new CliUsageError({ message })
 /** An error as the command shows it: `<Tag>: <message>` for the library's tagged errors. */
 export const describeError = (error: unknown): string => {
   const tag = typeof error === "object" && error !== null && "_tag" in error ? `${String(error._tag)}: ` : ""
-  return `${tag}${error instanceof Error ? error.message : String(error)}`
+  const message = error instanceof Error ? error.message : String(error)
+  // An error that says nothing itself (the HTTP server's failure to listen) says what caused it.
+  const cause = message === "" && typeof error === "object" && error !== null && "cause" in error ? error.cause : undefined
+  return `${tag}${cause === undefined ? message : cause instanceof Error ? cause.message : String(cause)}`
 }
 
 /** `anthropic` (default) or `scripted:<turns.json>`. */
