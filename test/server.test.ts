@@ -89,7 +89,6 @@ describe("sessions as JSON", () => {
     expect(checkpoints).toMatchObject({ checkpoints: [{ seq: 1, prompt: "first" }, { seq: 2, prompt: "second" }], interruptedRestore: null })
     // The wire format of each error status, pinned with raw requests.
     expect(await request(url("/sessions/nope"), { token: TOKEN })).toMatchObject({ status: 404, json: { error: "SessionNotFound" } })
-    expect(await request(url("/sessions/nope/events"), { token: TOKEN })).toMatchObject({ status: 404 })
     expect(await request(url("/sessions/..hidden"), { token: TOKEN })).toMatchObject({ status: 400, json: { error: "BadRequest" } })
     expect(await request(url("/sessions/json-a/events?sinceSeq=-1"), { token: TOKEN })).toMatchObject({ status: 400 })
     expect(await request(url("/sessions/json-a/events?sinceSeq=abc"), { token: TOKEN })).toMatchObject({ status: 400 })
@@ -179,6 +178,17 @@ describe("a session's events over SSE", () => {
     await writing
     expect(seen).toEqual(Array.from({ length: total }, (_, i) => i + 1))
     expect(reconnects).toBeGreaterThan(3)
+  })
+
+  it("a session with no events yet is followed from before its first event", async () => {
+    const session = "not-yet"
+    const connection = await connectSse(url(`/sessions/${session}/events`), { token: TOKEN })
+    const first = connection.messages[Symbol.asyncIterator]().next()
+    await checkpointer.append(session, [prompt("the first")])
+    const message = await first
+    connection.abort()
+    expect(message.done).toBe(false)
+    expect(message.value && `${message.value.id}:${contentOf(message.value)}`).toBe("1:the first")
   })
 
   it("?sinceSeq= starts after it; a truncate is a `reset` with id 0, then the new log", async () => {

@@ -117,7 +117,7 @@ export const sessionHandlers = (
           Effect.gen(function*() {
             const sessionId = yield* checkedSessionId(path.id)
             const { generation, sinceSeq } = yield* resumePoint(request)
-            yield* existing(checkpointer, sessionId)
+            // A session with no events yet is followed too: its first event comes when it is appended.
             return yield* sse.respond(request, (client) => hubs.serve(client, sessionId, sinceSeq, generation))
           }))
         .handle("delete", ({ path }) =>
