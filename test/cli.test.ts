@@ -146,6 +146,22 @@ describe("lite-agent -p (print mode)", () => {
     expect(run.stdout + run.stderr).toContain(message)
   })
 
+  it("--help lists every option with what it does, and serve; serve --help its own", async () => {
+    const help = await cli(["--help"])
+    expect(help.code).toBe(0)
+    for (const text of ["serve", "--print", "--output-format", "--workdir", "--session", "--continue", "--checkpointer", "--model", "--capture", "Exit codes"]) {
+      expect(help.stdout).toContain(text)
+    }
+    expect(help.stdout).not.toContain("A user-defined piece of text")
+    expect(help.stdout).not.toContain("--wizard")
+    const serveHelp = await cli(["serve", "-h"])
+    expect(serveHelp.code).toBe(0)
+    for (const text of ["--host", "--port", "--token", "Also serve an agent"]) expect(serveHelp.stdout).toContain(text)
+    // After an option that takes a value, --help is that value.
+    const asPrompt = await cli(["-p", "--help", "--model", `scripted:${turnsFile([{ text: "a prompt called --help" }])}`, "--checkpointer", `file:${tempDir("cli-help")}`])
+    expect(asPrompt.stdout).toContain("a prompt called --help")
+  })
+
   it("serve on a port in use exits 1 saying so", async () => {
     const taken = createServer()
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve))

@@ -29,31 +29,92 @@ const OUTPUT_FORMATS = ["text", "json", "stream-json"] as const
 const DEFAULT_PORT = 7321
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
 
+/** What each option means: given to @effect/cli and printed by `--help`, one text for both. */
+const ABOUT = {
+  print: ["-p, --print <prompt>", "Run one turn with this prompt (- reads it from stdin), print the answer and exit"],
+  outputFormat: [
+    "--output-format text|json|stream-json",
+    "Print mode output: text (the answer), json (the result), stream-json (one JSON object per event per line)"
+  ],
+  workdir: ["--workdir <dir>", "The directory the tools work in (default: the current one)"],
+  session: ["--session <id>", "Continue this session"],
+  continue: ["--continue", "Continue the most recent session"],
+  checkpointer: [
+    "--checkpointer <store>",
+    "Where sessions live: file:<dir>, sqlite:<file> or postgres:<url> (default: the file backend in ~/.lite-agent/sessions)"
+  ],
+  model: ["--model <model>", "anthropic (needs ANTHROPIC_API_KEY) or scripted:<turns.json> (offline)"],
+  modelName: ["--model-name <name>", "The provider's model name"],
+  maxSteps: ["--max-steps <n>", "Model calls per turn at most"],
+  capture: [
+    "--capture all|tools",
+    "What a restore covers: all (the whole workdir, shell commands' changes included) or tools (the file tools' changes only)"
+  ],
+  host: ["--host <address>", "The address to listen on (default 127.0.0.1; others need --token)"],
+  port: ["--port <n>", "The port (default 7321; 0 picks a free one)"],
+  token: [
+    "--token <token>",
+    "The bearer token clients must send, at least 16 characters (default: LITE_AGENT_TOKEN, else a random one, printed)"
+  ],
+  serveModel: ["--model <model>", "Also serve an agent: anthropic or scripted:<turns.json> (default: sessions only)"]
+} as const
+
+const helpText = (usage: string, commands: ReadonlyArray<readonly [string, string]>, keys: ReadonlyArray<keyof typeof ABOUT>) => {
+  const rows = [...keys.map((key) => ABOUT[key]), ["-h, --help", "Show this help"] as const, ["--version", "Show the version"] as const]
+  const width = Math.max(...[...rows, ...commands].map(([flag]) => flag.length)) + 2
+  const lines = (list: ReadonlyArray<readonly [string, string]>) => list.map(([flag, about]) => `  ${flag.padEnd(width)}${about}`)
+  return [
+    `Usage: ${usage}`,
+    "",
+    ...(commands.length === 0 ? [] : ["Commands:", ...lines(commands), ""]),
+    "Options:",
+    ...lines(rows),
+    "",
+    "Exit codes: 0 done, 1 a failure at run time (the error on stderr), 2 a command line that cannot run, 130 interrupted.",
+    ""
+  ].join("\n")
+}
+
+const MAIN_HELP = helpText(
+  [
+    "lite-agent [options]              an interactive session in this terminal",
+    "       lite-agent -p <prompt> [options]   one turn, the answer printed",
+    "       lite-agent serve [options]         sessions (and an agent) over HTTP"
+  ].join("\n"),
+  [["serve", "Serve sessions over HTTP and Server-Sent Events (lite-agent serve --help)"]],
+  ["print", "outputFormat", "workdir", "session", "continue", "checkpointer", "model", "modelName", "maxSteps", "capture"]
+)
+const SERVE_HELP = helpText(
+  "lite-agent serve [options]",
+  [],
+  ["host", "port", "token", "checkpointer", "serveModel", "modelName", "maxSteps", "workdir", "capture"]
+)
+
 const options = {
   print: Options.text("print").pipe(
     Options.withAlias("p"),
-    Options.withDescription("Run one turn with this prompt (- reads it from stdin), print the answer and exit"),
+    Options.withDescription(ABOUT.print[1]),
     Options.optional
   ),
   outputFormat: Options.choice("output-format", OUTPUT_FORMATS).pipe(
-    Options.withDescription("Print mode output: text (the answer), json (the result), stream-json (one JSON object per event per line)"),
+    Options.withDescription(ABOUT.outputFormat[1]),
     Options.withDefault("text" as OutputFormat)
   ),
-  workdir: Options.text("workdir").pipe(Options.withDescription("The directory the tools work in (default: the current one)"), Options.optional),
-  session: Options.text("session").pipe(Options.withDescription("Continue this session"), Options.optional),
-  continue: Options.boolean("continue").pipe(Options.withDescription("Continue the most recent session")),
+  workdir: Options.text("workdir").pipe(Options.withDescription(ABOUT.workdir[1]), Options.optional),
+  session: Options.text("session").pipe(Options.withDescription(ABOUT.session[1]), Options.optional),
+  continue: Options.boolean("continue").pipe(Options.withDescription(ABOUT.continue[1])),
   checkpointer: Options.text("checkpointer").pipe(
-    Options.withDescription("Where sessions live: file:<dir>, sqlite:<file> or postgres:<url> (default: the file backend in ~/.lite-agent/sessions)"),
+    Options.withDescription(ABOUT.checkpointer[1]),
     Options.optional
   ),
   model: Options.text("model").pipe(
-    Options.withDescription("anthropic (needs ANTHROPIC_API_KEY) or scripted:<turns.json> (offline)"),
+    Options.withDescription(ABOUT.model[1]),
     Options.withDefault("anthropic")
   ),
-  modelName: Options.text("model-name").pipe(Options.withDescription("The provider's model name"), Options.optional),
-  maxSteps: Options.integer("max-steps").pipe(Options.withDescription("Model calls per turn at most"), Options.optional),
+  modelName: Options.text("model-name").pipe(Options.withDescription(ABOUT.modelName[1]), Options.optional),
+  maxSteps: Options.integer("max-steps").pipe(Options.withDescription(ABOUT.maxSteps[1]), Options.optional),
   capture: Options.choice("capture", ["all", "tools"] as const).pipe(
-    Options.withDescription("What a restore covers: all (the whole workdir, shell commands' changes included) or tools (the file tools' changes only)"),
+    Options.withDescription(ABOUT.capture[1]),
     Options.withDefault("all" as const)
   )
 }
@@ -111,15 +172,15 @@ const liteAgent = Command.make("lite-agent", options, (args) =>
   }))
 
 const serveOptions = {
-  host: Options.text("host").pipe(Options.withDescription("The address to listen on (default 127.0.0.1; others need --token)"), Options.withDefault("127.0.0.1")),
-  port: Options.integer("port").pipe(Options.withDescription("The port (default 7321; 0 picks a free one)"), Options.withDefault(DEFAULT_PORT)),
+  host: Options.text("host").pipe(Options.withDescription(ABOUT.host[1]), Options.withDefault("127.0.0.1")),
+  port: Options.integer("port").pipe(Options.withDescription(ABOUT.port[1]), Options.withDefault(DEFAULT_PORT)),
   token: Options.text("token").pipe(
-    Options.withDescription("The bearer token clients must send, at least 16 characters (default: LITE_AGENT_TOKEN, else a random one, printed)"),
+    Options.withDescription(ABOUT.token[1]),
     Options.optional
   ),
   checkpointer: options.checkpointer,
   model: Options.text("model").pipe(
-    Options.withDescription("Also serve an agent: anthropic or scripted:<turns.json> (default: sessions only)"),
+    Options.withDescription(ABOUT.serveModel[1]),
     Options.optional
   ),
   modelName: options.modelName,
@@ -185,7 +246,16 @@ const exitCodeOf = (exit: Exit.Exit<unknown, unknown>): number => {
   return 1
 }
 
-const main = cli(process.argv).pipe(
+/** Options that take a value: a `--help` right after one is that value, not a request for help. */
+const TAKES_VALUE = new Set(["-p", "--print", "--output-format", "--workdir", "--session", "--checkpointer", "--model", "--model-name", "--max-steps", "--capture", "--host", "--port", "--token"])
+const asksForHelp = (args: ReadonlyArray<string>) =>
+  args.some((arg, index) => (arg === "--help" || arg === "-h") && !TAKES_VALUE.has(args[index - 1] ?? ""))
+
+const main = (asksForHelp(process.argv.slice(isServe ? 3 : 2))
+  ? Effect.sync(() => {
+    process.stdout.write(isServe ? SERVE_HELP : MAIN_HELP)
+  })
+  : cli(process.argv)).pipe(
   Effect.catchAll((error) =>
     Effect.sync(() => {
       if (ValidationError.isValidationError(error)) {
