@@ -123,6 +123,21 @@ describe("lite-agent serve with an agent (scripted model)", () => {
       expect(response.status, what).toBe(what === "too large" ? 413 : 400)
       expect(JSON.stringify(response.json), what).toContain(what)
     }
+    // A body with no declared length (chunked) that grows past the limit: its 413 too, not a reset.
+    const chunks = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let i = 0; i < 40; i++) controller.enqueue(new Uint8Array(64 * 1024).fill(120))
+        controller.close()
+      }
+    })
+    const chunked = await fetch(`${server.url}/sessions/work/messages`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: chunks,
+      duplex: "half"
+    } as RequestInit & { readonly duplex: "half" })
+    expect(chunked.status).toBe(413)
+    expect(await chunked.text()).toContain("PayloadTooLarge")
     expect(await answer(server.url, TOKEN, (client) => client.sessions.get({ path: { id: "work" } }))).toMatchObject({ head: 12 })
   })
 

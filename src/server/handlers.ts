@@ -8,6 +8,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import type { LiteAgentService } from "../agent/LiteAgent.js"
@@ -31,15 +32,44 @@ const checkedSessionId = (sessionId: string) => {
 const maxBodySize = Effect.map(HttpIncomingMessage.MaxBodySize, (size) => Option.match(size, { onNone: () => Infinity, onSome: Number }))
 
 /** The request's JSON body decoded with `schema` (unknown keys refused), or a 400 (413) saying what is wrong. */
+/**
+ * The request's body as text, at most `limit` bytes. A declared length over the limit never gets
+ * here (the app answers 413 first); a body without one (chunked) that grows past it is left
+ * unread from there on — not destroyed, so that the 413 reaches the client before the connection
+ * closes.
+ */
+const bodyText = (request: HttpServerRequest.HttpServerRequest, limit: number) =>
+  Effect.async<string, ReturnType<typeof payloadTooLarge> | ReturnType<typeof badRequest>>((resume) => {
+    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+    const chunks: Array<Buffer> = []
+    let size = 0
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size <= limit) return void chunks.push(chunk)
+      incoming.pause()
+      finish(Effect.fail(payloadTooLarge(limit)))
+    }
+    const onEnd = () => finish(Effect.succeed(Buffer.concat(chunks).toString("utf8")))
+    const onError = (error: Error) => finish(Effect.fail(badRequest(`cannot read the request body: ${error.message}`)))
+    const stop = () => {
+      incoming.off("data", onData)
+      incoming.off("end", onEnd)
+      incoming.off("error", onError)
+    }
+    const finish = (outcome: Effect.Effect<string, ReturnType<typeof payloadTooLarge> | ReturnType<typeof badRequest>>) => {
+      stop()
+      resume(outcome)
+    }
+    if (incoming.readableEnded) return resume(Effect.succeed(""))
+    incoming.on("data", onData)
+    incoming.once("end", onEnd)
+    incoming.once("error", onError)
+    return Effect.sync(stop)
+  })
+
 const requestBody = <A, I>(request: HttpServerRequest.HttpServerRequest, schema: Schema.Schema<A, I, never>, name: string) =>
   Effect.flatMap(maxBodySize, (limit) => {
-    // A declared length over the limit never gets here (the app answers 413 first); this is for a body without one.
-    return request.text.pipe(
-      Effect.mapError((error) =>
-        String(error).includes("maxBytes") || String(error).includes("too large")
-          ? payloadTooLarge(limit)
-          : badRequest(`cannot read the request body: ${String(error)}`)
-      ),
+    return bodyText(request, limit).pipe(
       Effect.flatMap((text) => {
         let parsed: unknown
         try {
