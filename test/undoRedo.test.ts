@@ -6,22 +6,10 @@
  */
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { Chunk, Effect, Stream } from "effect"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { Checkpointer, FileTools, RestoreRefusedError, Session, type StoredEvent, TimeTravel, Workspace } from "../src/core.js"
-import { type Backend, BACKENDS, diskState, freshWorkdir, timeTravelLayer, turn, twoPrompts } from "./support/agentSim.js"
-
-const run = <A, E>(
-  backend: Backend,
-  workdir: string,
-  program: Effect.Effect<A, E, Checkpointer | TimeTravel.TimeTravel | FileTools.FileTools | Workspace.Workspace>
-) => Effect.runPromise(program.pipe(Effect.scoped, Effect.provide(timeTravelLayer(backend, workdir))))
-
-const logOf = (sessionId: string) =>
-  Effect.flatMap(Checkpointer, (c) => Effect.map(Stream.runCollect(c.read(sessionId)), Chunk.toReadonlyArray))
-
-const failureOf = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.flatMap(Effect.either(effect), (either) => either._tag === "Left" ? Effect.succeed(either.left) : Effect.dieMessage("expected a failure"))
+import { RestoreRefusedError, Session, type StoredEvent, TimeTravel } from "../src/core.js"
+import { BACKENDS, diskState, failureOf, freshWorkdir, logOf, runTimeTravel as run, turn, twoPrompts } from "./support/agentSim.js"
 
 const prompts = Effect.map(Effect.flatMap(TimeTravel.TimeTravel, (timeTravel) => timeTravel.listCheckpoints("s")), (list) =>
   list.map((checkpoint) => checkpoint.prompt))

@@ -30,6 +30,7 @@ import {
   type ForkOptions,
   type ForkResult,
   MoveOptions,
+  nothingRestored,
   plannedFiles,
   type RestoreError,
   RestoreOptions,
@@ -397,14 +398,8 @@ export const make = Effect.gen(function*() {
       })
       yield* recordRestore(sessionId, operations, undone.keptDirectories)
       const result: RestoreResult = {
+        ...nothingRestored,
         restoredFiles: operations.map((operation) => operation.path),
-        conversationRestored: false,
-        unverifiedFiles: [],
-        commandsNotUndone: [],
-        notCovered: [],
-        dryRun: false,
-        plan: [],
-        refusals: [],
         resumed: true
       }
       yield* publish({ type: "checkpoint_restore", phase: "done", sessionId, seq, result })

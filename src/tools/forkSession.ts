@@ -28,8 +28,15 @@ import { sessionIdProblem } from "../core/sessionId.js"
 import { isUserCheckpoint } from "../core/userCheckpoint.js"
 import { RestoreRefusedError, WorkspaceIOError } from "./errors.js"
 import type { SessionStatesService } from "./SessionStates.js"
-import { ForkOptions, type ForkResult, type RestoreError, type RestoreResult } from "./timeTravelTypes.js"
+import { ForkOptions, type ForkResult, nothingRestored, type RestoreError, type RestoreResult } from "./timeTravelTypes.js"
 import * as Workspace from "./Workspace.js"
+
+/** How a fork's move runs: planned only, over the user's edits too, abortable. */
+export interface MoveRun {
+  readonly dryRun: boolean
+  readonly includeUserEdits: boolean
+  readonly signal: AbortSignal | undefined
+}
 
 export interface ForkDeps {
   readonly checkpointer: CheckpointerService
@@ -40,14 +47,14 @@ export interface ForkDeps {
     sessionId: string,
     state: Session.SessionState,
     seq: number,
-    options: { readonly dryRun: boolean; readonly includeUserEdits: boolean; readonly signal: AbortSignal | undefined }
+    options: MoveRun
   ) => Effect.Effect<RestoreResult, RestoreError>
   /** Move the leaf of the session folded to `state` to `leaf` (another branch), with its files. */
   readonly switchTo: (
     sessionId: string,
     state: Session.SessionState,
     leaf: number,
-    options: { readonly dryRun: boolean; readonly includeUserEdits: boolean; readonly signal: AbortSignal | undefined }
+    options: MoveRun
   ) => Effect.Effect<RestoreResult, RestoreError>
 }
 
@@ -113,17 +120,7 @@ export const make = (deps: ForkDeps) => {
     files: RestoreResult
   ): ForkResult => ({ ...files, sessionId: forkId, forkedFrom: from, leaf, workdir })
 
-  const nothingMoved = (dryRun: boolean, resumed: boolean): RestoreResult => ({
-    restoredFiles: [],
-    conversationRestored: false,
-    unverifiedFiles: [],
-    commandsNotUndone: [],
-    notCovered: [],
-    dryRun,
-    plan: [],
-    refusals: [],
-    resumed
-  })
+  const nothingMoved = (dryRun: boolean, resumed: boolean): RestoreResult => ({ ...nothingRestored, dryRun, resumed })
 
   const fork = (sessionId: string, seq: number | undefined, input: ForkOptions = {}): Effect.Effect<ForkResult, RestoreError> =>
     Effect.gen(function*() {
@@ -152,7 +149,7 @@ export const make = (deps: ForkDeps) => {
     forkId: string,
     source: Session.SessionState,
     point: ForkPoint,
-    options: { readonly dryRun: boolean; readonly includeUserEdits: boolean; readonly signal: AbortSignal | undefined }
+    options: MoveRun
   ) =>
     Effect.gen(function*() {
       const move = (id: string, state: Session.SessionState, dryRun: boolean) =>
@@ -165,8 +162,7 @@ export const make = (deps: ForkDeps) => {
       if (existing > 0) {
         // The same fork again: finish what a crash cut short (or find it done).
         const { state } = yield* states.get(forkId)
-        yield* sameFork(forkId, sessionId, state)
-        const from = { session: sessionId, at: state.forkedFrom!.at }
+        const from = yield* sameFork(forkId, sessionId, state)
         if (state.pendingRestore === undefined && state.leaf === point.leaf) return resultOf(forkId, from, state.leaf, workspace.root, nothingMoved(options.dryRun, true))
         const finished = yield* move(forkId, state, options.dryRun)
         return resultOf(forkId, from, point.leaf, workspace.root, { ...finished, resumed: true })
@@ -184,10 +180,10 @@ export const make = (deps: ForkDeps) => {
       return resultOf(forkId, from, point.leaf, workspace.root, moved)
     })
 
-  /** A fork already stored under this id must be one of this session. */
+  /** A fork already stored under this id must be one of this session: where it came from. */
   const sameFork = (forkId: string, sessionId: string, state: Session.SessionState) =>
     state.forkedFrom?.session === sessionId
-      ? Effect.void
+      ? Effect.succeed(state.forkedFrom)
       : Effect.fail(new ConfigurationError({ option: "id", detail: `session "${forkId}" exists and is not a fork of "${sessionId}"` }))
 
   /** In a directory of its own: the files at the point staged beside it, the fork's log, then the rename into place. */
@@ -214,8 +210,7 @@ export const make = (deps: ForkDeps) => {
       const existing = yield* checkpointer.head(forkId)
       if (existing > 0) {
         const { state } = yield* states.get(forkId)
-        yield* sameFork(forkId, sessionId, state)
-        const from = { session: sessionId, at: state.forkedFrom!.at }
+        const from = yield* sameFork(forkId, sessionId, state)
         // Cut short after its log was stored: only the rename is left.
         if ((yield* entriesOf(staging)) !== undefined && !options.dryRun) yield* moveIntoPlace(staging, directory)
         return resultOf(forkId, from, state.leaf, directory, nothingMoved(options.dryRun, true))

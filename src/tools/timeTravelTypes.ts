@@ -105,6 +105,19 @@ export interface ForkResult extends RestoreResult {
   readonly workdir: string
 }
 
+/** A result that changed nothing (the base of the results that change only some of it). */
+export const nothingRestored: RestoreResult = {
+  restoredFiles: [],
+  conversationRestored: false,
+  unverifiedFiles: [],
+  commandsNotUndone: [],
+  notCovered: [],
+  dryRun: false,
+  plan: [],
+  refusals: [],
+  resumed: false
+}
+
 export type RestoreProgress =
   | {
     readonly type: "checkpoint_restore"

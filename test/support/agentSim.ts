@@ -6,7 +6,7 @@
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect, Layer } from "effect"
+import { Chunk, Effect, Layer, Stream } from "effect"
 import { SqliteCheckpointer } from "../../src/checkpoint-sqlite.js"
 import {
   AssistantMessage,
@@ -50,6 +50,21 @@ export const timeTravelLayer = (
     base
   ).pipe(Layer.provideMerge(base))
 }
+
+/** Run `program` with time travel on `backend` and `workdir` (a fresh store per run). */
+export const runTimeTravel = <A, E>(
+  backend: Backend,
+  workdir: string,
+  program: Effect.Effect<A, E, Checkpointer | TimeTravel.TimeTravel | FileTools.FileTools | Workspace.Workspace>
+) => Effect.runPromise(program.pipe(Effect.scoped, Effect.provide(timeTravelLayer(backend, workdir))))
+
+/** A session's whole log as read. */
+export const logOf = (sessionId: string) =>
+  Effect.flatMap(Checkpointer, (c) => Effect.map(Stream.runCollect(c.read(sessionId)), Chunk.toReadonlyArray))
+
+/** The error `effect` fails with (a defect when it succeeds). */
+export const failureOf = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Effect.either(effect), (either) => either._tag === "Left" ? Effect.succeed(either.left) : Effect.dieMessage("expected a failure"))
 
 export type ToolCall =
   | { readonly name: "write_file"; readonly input: { readonly path: string; readonly content: string | Uint8Array; readonly mode?: number } }
