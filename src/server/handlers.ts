@@ -31,12 +31,15 @@ const checkedSessionId = (sessionId: string) => {
 /** The body size limit in force (`maxBodyBytes`). */
 const maxBodySize = Effect.map(HttpIncomingMessage.MaxBodySize, (size) => Option.match(size, { onNone: () => Infinity, onSome: Number }))
 
-/** The request's JSON body decoded with `schema` (unknown keys refused), or a 400 (413) saying what is wrong. */
+/** How far past the limit a chunked body is read (and thrown away) before its 413 is sent. */
+const DRAIN_FACTOR = 8
+
 /**
  * The request's body as text, at most `limit` bytes. A declared length over the limit never gets
- * here (the app answers 413 first); a body without one (chunked) that grows past it is left
- * unread from there on — not destroyed, so that the 413 reaches the client before the connection
- * closes.
+ * here (the app answers 413 first). A body without one (chunked) that grows past it is read on and
+ * thrown away, up to `DRAIN_FACTOR` times the limit, and answered 413 when it ends: a client that
+ * is still sending when the answer comes would see its connection reset instead of the 413. A body
+ * longer than that is answered at once, and its connection may then be cut.
  */
 const bodyText = (request: HttpServerRequest.HttpServerRequest, limit: number) =>
   Effect.async<string, ReturnType<typeof payloadTooLarge> | ReturnType<typeof badRequest>>((resume) => {
@@ -46,10 +49,14 @@ const bodyText = (request: HttpServerRequest.HttpServerRequest, limit: number) =
     const onData = (chunk: Buffer) => {
       size += chunk.length
       if (size <= limit) return void chunks.push(chunk)
-      incoming.pause()
-      finish(Effect.fail(payloadTooLarge(limit)))
+      chunks.length = 0
+      if (size > limit * DRAIN_FACTOR) {
+        incoming.pause()
+        finish(Effect.fail(payloadTooLarge(limit)))
+      }
     }
-    const onEnd = () => finish(Effect.succeed(Buffer.concat(chunks).toString("utf8")))
+    const onEnd = () =>
+      finish(size > limit ? Effect.fail(payloadTooLarge(limit)) : Effect.succeed(Buffer.concat(chunks).toString("utf8")))
     const onError = (error: Error) => finish(Effect.fail(badRequest(`cannot read the request body: ${error.message}`)))
     const stop = () => {
       incoming.off("data", onData)
@@ -67,6 +74,7 @@ const bodyText = (request: HttpServerRequest.HttpServerRequest, limit: number) =
     return Effect.sync(stop)
   })
 
+/** The request's JSON body decoded with `schema` (unknown keys refused), or a 400 (413) saying what is wrong. */
 const requestBody = <A, I>(request: HttpServerRequest.HttpServerRequest, schema: Schema.Schema<A, I, never>, name: string) =>
   Effect.flatMap(maxBodySize, (limit) => {
     return bodyText(request, limit).pipe(
