@@ -77,6 +77,7 @@ export { checkpointerConformance, type ConformanceOptions, type ConformanceRunne
 export * as LiteAgent from "./agent/LiteAgent.js"
 export type { LiteAgentLayerOptions, LiteAgentService } from "./agent/LiteAgent.js"
 export type { AgentEvent, LiteAgentResult, ToolCallRecord } from "./agent/AgentEvents.js"
+export { type CanUseTool, type PermissionContext, PermissionResult } from "./agent/permissions.js"
 export * as MaintenanceLock from "./agent/MaintenanceLock.js"
 export type { BackgroundTaskInfo, MaintenanceLockService } from "./agent/MaintenanceLock.js"
 export type { SendError, SendOptions } from "./agent/turn.js"

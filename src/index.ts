@@ -33,6 +33,7 @@ export type {
 } from "./agent/compaction.js"
 export type { TokenFigure, TokenMethod } from "./agent/tokens.js"
 export type { AgentEvent, LiteAgentResult, ToolCallRecord } from "./agent/AgentEvents.js"
+export { type CanUseTool, type PermissionContext, PermissionResult } from "./agent/permissions.js"
 export type { BackgroundTaskInfo } from "./agent/MaintenanceLock.js"
 export type { SendOptions } from "./agent/turn.js"
 export type { PruneOptions } from "./agent/LiteAgent.js"

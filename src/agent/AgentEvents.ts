@@ -51,6 +51,14 @@ export type AgentEvent =
     readonly isError: boolean
     readonly output: string
   }
+  | {
+    /** A tool call waits for `canUseTool`'s answer (the decision follows as a `PermissionDecided` session event). */
+    readonly type: "permission_request"
+    readonly sessionId: string
+    readonly toolUseId: string
+    readonly name: string
+    readonly input: JsonValue
+  }
   | { readonly type: "background_started"; readonly sessionId: string; readonly taskId: string; readonly command: string }
   | RestoreProgress
   | CompactionEvent

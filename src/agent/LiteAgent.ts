@@ -46,6 +46,7 @@ import * as MaintenanceLockModule from "./MaintenanceLock.js"
 import { type BackgroundTaskInfo, MaintenanceLock } from "./MaintenanceLock.js"
 import { SessionPointer } from "./SessionPointer.js"
 import { openSessionWriter } from "./SessionWriter.js"
+import { permissionOptionFields, permissionSettings } from "./permissions.js"
 import { makeRunTurn, type SendError, type SendOptions } from "./turn.js"
 import {
   AutoCompact,
@@ -76,7 +77,8 @@ export const agentOptionFields = {
    * Compact before a model call whose context would pass `thresholdTokens` (`false`: never).
    * `createLiteAgent` defaults to 80% of the provider's context window; the layers to `false`.
    */
-  autoCompact: Schema.optional(AutoCompact)
+  autoCompact: Schema.optional(AutoCompact),
+  ...permissionOptionFields
 }
 
 /** Options of `LiteAgent.layer`. (The promise facade takes `LiteAgentOptions`: a model, a checkpointer and these.) */
@@ -232,6 +234,7 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
       states,
       compaction,
       autoCompact: options.autoCompact ?? false,
+      permissions: permissionSettings(options),
       capture
     })
     const turn = (input: UserContent, sendOptions: SendOptions | undefined, emit: Emit) =>

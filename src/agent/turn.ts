@@ -16,8 +16,10 @@ import {
   EVENT_FORMAT_VERSION,
   type SessionEvent,
   SessionMetadata,
+  type PermissionDecided,
   type TokenUsage,
   ToolResult,
+  type ToolUseBlock,
   UserContent,
   UserMessage
 } from "../core/events.js"
@@ -36,7 +38,8 @@ import { promptOf } from "./prompt.js"
 import { repairs } from "./repairs.js"
 import { openSessionWriter, type SessionWriter } from "./SessionWriter.js"
 import type { WorkspaceCaptureService } from "../tools/WorkspaceCapture.js"
-import { agentToolkitForModel, runToolCall } from "./tools.js"
+import { agentToolkitForModel, runToolCall, type ToolOutcome } from "./tools.js"
+import { decide, deniedResult, NOT_RUN_STOPPED, type PermissionSettings } from "./permissions.js"
 import type { AutoCompact, makeCompact } from "./compaction.js"
 
 type Compaction = Effect.Effect.Success<ReturnType<typeof makeCompact>>
@@ -68,6 +71,8 @@ export interface TurnSettings {
   readonly states: SessionStatesService
   readonly compaction: Compaction
   readonly autoCompact: AutoCompact
+  /** Who may run which tool (see permissions.ts). */
+  readonly permissions: PermissionSettings
   /** Workspace captures (absent: only the file tools' own snapshots, as with `capture: "tools"`). */
   readonly capture: WorkspaceCaptureService | undefined
 }
@@ -109,6 +114,23 @@ export const makeRunTurn = (
           )
         for (const event of captured.slice(0, -1)) yield* writer.commit([event])
         yield* writer.commit([...captured.slice(-1), ...events])
+      })
+
+    /** A call's result in the log (after a capture of what a changing tool did), reported and kept for the turn's result. */
+    const commitResult = (
+      writer: SessionWriter,
+      call: ToolUseBlock,
+      outcome: ToolOutcome,
+      emit: Emit,
+      toolCalls: Array<ToolCallRecord>
+    ) =>
+      Effect.gen(function*() {
+        const { sessionId } = writer
+        const result = new ToolResult({ toolUseId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError })
+        if (CHANGING_TOOLS.has(call.name)) yield* commitWithCapture(writer, { _tag: "tool", toolUseId: call.id }, [result])
+        else yield* writer.commit([result])
+        yield* emit({ type: "tool_end", sessionId, toolUseId: call.id, name: call.name, isError: outcome.isError, output: outcome.content })
+        toolCalls.push({ id: call.id, name: call.name, input: call.input, output: outcome.content, isError: outcome.isError })
       })
 
     const steps = (sessionId: string, input: UserContent, maxSteps: number, emit: Emit) =>
@@ -176,7 +198,25 @@ export const makeRunTurn = (
             stopReason = response.finishReason
             break
           }
+          let stopped: PermissionDecided | undefined
           for (const call of modelStep.toolCalls) {
+            if (stopped !== undefined) {
+              yield* commitResult(writer, call, { content: NOT_RUN_STOPPED, isError: true }, emit, toolCalls)
+              continue
+            }
+            const decision = yield* decide(
+              settings.permissions,
+              writer.state,
+              { sessionId, toolUseId: call.id, name: call.name, input: call.input },
+              emit
+            )
+            if (decision?.behavior === "deny") {
+              yield* writer.commit([decision])
+              yield* commitResult(writer, call, { content: deniedResult(decision), isError: true }, emit, toolCalls)
+              if (decision.interrupt === true) stopped = decision
+              continue
+            }
+            if (decision !== undefined) yield* writer.commit([decision])
             yield* emit({ type: "tool_start", sessionId, toolUseId: call.id, name: call.name, input: call.input })
             const outcome = yield* runToolCall(
               { sessionId, toolUseId: call.id, name: call.name, input: call.input, state: writer.state },
@@ -184,11 +224,11 @@ export const makeRunTurn = (
             ).pipe(Effect.provideService(FileTools.FileTools, fileTools))
             // The file tools appended their snapshot and change records; fold them in first.
             yield* writer.foldToolRecords(call.id)
-            const result = new ToolResult({ toolUseId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError })
-            if (CHANGING_TOOLS.has(call.name)) yield* commitWithCapture(writer, { _tag: "tool", toolUseId: call.id }, [result])
-            else yield* writer.commit([result])
-            yield* emit({ type: "tool_end", sessionId, toolUseId: call.id, name: call.name, isError: outcome.isError, output: outcome.content })
-            toolCalls.push({ id: call.id, name: call.name, input: call.input, output: outcome.content, isError: outcome.isError })
+            yield* commitResult(writer, call, outcome, emit, toolCalls)
+          }
+          if (stopped !== undefined) {
+            stopReason = "permission_denied"
+            break
           }
         }
         const result: LiteAgentResult = { sessionId, text, toolCalls, usage, head: writer.state.head, steps: step, stopReason }

@@ -12,6 +12,7 @@ import { FileChange, FileSnapshot } from "./events/files.js"
 import { BackgroundCompleted, Compaction, SessionMetadata } from "./events/lifecycle.js"
 import { AssistantMessage, RuntimeMessage, ToolResult, UserMessage } from "./events/messages.js"
 import type { JsonValue, StoredArgument, ToolUseBlock, UserContent } from "./events/parts.js"
+import { PermissionDecided } from "./events/permissions.js"
 import { RestoreEnded, RestoreStarted } from "./events/restores.js"
 import { BranchLabeled, ForkMade, LeafMoved, SessionForked } from "./events/tree.js"
 import { WorkspaceCaptured } from "./events/workspace.js"
@@ -37,6 +38,7 @@ export {
   ToolUseBlock,
   UserContent
 } from "./events/parts.js"
+export { PermissionDecided, PermissionDecider, PermissionMode, PERMISSION_MODES } from "./events/permissions.js"
 export { RestoreBefore, RestoreEnded, RestoreFile, RestoreStarted, RestoreTarget } from "./events/restores.js"
 export { BranchLabeled, ForkMade, LeafMoved, MoveReason, SessionForked } from "./events/tree.js"
 export { CaptureCause, CapturedPath, CapturedState, DirectoryState, LinkState, WorkspaceCaptured } from "./events/workspace.js"
@@ -64,7 +66,8 @@ export const SESSION_EVENT_CLASSES = [
   LeafMoved,
   BranchLabeled,
   SessionForked,
-  ForkMade
+  ForkMade,
+  PermissionDecided
 ] as const
 
 export const SessionEvent = Schema.Union(...SESSION_EVENT_CLASSES).annotations({ identifier: "SessionEvent" })

@@ -4,7 +4,7 @@
  * each node continues the branch ending at the current leaf, and a move takes the state kept at
  * its target — so a restore, an undo or a redo costs what an append costs.
  */
-import { Data, HashMap, Option } from "effect"
+import { Data, HashMap, HashSet, Option } from "effect"
 import { AppendOnly } from "./internal/appendOnly.js"
 import { contentText, type LeafMoved, type StoredEvent, type WorkspaceCaptured } from "./events.js"
 import type { FileHistoryEntry } from "./pathHistory.js"
@@ -65,7 +65,7 @@ const applyCapture = (draft: Draft, seq: number, event: WorkspaceCaptured) => {
 /** Events about the log as a whole rather than a step of the conversation or the workspace: not nodes of the tree. */
 type LogEvent = Extract<
   StoredEvent["event"],
-  { readonly _tag: "LeafMoved" | "BranchLabeled" | "RestoreStarted" | "RestoreEnded" | "SessionMetadata" | "SessionForked" | "ForkMade" }
+  { readonly _tag: "LeafMoved" | "BranchLabeled" | "RestoreStarted" | "RestoreEnded" | "SessionMetadata" | "SessionForked" | "ForkMade" | "PermissionDecided" }
 >
 type NodeEvent = Exclude<StoredEvent["event"], LogEvent>
 
@@ -76,7 +76,8 @@ const LOG_EVENT_TAGS: ReadonlySet<string> = new Set([
   "RestoreEnded",
   "SessionMetadata",
   "SessionForked",
-  "ForkMade"
+  "ForkMade",
+  "PermissionDecided"
 ])
 
 // One read of the tag and a set lookup: reading `_tag` across a dozen event classes is the slow part.
@@ -232,6 +233,9 @@ const applyLogEvent = (draft: Draft, stored: StoredEvent, event: LogEvent, leafB
       return
     case "ForkMade":
       draft.forks = draft.forks.append(Data.struct({ session: event.fork, at: event.at }))
+      return
+    case "PermissionDecided":
+      if (event.behavior === "allow" && event.remember === true) draft.rememberedTools = HashSet.add(draft.rememberedTools, event.toolName)
       return
     case "BranchLabeled":
       draft.nodeLabels = event.label === "" ? HashMap.remove(draft.nodeLabels, event.seq) : HashMap.set(draft.nodeLabels, event.seq, event.label)

@@ -4,7 +4,7 @@
  * head, the tree's parents, the undo and redo histories, a restore under way, metadata). Built
  * by the fold (sessionFold.ts); read through the projections (session.ts).
  */
-import { Data, Equal, Hash, HashMap } from "effect"
+import { Data, Equal, Hash, HashMap, HashSet } from "effect"
 import { AppendOnly } from "./internal/appendOnly.js"
 import type {
   AssistantMessage,
@@ -174,6 +174,8 @@ export interface SessionStateFields {
   readonly forkedFrom: ForkOrigin | undefined
   /** The forks made of this session (`ForkMade`), oldest first: each fork's id and the events it shares. */
   readonly forks: AppendOnly<ForkOrigin>
+  /** Tools a permission decision allowed for the rest of the session (`PermissionDecided` with `remember`). */
+  readonly rememberedTools: HashSet.HashSet<string>
   /** The names given to nodes (`BranchLabeled`), by seq. */
   readonly nodeLabels: HashMap.HashMap<number, string>
   readonly kept: KeptStates
@@ -230,6 +232,7 @@ export const emptySessionState: SessionState = new SessionState({
   prompts: AppendOnly.empty(),
   forkedFrom: undefined,
   forks: AppendOnly.empty(),
+  rememberedTools: HashSet.empty(),
   nodeLabels: HashMap.empty(),
   kept: new KeptStates(AppendOnly.empty(), [], AppendOnly.empty()),
   branchUnknown: false,

@@ -11,6 +11,7 @@ import {
   FileSnapshot,
   type JsonValue,
   BranchLabeled,
+  PermissionDecided,
   LeafMoved,
   SessionForked,
   ForkMade,
@@ -229,7 +230,17 @@ const samples = () => [
   new LeafMoved({ from: 0, to: 12, reason: "switch" }),
   new BranchLabeled({ seq: 12, label: "the faster way ✓" }),
   new BranchLabeled({ seq: 3, label: "" }),
-  new ForkMade({ fork: "the other way", at: 12 })
+  new ForkMade({ fork: "the other way", at: 12 }),
+  new PermissionDecided({ toolUseId: "toolu_2", toolName: "shell", behavior: "allow", decidedBy: "callback", mode: "default", remember: true }),
+  new PermissionDecided({
+    toolUseId: "toolu_3",
+    toolName: "delete_file",
+    behavior: "deny",
+    decidedBy: "mode",
+    mode: "plan",
+    message: "plan mode: read-only tools only — «rm» refused",
+    interrupt: true
+  })
 ] as const
 
 /**
