@@ -48,8 +48,15 @@ describe("the agent on the Anthropic provider (fake server)", () => {
       ], { usage: { input_tokens: 120, output_tokens: 30 } }),
       reply.text("Created hello.txt.", { usage: { input_tokens: 180, output_tokens: 8 } })
     )
+    const deltas: Array<string> = []
+    agent.subscribe((event) => {
+      if (event.type === "text_delta") deltas.push(event.delta)
+    })
     const result = await agent.send("Create hello.txt")
     expect(result.text).toBe("Created hello.txt.")
+    // Each model call is streamed; its text arrives in pieces as the API sends them.
+    expect(server.requests.map((request) => (request.body as { stream?: boolean }).stream)).toEqual([true, true])
+    expect(deltas).toEqual(["I'll ", "create ", "it.", "Created ", "hello.txt."])
     expect(result.usage).toEqual({ inputTokens: 300, outputTokens: 38 })
     expect(result.toolCalls).toEqual([
       {

@@ -207,6 +207,7 @@ describe.each(BACKENDS)("createLiteAgent on the %s backend", (backend) => {
       "WorkspaceCaptured",
       "ToolResult",
       "tool_end",
+      "text_delta",
       "AssistantMessage",
       "result"
     ])

@@ -280,12 +280,12 @@ describe("a turn", () => {
         Effect.gen(function*() {
           const checkpointer = yield* Checkpointer
           return yield* LanguageModel.make({
-            generateText: () =>
-              Effect.as(
+            generateText: () => Effect.dieMessage("a turn streams its model calls"),
+            streamText: () =>
+              Stream.unwrap(Effect.as(
                 Effect.orDie(checkpointer.append("c1", [new UserMessage({ content: "from elsewhere", origin: "user" })])),
-                [{ type: "text" as const, text: "too late" }]
-              ),
-            streamText: () => Stream.empty
+                Stream.make({ type: "text-delta" as const, id: "0", delta: "too late" })
+              ))
           })
         })
       )

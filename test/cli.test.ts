@@ -93,7 +93,13 @@ describe("lite-agent -p (print mode)", () => {
       "stream-json"
     ])
     expect(run.code).toBe(0)
-    const events = run.stdout.trimEnd().split("\n").map((line) => JSON.parse(line) as { type: string; event?: { _tag: string } })
+    const events = run.stdout.trimEnd().split("\n").map((line) =>
+      JSON.parse(line) as { type: string; event?: { _tag: string }; delta?: string }
+    )
+    // The answer streams in pieces (text_delta) before its whole message.
+    const deltas = events.filter((event) => event.type === "text_delta")
+    expect(deltas.map((event) => event.delta).join("")).toBe("Wrote hello.txt.")
+    const textDeltas = deltas.map(() => "text_delta")
     expect(events.map((event) => event.type === "session_event" ? event.event!._tag : event.type)).toEqual([
       "SessionMetadata",
       "WorkspaceCaptured",
@@ -105,6 +111,7 @@ describe("lite-agent -p (print mode)", () => {
       "WorkspaceCaptured",
       "ToolResult",
       "tool_end",
+      ...textDeltas,
       "AssistantMessage",
       "result"
     ])

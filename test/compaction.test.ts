@@ -334,7 +334,7 @@ describe("automatic compaction", () => {
 
     const events: Array<AgentEvent> = []
     for await (const event of agent.run("p2")) events.push(event)
-    const kinds = events.map((event) =>
+    const kinds = events.filter((event) => event.type !== "text_delta").map((event) =>
       event.type === "session_event" ? event.event._tag : event.type === "compaction" ? `${event.phase} ${event.stage}` : event.type
     )
     // The user's message, then the compaction (ending with its Compaction event), then the model's answer.

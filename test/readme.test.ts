@@ -167,6 +167,13 @@ const expectedOutput: Record<string, (stdout: string) => void> = {
   "examples/readme/agent-layers.ts": (stdout) => {
     expect(stdout).toContain("Wrote hello.txt. head 9, tools: wrote hello.txt (6 bytes)")
   },
+  "examples/docs/agent/permissions.ts": (stdout) => {
+    expect(stdout).toContain("asked: shell rm -rf build\nasked: shell echo status\n")
+    expect(stdout).not.toContain("asked: shell echo again")
+    expect(stdout).toContain(`{"command":"rm -rf build"} -> permission denied: no deleting today; the tool did not run`)
+    expect(stdout).toContain(`{"command":"echo again"} -> again`)
+    expect(stdout).toMatch(/shell deny by callback no deleting today\nshell allow by callback \nshell allow by remembered \n$/)
+  },
   "examples/docs/backends/custom/map-backend.ts": (stdout) => {
     // node:test's summary (TAP "# pass 23", or the spec reporter's "ℹ pass 23").
     expect(stdout).toMatch(/^\S+ pass [1-9]\d*$/m)

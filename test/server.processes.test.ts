@@ -83,9 +83,12 @@ describe("lite-agent serve with an agent (scripted model)", () => {
     const first = await connectSse(`${server.url}/sessions/work/messages`, { token: TOKEN, method: "POST", body: { text: "write hello" } })
     expect(first.status).toBe(200)
     const events = await allMessages(first.messages)
+    // The answer's text streams in pieces before its message.
+    const deltas = events.filter((message) => message.event === "text_delta")
+    expect(deltas.map((message) => (JSON.parse(message.data) as { delta: string }).delta).join("")).toBe("Wrote hello.txt.")
     // Metadata, the checkpoint's workspace capture, the prompt, the tool call; the file tool's
     // snapshot and change, the capture of what it wrote, its result; the answer.
-    expect(events.map((message) => message.event)).toEqual([
+    expect(events.filter((message) => message.event !== "text_delta").map((message) => message.event)).toEqual([
       "session_event",
       "session_event",
       "session_event",

@@ -52,6 +52,15 @@ export type AgentEvent =
     readonly output: string
   }
   | {
+    /**
+     * A piece of the model's text as it streams. Not stored: the log gets the whole message when
+     * the model call ends (a call that fails part-way leaves the log as if it was never made).
+     */
+    readonly type: "text_delta"
+    readonly sessionId: string
+    readonly delta: string
+  }
+  | {
     /** A tool call waits for `canUseTool`'s answer (the decision follows as a `PermissionDecided` session event). */
     readonly type: "permission_request"
     readonly sessionId: string

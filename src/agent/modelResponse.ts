@@ -1,12 +1,11 @@
 /**
  * The other edge between our log and `@effect/ai` (`prompt.ts` is the way in): a model's
- * response becomes the `AssistantMessage` the log records, and its failure a `ModelError`.
- * Pure.
+ * streamed response is gathered into one reply, which becomes the `AssistantMessage` the log
+ * records, and its failure a `ModelError`.
  */
 import type * as AiError from "@effect/ai/AiError"
-import type * as LanguageModel from "@effect/ai/LanguageModel"
-import type * as Tool from "@effect/ai/Tool"
-import { Option, Schema } from "effect"
+import type * as Response from "@effect/ai/Response"
+import { Effect, Option, Schema, Stream } from "effect"
 import { type AssistantBlock, AssistantMessage, JsonValue, type TokenUsage, type ToolUseBlock } from "../core/events.js"
 import { ModelError } from "./errors.js"
 
@@ -30,26 +29,81 @@ const toJsonValue = (value: unknown): JsonValue =>
 
 const tokens = (count: number | undefined) => Math.max(0, Math.round(count ?? 0))
 
-export const modelStepOf = <Tools extends Record<string, Tool.Any>>(
-  response: LanguageModel.GenerateTextResponse<Tools>,
-  modelName: string | undefined
-): ModelStep => {
+/** A model's reply as the turn records it: its text blocks and tool calls in order, why it stopped, its usage. */
+export interface ModelReply {
+  readonly parts: ReadonlyArray<
+    | { readonly type: "text"; readonly text: string }
+    | { readonly type: "tool-call"; readonly id: string; readonly name: string; readonly params: unknown }
+  >
+  readonly finishReason: string
+  readonly usage: { readonly inputTokens: number | undefined; readonly outputTokens: number | undefined }
+}
+
+/**
+ * A streamed reply gathered into one (`onDelta` sees each piece of text as it arrives): text
+ * blocks joined from their deltas, in the order they started; tool calls as the provider parsed
+ * them; the finish part's reason and usage ("unknown" and none when the stream had no finish).
+ */
+export const gatherReply = <E, R>(
+  parts: Stream.Stream<Response.AnyPart, E, R>,
+  onDelta: (delta: string) => Effect.Effect<void>
+): Effect.Effect<ModelReply, E, R> =>
+  Effect.suspend(() => {
+    const gathered: Array<{ type: "text"; text: string } | { type: "tool-call"; id: string; name: string; params: unknown }> = []
+    const open = new Map<string, { type: "text"; text: string }>()
+    let finishReason = "unknown"
+    let usage: ModelReply["usage"] = { inputTokens: undefined, outputTokens: undefined }
+    return Stream.runForEach(parts, (part) => {
+      switch (part.type) {
+        case "text-start": {
+          const block = { type: "text" as const, text: "" }
+          open.set(part.id, block)
+          gathered.push(block)
+          return Effect.void
+        }
+        case "text-delta": {
+          let block = open.get(part.id)
+          if (block === undefined) {
+            block = { type: "text", text: "" }
+            open.set(part.id, block)
+            gathered.push(block)
+          }
+          block.text += part.delta
+          return part.delta === "" ? Effect.void : onDelta(part.delta)
+        }
+        case "text-end":
+          open.delete(part.id)
+          return Effect.void
+        case "tool-call":
+          gathered.push({ type: "tool-call", id: part.id, name: part.name, params: part.params })
+          return Effect.void
+        case "finish":
+          finishReason = part.reason
+          usage = { inputTokens: part.usage.inputTokens, outputTokens: part.usage.outputTokens }
+          return Effect.void
+        default:
+          return Effect.void
+      }
+    }).pipe(Effect.map((): ModelReply => ({ parts: gathered, finishReason, usage })))
+  })
+
+export const modelStepOf = (reply: ModelReply, modelName: string | undefined): ModelStep => {
   const blocks: Array<AssistantBlock> = []
-  for (const part of response.content) {
+  for (const part of reply.parts) {
     // Providers reject empty and whitespace-only text blocks.
     if (part.type === "text" && part.text.trim().length > 0) blocks.push({ type: "text", text: part.text })
     if (part.type === "tool-call") blocks.push({ type: "tool_use", id: part.id, name: part.name, input: toJsonValue(part.params) })
   }
-  const usage: TokenUsage = { inputTokens: tokens(response.usage.inputTokens), outputTokens: tokens(response.usage.outputTokens) }
+  const usage: TokenUsage = { inputTokens: tokens(reply.usage.inputTokens), outputTokens: tokens(reply.usage.outputTokens) }
   return {
     message: new AssistantMessage({
       content: blocks,
-      stopReason: response.finishReason,
+      stopReason: reply.finishReason,
       usage,
       ...(modelName === undefined ? {} : { model: modelName })
     }),
     usage,
-    text: response.text,
+    text: reply.parts.flatMap((part) => part.type === "text" ? [part.text] : []).join(""),
     toolCalls: blocks.filter((block) => block.type === "tool_use")
   }
 }

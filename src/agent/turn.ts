@@ -1,7 +1,7 @@
 /**
  * One turn (`send`): fold the session, close what a crash left open (repairs), append the
- * user's message, then repeat — build the prompt from the fold, call the model, append its
- * message, run each tool call (file tools record their snapshots and changes themselves),
+ * user's message, then repeat — build the prompt from the fold, call the model (its text
+ * reported as it streams, `text_delta`), append its whole message, run each tool call (file tools record their snapshots and changes themselves),
  * append each result — until the model stops calling tools or the step limit is reached.
  * Nothing is held only in memory between steps: a process that dies mid-turn leaves a log the
  * next turn resumes from.
@@ -33,7 +33,7 @@ import type { Emit, LiteAgentResult, ToolCallRecord } from "./AgentEvents.js"
 import type { BackgroundTasks } from "./BackgroundTasks.js"
 import type { AgentBusyError, ModelError } from "./errors.js"
 import { MaintenanceLock } from "./MaintenanceLock.js"
-import { modelError, modelStepOf } from "./modelResponse.js"
+import { gatherReply, modelError, modelStepOf } from "./modelResponse.js"
 import { promptOf } from "./prompt.js"
 import { repairs } from "./repairs.js"
 import { openSessionWriter, type SessionWriter } from "./SessionWriter.js"
@@ -181,12 +181,15 @@ export const makeRunTurn = (
               if (Either.isRight(outcome) && outcome.right.compacted) yield* writer.foldOwn(1)
             }
           }
-          const response = yield* model.generateText({
-            prompt: promptOf(writer.state, settings.systemPrompt),
-            toolkit: agentToolkitForModel,
-            disableToolCallResolution: true
-          }).pipe(Effect.mapError((error) => modelError(sessionId, error)))
-          const modelStep = modelStepOf(response, modelName)
+          const reply = yield* gatherReply(
+            model.streamText({
+              prompt: promptOf(writer.state, settings.systemPrompt),
+              toolkit: agentToolkitForModel,
+              disableToolCallResolution: true
+            }),
+            (delta) => emit({ type: "text_delta", sessionId, delta })
+          ).pipe(Effect.mapError((error) => modelError(sessionId, error)))
+          const modelStep = modelStepOf(reply, modelName)
           usage = {
             inputTokens: usage.inputTokens + modelStep.usage.inputTokens,
             outputTokens: usage.outputTokens + modelStep.usage.outputTokens
@@ -195,7 +198,7 @@ export const makeRunTurn = (
           text = modelStep.text
 
           if (modelStep.toolCalls.length === 0) {
-            stopReason = response.finishReason
+            stopReason = reply.finishReason
             break
           }
           let stopped: PermissionDecided | undefined

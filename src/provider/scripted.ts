@@ -108,6 +108,11 @@ export const ScriptedTurn = Schema.Struct({
   toolCalls: Schema.optional(described(Schema.Array(ScriptedToolCall), "an array of tool calls")),
   /** Answer only after this many milliseconds (a slow model, to test what happens meanwhile); the wait is interruptible. */
   delayMs: Schema.optional(NonNegativeInteger),
+  /**
+   * Streamed (`streamText`): wait this many milliseconds before each piece of text after the
+   * first — a model that is slow to finish, to see what arrives meanwhile. The wait is interruptible.
+   */
+  chunkDelayMs: Schema.optional(NonNegativeInteger),
   /** The usage to report for this call, instead of the 4-characters-a-token estimate (a large context, say). */
   usage: Schema.optional(Schema.Struct({ inputTokens: NonNegativeInteger, outputTokens: NonNegativeInteger }))
 })
@@ -135,6 +140,7 @@ interface Reply {
   readonly reason: "tool-calls" | "stop"
   readonly usage: { readonly inputTokens: number; readonly outputTokens: number; readonly totalTokens: number }
   readonly timestamp: string
+  readonly chunkDelayMs: number
 }
 
 /** Text split into word-sized deltas, so stream consumers really have to join them. */
@@ -211,7 +217,8 @@ export const scripted = (turns: ReadonlyArray<ScriptedTurn>, input: ScriptedOpti
         toolCalls,
         reason: toolCalls.length > 0 ? "tool-calls" as const : "stop" as const,
         usage: { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens },
-        timestamp: DateTime.formatIso(yield* DateTime.now)
+        timestamp: DateTime.formatIso(yield* DateTime.now),
+        chunkDelayMs: turn.chunkDelayMs ?? 0
       }
     })
 
@@ -245,7 +252,16 @@ export const scripted = (turns: ReadonlyArray<ScriptedTurn>, input: ScriptedOpti
             )
           }
           parts.push({ type: "finish", reason: reply.reason, usage: reply.usage })
-          return Stream.fromIterable(parts)
+          if (reply.chunkDelayMs === 0) return Stream.fromIterable(parts)
+          let firstDelta = true
+          return Stream.mapEffect(Stream.fromIterable(parts), (part): Effect.Effect<Response.StreamPartEncoded> => {
+            if (part.type !== "text-delta") return Effect.succeed(part)
+            if (firstDelta) {
+              firstDelta = false
+              return Effect.succeed(part)
+            }
+            return Effect.as(Effect.sleep(reply.chunkDelayMs), part)
+          })
         }))
     })
 

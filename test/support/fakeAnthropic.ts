@@ -143,7 +143,12 @@ const streamEvents = (message: {
     block.type === "text"
       ? [
         { type: "content_block_start", index, content_block: { type: "text", text: "" } },
-        { type: "content_block_delta", index, delta: { type: "text_delta", text: block.text } },
+        // Word by word, as the API sends a long text in several deltas.
+        ...(block.text.match(/\s*\S+\s*|\s+/g) ?? [block.text]).map((text): StreamEvent => ({
+          type: "content_block_delta",
+          index,
+          delta: { type: "text_delta", text }
+        })),
         { type: "content_block_stop", index }
       ]
       : [
