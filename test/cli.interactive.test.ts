@@ -5,63 +5,14 @@
  * /sessions, /clear and /resume, a restore a crash cut short (reported, a turn refused, finished
  * with /restore), and Ctrl-D to leave. Asserts on the screen and the session log.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
-import { join, resolve } from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { join } from "node:path"
+import { describe, expect, it } from "vitest"
 import { Session } from "../src/core.js"
 import { fileCheckpointer, type StoredEvent } from "../src/index.js"
 import { tempDir } from "./support/agent.js"
 import { sessionWithInterruptedRestore } from "./support/interruptedRestore.js"
-import { nodeArgs } from "./support/processes.js"
-
-const root = resolve(import.meta.dirname, "..")
-const main = join(root, "src", "cli", "main.ts")
-const live = new Set<ChildProcess>()
-afterEach(() => {
-  for (const child of live) child.kill("SIGKILL")
-  live.clear()
-})
-
-const quote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`
-// eslint-disable-next-line no-control-regex
-const plain = (text: string) => text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "").replace(/\r/g, "")
-
-const terminal = (args: ReadonlyArray<string>) => {
-  const command = `stty cols 250 rows 50; exec ${[process.execPath, ...nodeArgs(main), ...args].map(quote).join(" ")}`
-  const env: NodeJS.ProcessEnv = { ...process.env, LITE_AGENT_HOME: tempDir("tty-home"), TERM: "dumb" }
-  delete env.ANTHROPIC_API_KEY
-  const child = spawn("script", ["-qfec", command, "/dev/null"], { cwd: root, env, stdio: ["pipe", "pipe", "pipe"] })
-  live.add(child)
-  let output = ""
-  child.stdout!.setEncoding("utf8")
-  child.stdout!.on("data", (data: string) => {
-    output += data
-  })
-  const closed = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
-  let mark = 0
-  return {
-    /** Everything shown since the last `waitFor` matched. */
-    screen: () => plain(output).slice(mark),
-    type: (keys: string) => child.stdin!.write(keys),
-    /** Wait until `text` appears after what earlier waits matched; returns the screen up to it. */
-    waitFor: async (text: string, timeoutMs = 30_000) => {
-      const deadline = Date.now() + timeoutMs
-      for (;;) {
-        const shown = plain(output)
-        const at = shown.indexOf(text, mark)
-        if (at >= 0) {
-          const seen = shown.slice(mark, at + text.length)
-          mark = at + text.length
-          return seen
-        }
-        if (Date.now() > deadline) throw new Error(`"${text}" not shown in time; the screen:\n${shown.slice(mark)}`)
-        await new Promise((r) => setTimeout(r, 20))
-      }
-    },
-    closed
-  }
-}
+import { root, terminal } from "./support/terminal.js"
 
 const readLog = async (dir: string, sessionId?: string): Promise<Array<StoredEvent>> => {
   const checkpointer = fileCheckpointer({ dir })
@@ -71,6 +22,9 @@ const readLog = async (dir: string, sessionId?: string): Promise<Array<StoredEve
     await checkpointer.close()
   }
 }
+
+/** The tests that are not about permissions let every tool run without asking. */
+const UNATTENDED = ["--permission-mode", "bypassPermissions"]
 
 const write = (path: string, content: string) => ({ toolCalls: [{ name: "write_file", input: { path, content } }] })
 
@@ -87,7 +41,7 @@ describe("lite-agent in a terminal", () => {
       { text: "SUMMARY", delayMs: 20_000 }, // the compaction's model call: cancelled while it waits
       { text: "too slow", delayMs: 20_000 } // the turn interrupted by Ctrl-C
     ]))
-    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir])
+    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir, ...UNATTENDED])
     await tty.waitFor("/help for commands")
     await tty.waitFor("> ")
 
@@ -180,7 +134,7 @@ describe("lite-agent in a terminal", () => {
       write("b.txt", "other\n"),
       { text: "Wrote b.txt instead." }
     ]))
-    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir])
+    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir, ...UNATTENDED])
     const file = (name: string) => (existsSync(join(workdir, name)) ? readFileSync(join(workdir, name), "utf8") : undefined)
     await tty.waitFor("> ")
     tty.type("make a\r")
@@ -288,7 +242,7 @@ describe("lite-agent in a terminal", () => {
   })
 
   it("Ctrl-C twice at an empty prompt leaves (the first only says how)", async () => {
-    const tty = terminal(["--model", `scripted:${join(root, "examples", "cli", "hello.json")}`, "--checkpointer", `file:${tempDir("tty-sessions")}`, "--workdir", tempDir("tty-work")])
+    const tty = terminal(["--model", `scripted:${join(root, "examples", "cli", "hello.json")}`, "--checkpointer", `file:${tempDir("tty-sessions")}`, "--workdir", tempDir("tty-work"), ...UNATTENDED])
     await tty.waitFor("> ")
     tty.type("\u0003")
     await tty.waitFor("(Ctrl-C again to exit, or Ctrl-D)")
@@ -304,7 +258,7 @@ describe("lite-agent in a terminal", () => {
       { toolCalls: [{ name: "shell", input: { command: "sleep 0.5; echo finished", background: true } }] },
       { text: "Started it." }
     ]))
-    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${tempDir("tty-sessions")}`, "--workdir", workdir])
+    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${tempDir("tty-sessions")}`, "--workdir", workdir, ...UNATTENDED])
     await tty.waitFor("> ")
     tty.type("run the long command\r")
     await tty.waitFor("→ shell")
@@ -339,7 +293,7 @@ describe("lite-agent in a terminal", () => {
     const command = "mkdir -p gen && echo x > gen/new.txt && echo changed > kept.txt && head -c 11000000 /dev/zero > big.bin"
     const turns = join(tempDir("tty-turns"), "turns.json")
     writeFileSync(turns, JSON.stringify([{ toolCalls: [{ name: "shell", input: { command } }] }, { text: "Done." }]))
-    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir])
+    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir, ...UNATTENDED])
     await tty.waitFor("> ")
     tty.type("run it\r")
     await tty.waitFor("Done.")
@@ -371,7 +325,7 @@ describe("lite-agent in a terminal", () => {
 
     const turns = join(tempDir("tty-turns"), "turns.json")
     writeFileSync(turns, JSON.stringify([{ text: "carried on" }]))
-    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir, "--session", "s"])
+    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir, "--session", "s", ...UNATTENDED])
     await tty.waitFor("> ")
     tty.type("/checkpoints\r")
     await tty.waitFor(`a restore to checkpoint ${seq} was cut short (4 file(s), some may be half restored): /restore ${seq} finishes it, /restore --undo puts its files back`)

@@ -25,7 +25,15 @@ interface Run {
   readonly stderr: string
 }
 
-const cli = async (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}, stdin = ""): Promise<Run> => {
+/**
+ * `lite-agent <args>` with no terminal. Print mode without a terminal needs a permission mode:
+ * these runs are unattended, so `--permission-mode bypassPermissions` is added when `-p` is
+ * given without one (`asGiven` runs the arguments exactly as they are).
+ */
+const cli = async (given: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}, stdin = "", asGiven = false): Promise<Run> => {
+  const args = !asGiven && given.includes("-p") && !given.includes("--permission-mode")
+    ? [...given, "--permission-mode", "bypassPermissions"]
+    : given
   const environment: NodeJS.ProcessEnv = { ...process.env, LITE_AGENT_HOME: tempDir("cli-home"), ...env }
   delete environment.ANTHROPIC_API_KEY
   if (env.ANTHROPIC_API_KEY !== undefined) environment.ANTHROPIC_API_KEY = env.ANTHROPIC_API_KEY
@@ -117,6 +125,46 @@ describe("lite-agent -p (print mode)", () => {
     ])
   })
 
+  it("-p without a terminal needs --permission-mode; with one, what it would ask is refused and the lists decide", async () => {
+    const workdir = tempDir("cli-work")
+    const sessions = tempDir("cli-sessions")
+    const turns = [
+      { toolCalls: [{ name: "shell", input: { command: "echo ran > marker" } }, { name: "write_file", input: { path: "w.txt", content: "w" } }] },
+      { text: "tried" }
+    ]
+    const base = ["-p", "go", "--checkpointer", `file:${sessions}`, "--workdir", workdir]
+    const refused = await cli([...base, "--model", `scripted:${turnsFile(turns)}`], {}, "", true)
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toContain("-p without a terminal cannot ask before a tool runs: give --permission-mode")
+
+    const asked = await cli([...base, "--model", `scripted:${turnsFile(turns)}`, "--permission-mode", "default", "--output-format", "json"])
+    expect(asked.code).toBe(0)
+    const denied = JSON.parse(asked.stdout) as LiteAgentResult
+    expect(denied.toolCalls.map((call) => call.output)).toEqual([
+      `permission denied: "shell" needs permission in default mode and there is no canUseTool to ask; the tool did not run`,
+      `permission denied: "write_file" needs permission in default mode and there is no canUseTool to ask; the tool did not run`
+    ])
+    expect(() => readFileSync(join(workdir, "marker"))).toThrow()
+
+    const listed = await cli([
+      ...base,
+      "--model",
+      `scripted:${turnsFile(turns)}`,
+      "--permission-mode",
+      "acceptEdits",
+      "--disallowed-tools",
+      "write_file",
+      "--allowed-tools",
+      "shell",
+      "--output-format",
+      "json"
+    ])
+    const ran = JSON.parse(listed.stdout) as LiteAgentResult
+    expect(ran.toolCalls.map((call) => call.isError)).toEqual([false, true])
+    expect(readFileSync(join(workdir, "marker"), "utf8")).toBe("ran\n")
+    expect(ran.toolCalls[1]!.output).toContain(`the tool "write_file" is disallowed`)
+  })
+
   it("a failed turn exits 1 with the error on stderr", async () => {
     const run = await cli(["-p", "hi", "--model", `scripted:${turnsFile([])}`, "--checkpointer", `file:${tempDir("cli-sessions")}`, "--workdir", tempDir("cli-work")])
     expect(run.code).toBe(1)
@@ -144,6 +192,9 @@ describe("lite-agent -p (print mode)", () => {
     [["-p", "hi", "--max-steps", "0"], "--max-steps must be a positive integer"],
     [["-p", "hi", "--output-format", "xml"], "Expected one of the following cases: text, json, stream-json"],
     [["-p", "hi", "--capture", "none"], "Expected one of the following cases: all, tools"],
+    [["-p", "hi", "--permission-mode", "yolo"], "Expected one of the following cases: default, acceptEdits, bypassPermissions, plan"],
+    [["-p", "hi", "--allowed-tools", "bash"], `--allowed-tools: no tool "bash"; the tools are read_file`],
+    [["-p", "hi", "--disallowed-tools", "shell,nope"], `--disallowed-tools: no tool "nope"`],
     [["serve", "--bogus"], "Received unknown argument: '--bogus'"],
     [["serve", "--host", "0.0.0.0"], "needs a token of your own"],
     [["serve", "--token", "short"], "at least 16 characters"]
@@ -156,7 +207,24 @@ describe("lite-agent -p (print mode)", () => {
   it("--help lists every option with what it does, and serve; serve --help its own", async () => {
     const help = await cli(["--help"])
     expect(help.code).toBe(0)
-    for (const text of ["serve", "--print", "--output-format", "--workdir", "--session", "--continue", "--checkpointer", "--model", "--capture", "Exit codes"]) {
+    for (
+      const text of [
+        "serve",
+        "--print",
+        "--output-format",
+        "--workdir",
+        "--session",
+        "--continue",
+        "--checkpointer",
+        "--model",
+        "--capture",
+        "--permission-mode",
+        "--allowed-tools",
+        "--disallowed-tools",
+        "--no-color",
+        "Exit codes"
+      ]
+    ) {
       expect(help.stdout).toContain(text)
     }
     expect(help.stdout).not.toContain("A user-defined piece of text")

@@ -302,7 +302,18 @@ describe("what each entry point loads", () => {
       const scriptedTurns = join(app, "node_modules", "@lite-agent", "sdk", "examples", "cli", "hello.json")
       const { stdout } = await execFileAsync(
         bin,
-        ["-p", "Create hello.ts", "--model", `scripted:${scriptedTurns}`, "--workdir", workdir, "--checkpointer", `file:${sessions}`],
+        [
+          "-p",
+          "Create hello.ts",
+          "--model",
+          `scripted:${scriptedTurns}`,
+          "--workdir",
+          workdir,
+          "--checkpointer",
+          `file:${sessions}`,
+          "--permission-mode",
+          "acceptEdits"
+        ],
         { cwd: app, encoding: "utf8", env: offlineEnv() }
       )
       expect(stdout).toBe("Created hello.ts with hello(name).\n")

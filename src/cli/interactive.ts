@@ -10,7 +10,10 @@ import type { AgentEvent } from "../agent/AgentEvents.js"
 import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { RestoreInterruptedError } from "../tools/errors.js"
+import { choiceOfLine, type makeTerminalPermissions, readChoice } from "./permissionPrompt.js"
+import { eventLine, makeRenderer, shorten } from "./render.js"
 import { describeError } from "./setup.js"
+import { colorsWanted, makePaint, makeSpinner } from "./terminal.js"
 import { type Key, makeTimeTravelCommands } from "./timeTravelCommands.js"
 
 const HELP = [
@@ -34,65 +37,32 @@ const HELP = [
   "  /exit                            leave (or Ctrl-D, or Ctrl-C twice at an empty prompt)"
 ].join("\n")
 
-const shorten = (text: string, max = 80): string => {
-  const flat = text.replace(/\s+/g, " ").trim()
-  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`
-}
-
-/** One line per thing worth seeing, as the agent reports it. */
-const eventLine = (event: AgentEvent): string | undefined => {
-  switch (event.type) {
-    case "session_event": {
-      const logged = event.event
-      if (logged._tag === "AssistantMessage") {
-        const text = logged.content.flatMap((block) => (block.type === "text" && block.text.trim() !== "" ? [block.text.trim()] : []))
-        return text.length === 0 ? undefined : text.join("\n")
-      }
-      if (logged._tag === "BackgroundCompleted") {
-        return `  [background ${logged.taskId} ended: ${logged.exitCode === null ? logged.signal ?? "no exit code" : `exit ${logged.exitCode}`}]`
-      }
-      return undefined
-    }
-    case "tool_start":
-      return `  → ${event.name} ${shorten(JSON.stringify(event.input), 60)}`
-    case "tool_end":
-      return `  ← ${shorten(event.output.split("\n")[0] ?? "", 80)}${event.isError ? " (error)" : ""}`
-    case "background_started":
-      return `  [background ${event.taskId} started: ${shorten(event.command, 60)}]`
-    case "compaction": {
-      const counts = event.total === undefined ? "" : ` ${event.completed}/${event.total}`
-      const tokens = event.tokens === undefined ? "" : ` ${event.tokens.tokens} tokens (${event.tokens.method})`
-      const result = event.result === undefined
-        ? ""
-        : event.result.compacted
-        ? ` ${event.result.before} → ${event.result.after} tokens (${event.result.method})`
-        : ` nothing to reduce: ${event.result.reason ?? ""}`
-      return `  [compact] ${event.phase} ${event.stage}${counts}${tokens}${result}`
-    }
-    case "checkpoint_restore":
-      return event.phase === "progress"
-        ? `  [restore] ${event.completed}/${event.total} ${event.path}`
-        : event.phase === "start"
-        ? `  [restore] ${
-          event.mode === "finish" ? "finishing an interrupted restore" : event.mode === "undo" ? "undoing an interrupted restore" : "start"
-        }: ${event.total} file(s)`
-        : `  [restore] ${event.phase}`
-    case "result":
-      return `[session ${event.result.sessionId.slice(0, 8)} · head ${event.result.head} · ${event.result.usage.inputTokens} in / ${event.result.usage.outputTokens} out tokens]`
-  }
-}
-
 interface Running {
   readonly cancel: () => void
 }
 
+export interface InteractiveSettings {
+  readonly continueLatest: boolean
+  /** Where the agent's permission questions are asked: this terminal, once it is set up. */
+  readonly terminal: ReturnType<typeof makeTerminalPermissions>
+  readonly workdir: string
+  readonly noColor: boolean
+}
+
 export const runInteractive = async (
   runtime: ManagedRuntime.ManagedRuntime<LiteAgent | Checkpointer, unknown>,
-  continueLatest: boolean
+  settings: InteractiveSettings
 ): Promise<void> => {
+  const { continueLatest } = settings
   const agent: LiteAgentService = await runtime.runPromise(LiteAgent)
   const checkpointer = await runtime.runPromise(Checkpointer)
-  const print = (line: string) => process.stdout.write(`${line}\n`)
+  const paint = makePaint(colorsWanted(process.stdout, settings.noColor))
+  const spinner = makeSpinner(process.stdout, paint)
+  const renderer = makeRenderer({ paint, spinner, write: (text) => process.stdout.write(text), workdir: settings.workdir })
+  const print = (line: string) => {
+    spinner.stop()
+    process.stdout.write(`${line}\n`)
+  }
   if (continueLatest) {
     const [latest] = await runtime.runPromise(checkpointer.list())
     if (latest !== undefined) await runtime.runPromise(agent.resume(latest.id))
@@ -127,9 +97,10 @@ export const runInteractive = async (
   // shown from here; a completion is too when it is logged between turns (during a turn, the
   // turn's stream carries it).
   await runtime.runPromise(agent.addListener((event) => {
+    renderer.beforeTool(event)
     const completedBetweenTurns = running === undefined && event.type === "session_event" && event.event._tag === "BackgroundCompleted"
     if (event.type !== "background_started" && !completedBetweenTurns) return
-    const line = eventLine(event)
+    const line = eventLine(event, paint)
     if (line === undefined) return
     if (running !== undefined) return print(line)
     process.stdout.write(`\n${line}\n`)
@@ -137,6 +108,25 @@ export const runInteractive = async (
   }))
 
   const ask = (question: string) => new Promise<string>((resolve) => rl.question(question, resolve))
+
+  // Permission questions: one key on a terminal, else a line (y, n, a, s).
+  settings.terminal.attach({
+    paint,
+    workdir: settings.workdir,
+    print: (line) => {
+      renderer.pause()
+      print(line)
+    },
+    choose: process.stdin.isTTY
+      ? (signal) => readChoice(process.stdin, signal)
+      : async () => {
+        for (;;) {
+          const choice = choiceOfLine(await ask("  y/n/a/s: "))
+          if (choice !== undefined) return choice
+        }
+      },
+    diffShown: renderer.diffShown
+  }, renderer.reached)
 
   /** Run `effect` until it ends or Ctrl-C stops it: by interrupting it, unless `cancel` says how. */
   const interruptible = async <A>(effect: Effect.Effect<A, unknown>, cancel?: () => void): Promise<Exit.Exit<A, unknown>> => {
@@ -150,14 +140,11 @@ export const runInteractive = async (
   }
 
   const printEvents = (stream: Stream.Stream<AgentEvent, unknown>) =>
-    Stream.runForEach(stream, (event) =>
-      Effect.sync(() => {
-        const line = eventLine(event)
-        if (line !== undefined) print(line)
-      }))
+    Stream.runForEach(stream, (event) => Effect.sync(() => renderer.show(event)))
 
   const turn = async (text: string) => {
-    const exit = await interruptible(printEvents(agent.run(text)))
+    renderer.turnStarted()
+    const exit = await interruptible(printEvents(agent.run(text))).finally(renderer.turnEnded)
     if (Exit.isSuccess(exit)) return
     if (Exit.isInterrupted(exit)) return print("(interrupted: the turn stopped; the next one goes on from the log)")
     const error = Cause.squash(exit.cause)

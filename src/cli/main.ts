@@ -16,14 +16,16 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Context, Effect, Exit, Layer, ManagedRuntime, Option } from "effect"
+import { Context, Effect, Either, Exit, Layer, ManagedRuntime, Option } from "effect"
 import { ConfigurationError } from "../core/errors.js"
+import { PERMISSION_MODES } from "../core/events.js"
 import { sessionIdProblem } from "../core/sessionId.js"
 import { workdirProblem } from "../tools/Workspace.js"
 import * as SessionServer from "../server/SessionServer.js"
 import { runInteractive } from "./interactive.js"
+import { makeTerminalPermissions } from "./permissionPrompt.js"
 import { runPrint } from "./print.js"
-import { agentLayer, checkpointerLayer, CliUsageError, describeError, modelProvider } from "./setup.js"
+import { agentLayer, checkpointerLayer, CliUsageError, describeError, modelProvider, toolList } from "./setup.js"
 
 const OUTPUT_FORMATS = ["text", "json", "stream-json"] as const
 const DEFAULT_PORT = 7321
@@ -50,6 +52,13 @@ const ABOUT = {
     "--capture all|tools",
     "What a restore covers: all (the whole workdir, shell commands' changes included) or tools (the file tools' changes only)"
   ],
+  permissionMode: [
+    "--permission-mode <mode>",
+    "default (ask before shell, writes and deletes), acceptEdits (ask before shell), bypassPermissions (ask nothing), plan (read-only tools only); -p without a terminal needs one"
+  ],
+  allowedTools: ["--allowed-tools <tools>", "Tools that run without asking, comma-separated (e.g. shell,write_file)"],
+  disallowedTools: ["--disallowed-tools <tools>", "Tools that never run, comma-separated"],
+  noColor: ["--no-color", "No colours (also when NO_COLOR is set or the output is not a terminal)"],
   host: ["--host <address>", "The address to listen on (default 127.0.0.1; others need --token)"],
   port: ["--port <n>", "The port (default 7321; 0 picks a free one)"],
   token: [
@@ -82,7 +91,22 @@ const MAIN_HELP = helpText(
     "       lite-agent serve [options]         sessions (and an agent) over HTTP"
   ].join("\n"),
   [["serve", "Serve sessions over HTTP and Server-Sent Events (lite-agent serve --help)"]],
-  ["print", "outputFormat", "workdir", "session", "continue", "checkpointer", "model", "modelName", "maxSteps", "capture"]
+  [
+    "print",
+    "outputFormat",
+    "workdir",
+    "session",
+    "continue",
+    "checkpointer",
+    "model",
+    "modelName",
+    "maxSteps",
+    "capture",
+    "permissionMode",
+    "allowedTools",
+    "disallowedTools",
+    "noColor"
+  ]
 )
 const SERVE_HELP = helpText(
   "lite-agent serve [options]",
@@ -116,8 +140,22 @@ const options = {
   capture: Options.choice("capture", ["all", "tools"] as const).pipe(
     Options.withDescription(ABOUT.capture[1]),
     Options.withDefault("all" as const)
-  )
+  ),
+  permissionMode: Options.choice("permission-mode", PERMISSION_MODES).pipe(
+    Options.withDescription(ABOUT.permissionMode[1]),
+    Options.optional
+  ),
+  allowedTools: Options.text("allowed-tools").pipe(Options.withDescription(ABOUT.allowedTools[1]), Options.optional),
+  disallowedTools: Options.text("disallowed-tools").pipe(Options.withDescription(ABOUT.disallowedTools[1]), Options.optional),
+  noColor: Options.boolean("no-color").pipe(Options.withDescription(ABOUT.noColor[1]))
 }
+
+/** `--allowed-tools` or `--disallowed-tools`, checked: every name a tool. */
+const tools = (flag: string, value: Option.Option<string>) =>
+  Option.match(value, {
+    onNone: () => Effect.succeed(undefined),
+    onSome: (list) => Either.match(toolList(flag, list), { onLeft: Effect.fail, onRight: Effect.succeed })
+  })
 
 /** `--session` must be a session id and `--workdir` a directory this process can use: exit 2 otherwise, before anything starts. */
 const checkedSessionAndWorkdir = (session: Option.Option<string>, workdir: Option.Option<string>) =>
@@ -151,6 +189,19 @@ const liteAgent = Command.make("lite-agent", options, (args) =>
     yield* checkedSessionAndWorkdir(args.session, args.workdir)
     // `-p -`: the prompt is what comes on stdin.
     const prompt = Option.isSome(args.print) && args.print.value === "-" ? yield* promptFromStdin : Option.getOrUndefined(args.print)
+    const allowedTools = yield* tools("--allowed-tools", args.allowedTools)
+    const disallowedTools = yield* tools("--disallowed-tools", args.disallowedTools)
+    const permissionMode = Option.getOrUndefined(args.permissionMode)
+    // Someone can be asked: at the interactive prompt, or in print mode on a terminal.
+    const canAsk = process.stdin.isTTY === true
+    if (prompt !== undefined && permissionMode === undefined && !canAsk) {
+      return yield* new CliUsageError({
+        message: "-p without a terminal cannot ask before a tool runs: give --permission-mode " +
+          "(bypassPermissions runs everything; acceptEdits runs the file tools; plan only reads; default refuses what it would ask), " +
+          "and --allowed-tools for what may run anyway"
+      })
+    }
+    const terminal = makeTerminalPermissions()
     const checkpointer = yield* checkpointerLayer(Option.getOrUndefined(args.checkpointer))
     const model = yield* modelProvider(args.model)
     const layer = agentLayer({
@@ -160,13 +211,22 @@ const liteAgent = Command.make("lite-agent", options, (args) =>
       maxSteps: Option.getOrUndefined(args.maxSteps),
       sessionId: Option.getOrUndefined(args.session),
       capture: args.capture,
-      checkpointer: Option.getOrUndefined(args.checkpointer)
+      checkpointer: Option.getOrUndefined(args.checkpointer),
+      permissions: {
+        permissionMode: permissionMode ?? "default",
+        ...(allowedTools === undefined ? {} : { allowedTools }),
+        ...(disallowedTools === undefined ? {} : { disallowedTools }),
+        ...(canAsk || prompt === undefined ? { canUseTool: terminal.canUseTool } : {})
+      }
     }, checkpointer)
-    if (prompt !== undefined) return yield* runPrint(prompt, args.outputFormat, args.continue).pipe(Effect.provide(layer))
+    const workdir = Option.getOrElse(args.workdir, () => process.cwd())
+    if (prompt !== undefined) {
+      return yield* runPrint(prompt, args.outputFormat, args.continue, { terminal, workdir, noColor: args.noColor }).pipe(Effect.provide(layer))
+    }
     // Interactive: one runtime for the whole conversation; disposing it closes the checkpointer.
     yield* Effect.acquireUseRelease(
       Effect.sync(() => ManagedRuntime.make(layer)),
-      (runtime) => Effect.promise(() => runInteractive(runtime, args.continue)),
+      (runtime) => Effect.promise(() => runInteractive(runtime, { continueLatest: args.continue, terminal, workdir, noColor: args.noColor })),
       (runtime) => Effect.promise(() => runtime.dispose())
     )
   }))
@@ -208,7 +268,8 @@ const serve = Command.make("serve", serveOptions, (args) =>
             maxSteps: Option.getOrUndefined(args.maxSteps),
             sessionId: undefined,
             capture: args.capture,
-            checkpointer: Option.getOrUndefined(args.checkpointer)
+            checkpointer: Option.getOrUndefined(args.checkpointer),
+            permissions: {}
           }, checkpointer)
         )
     })
@@ -247,7 +308,7 @@ const exitCodeOf = (exit: Exit.Exit<unknown, unknown>): number => {
 }
 
 /** Options that take a value: a `--help` right after one is that value, not a request for help. */
-const TAKES_VALUE = new Set(["-p", "--print", "--output-format", "--workdir", "--session", "--checkpointer", "--model", "--model-name", "--max-steps", "--capture", "--host", "--port", "--token"])
+const TAKES_VALUE = new Set(["-p", "--print", "--output-format", "--workdir", "--session", "--checkpointer", "--model", "--model-name", "--max-steps", "--capture", "--host", "--port", "--token", "--permission-mode", "--allowed-tools", "--disallowed-tools"])
 const asksForHelp = (args: ReadonlyArray<string>) =>
   args.some((arg, index) => (arg === "--help" || arg === "-h") && !TAKES_VALUE.has(args[index - 1] ?? ""))
 

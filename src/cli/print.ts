@@ -1,21 +1,39 @@
 /**
  * Print mode: one turn, its answer on stdout. `text` prints the model's last text; `json` the
  * whole result (session, text, tool calls, usage, head); `stream-json` every agent event as one
- * JSON object per line, the result last.
+ * JSON object per line, the result last. A tool call that needs permission is asked about on the
+ * terminal (stderr and one key); without a terminal, the mode given decides alone.
  */
 import { Effect, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import { LiteAgent } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { jsonText } from "../core/encoding.js"
+import { type makeTerminalPermissions, readChoice } from "./permissionPrompt.js"
 import { CliUsageError } from "./setup.js"
+import { colorsWanted, makePaint } from "./terminal.js"
 
 const line = (text: string) => Effect.sync(() => process.stdout.write(`${text}\n`))
 
 
-export const runPrint = (prompt: string, format: "text" | "json" | "stream-json", continueLatest: boolean) =>
+export interface PrintSettings {
+  readonly terminal: ReturnType<typeof makeTerminalPermissions>
+  readonly workdir: string
+  readonly noColor: boolean
+}
+
+export const runPrint = (prompt: string, format: "text" | "json" | "stream-json", continueLatest: boolean, settings: PrintSettings) =>
   Effect.gen(function*() {
     const agent = yield* LiteAgent
+    // On a terminal, a question goes to stderr (stdout is the answer) and takes one key.
+    if (process.stdin.isTTY === true) {
+      settings.terminal.attach({
+        paint: makePaint(colorsWanted(process.stderr, settings.noColor)),
+        workdir: settings.workdir,
+        print: (text) => process.stderr.write(`${text}\n`),
+        choose: (signal) => readChoice(process.stdin, signal)
+      })
+    }
     if (continueLatest) {
       const checkpointer = yield* Checkpointer
       const [latest] = yield* checkpointer.list()

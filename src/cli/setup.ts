@@ -16,11 +16,24 @@ import { anthropic } from "../provider/anthropic.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
 import { scripted } from "../provider/scripted.js"
 import type { LanguageModel } from "@effect/ai"
+import type { CanUseTool } from "../agent/permissions.js"
+import { TOOL_NAMES } from "../agent/tools.js"
+import type { PermissionMode } from "../core/events.js"
+
 
 /** A command line that cannot run as given: the message says why and what to do. */
 export class CliUsageError extends Data.TaggedError("CliUsageError")<{ readonly message: string }> {}
 
 const usage = (message: string) => new CliUsageError({ message })
+
+/** `--allowed-tools` / `--disallowed-tools`: tool names, separated by commas or spaces. */
+export const toolList = (flag: string, value: string): Either.Either<ReadonlyArray<string>, CliUsageError> => {
+  const names = value.split(/[\s,]+/).filter((name) => name !== "")
+  const unknown = names.filter((name) => !TOOL_NAMES.includes(name))
+  return unknown.length > 0
+    ? Either.left(usage(`${flag}: no tool ${unknown.map((name) => JSON.stringify(name)).join(", ")}; the tools are ${TOOL_NAMES.join(", ")}`))
+    : Either.right(names)
+}
 
 /** An error as the command shows it: `<Tag>: <message>` for the library's tagged errors. */
 export const describeError = (error: unknown): string => {
@@ -101,6 +114,13 @@ export interface AgentSettings {
   readonly capture: "all" | "tools"
   /** `--checkpointer`, to leave a store inside the workdir out of the workspace capture. */
   readonly checkpointer: string | undefined
+  /** `--permission-mode`, `--allowed-tools`, `--disallowed-tools`, and who is asked. */
+  readonly permissions: {
+    readonly permissionMode?: PermissionMode
+    readonly allowedTools?: ReadonlyArray<string>
+    readonly disallowedTools?: ReadonlyArray<string>
+    readonly canUseTool?: CanUseTool
+  }
 }
 
 /** Where a `--checkpointer` keeps its files, when they are files. */
@@ -127,6 +147,7 @@ export const agentLayer = (
       capture: settings.capture,
       ignore: ((store) => (store === undefined ? [] : storeIgnorePatterns(settings.workdir, store)))(storeOf(settings.checkpointer))
     },
-    ...(settings.sessionId === undefined ? {} : { sessionId: settings.sessionId })
+    ...(settings.sessionId === undefined ? {} : { sessionId: settings.sessionId }),
+    ...settings.permissions
   }).pipe(Layer.provide(model), Layer.provideMerge(checkpointer))
 }

@@ -1,0 +1,152 @@
+/**
+ * The permission prompt: before a tool call that needs permission, the terminal shows what it
+ * would do (the command; for an edit, the diff it would make) and takes one key — `y` allow,
+ * `n` deny, `a` allow this tool for the rest of the session, `Esc` (or Ctrl-C) deny and stop the
+ * turn. The agent is built before the terminal is ready, so its `canUseTool` asks through a
+ * holder the terminal fills in (`attach`).
+ */
+import { emitKeypressEvents } from "node:readline"
+import type { CanUseTool, PermissionContext, PermissionResult } from "../agent/permissions.js"
+import type { JsonValue } from "../core/events.js"
+import { proposedDiff } from "./edits.js"
+import { shorten } from "./render.js"
+import { type Paint, paintDiff } from "./terminal.js"
+
+export type PermissionChoice = "yes" | "no" | "always" | "stop"
+
+export interface KeyPress {
+  readonly name?: string
+  readonly sequence?: string
+  readonly ctrl?: boolean
+}
+
+const choiceOf = (key: KeyPress): PermissionChoice | undefined =>
+  key.ctrl === true && key.name === "c"
+    ? "stop"
+    : key.name === "escape"
+    ? "stop"
+    : key.name === "y"
+    ? "yes"
+    : key.name === "n"
+    ? "no"
+    : key.name === "a"
+    ? "always"
+    : undefined
+
+/**
+ * One choice from the keyboard: keypresses on `input` are taken from whoever listened (the
+ * prompt's line editor) until a choice key comes, then given back. An abort of `signal` is "stop".
+ */
+export const readChoice = (input: NodeJS.ReadStream, signal: AbortSignal): Promise<PermissionChoice> =>
+  new Promise((resolve) => {
+    emitKeypressEvents(input)
+    const others = input.listeners("keypress") as Array<(...args: Array<unknown>) => void>
+    for (const listener of others) input.off("keypress", listener)
+    const wasRaw = input.isRaw
+    if (input.isTTY) input.setRawMode(true)
+    input.resume()
+    const finish = (choice: PermissionChoice) => {
+      input.off("keypress", listener)
+      signal.removeEventListener("abort", aborted)
+      if (input.isTTY) input.setRawMode(wasRaw)
+      for (const restored of others) input.on("keypress", restored)
+      if (others.length === 0) input.pause()
+      resolve(choice)
+    }
+    const listener = (_text: unknown, key: KeyPress | undefined) => {
+      const choice = key === undefined ? undefined : choiceOf(key)
+      if (choice !== undefined) finish(choice)
+    }
+    const aborted = () => finish("stop")
+    if (signal.aborted) return finish("stop")
+    signal.addEventListener("abort", aborted)
+    input.on("keypress", listener)
+  })
+
+/** A line's answer, for a prompt on something that is not a terminal. */
+export const choiceOfLine = (line: string): PermissionChoice | undefined => {
+  const answer = line.trim().toLowerCase()
+  return answer === "y" || answer === "yes"
+    ? "yes"
+    : answer === "n" || answer === "no"
+    ? "no"
+    : answer === "a" || answer === "always"
+    ? "always"
+    : answer === "s" || answer === "stop"
+    ? "stop"
+    : undefined
+}
+
+export interface PromptIo {
+  readonly paint: Paint
+  readonly workdir: string
+  /** Write one line of the prompt. */
+  readonly print: (line: string) => void
+  /** Take the user's choice. */
+  readonly choose: (signal: AbortSignal) => Promise<PermissionChoice>
+  /** The diff of this call was shown (not again after it runs). */
+  readonly diffShown?: (toolUseId: string) => void
+}
+
+const commandOf = (input: JsonValue): string | undefined => {
+  if (typeof input !== "object" || input === null || Array.isArray(input)) return undefined
+  const command = (input as { readonly [key: string]: JsonValue })["command"]
+  return typeof command === "string" ? command : undefined
+}
+
+/** Ask about one call on the terminal; the answer as `canUseTool` gives it. */
+export const askInTerminal = async (
+  io: PromptIo,
+  name: string,
+  input: JsonValue,
+  context: PermissionContext
+): Promise<PermissionResult> => {
+  const { paint } = io
+  const command = commandOf(input)
+  io.print(`${paint.yellow("?")} ${paint.bold(name)} ${command === undefined ? shorten(JSON.stringify(input), 100) : paint.bold(command)}`)
+  const diff = proposedDiff(io.workdir, name, input)
+  if (diff.length > 0) {
+    for (const line of paintDiff(paint, diff)) io.print(`    ${line}`)
+    io.diffShown?.(context.toolUseId)
+  }
+  io.print(`  allow? ${paint.bold("y")} yes · ${paint.bold("n")} no · ${paint.bold("a")} always ${name} this session · ${paint.bold("Esc")} no, and stop the turn`)
+  const choice = await io.choose(context.signal)
+  io.print(`  ${
+    choice === "yes"
+      ? paint.green("allowed")
+      : choice === "always"
+      ? paint.green(`allowed (and ${name} from now on, this session)`)
+      : choice === "no"
+      ? paint.red("denied")
+      : paint.red("denied; the turn stops")
+  }`)
+  switch (choice) {
+    case "yes":
+      return { behavior: "allow" }
+    case "always":
+      return { behavior: "allow", remember: true }
+    case "no":
+      return { behavior: "deny", message: `the user denied ${name}` }
+    case "stop":
+      return { behavior: "deny", message: `the user denied ${name} and stopped the turn`, interrupt: true }
+  }
+}
+
+/** The agent's `canUseTool`, asking whatever terminal is attached (refusing while none is). */
+export const makeTerminalPermissions = () => {
+  let io: PromptIo | undefined
+  let before: ((toolUseId: string) => Promise<void>) | undefined
+  const canUseTool: CanUseTool = async (name, input, context) => {
+    if (io === undefined) return { behavior: "deny", message: "no terminal to ask for permission" }
+    if (before !== undefined) await before(context.toolUseId)
+    return askInTerminal(io, name, input, context)
+  }
+  return {
+    canUseTool,
+    /** Ask on `prompt`; `waitFor` resolves when what came before the question is on the screen. */
+    attach: (prompt: PromptIo, waitFor?: (toolUseId: string) => Promise<void>) => {
+      io = prompt
+      before = waitFor
+    }
+  }
+}
