@@ -78,7 +78,7 @@ describe("the permission prompt", () => {
     // A write asks too, showing the diff it would make; Esc refuses it and ends the turn.
     tty.type("write notes\r")
     const write = await tty.waitFor("Esc no, and stop the turn")
-    expect(write).toContain("? write_file")
+    expect(write).toContain("? write_file notes.md")
     expect(write).toContain("--- /dev/null")
     expect(write).toContain("+++ b/notes.md")
     expect(write).toContain("+# Notes")

@@ -88,10 +88,14 @@ export interface PromptIo {
   readonly diffShown?: (toolUseId: string) => void
 }
 
-const commandOf = (input: JsonValue): string | undefined => {
-  if (typeof input !== "object" || input === null || Array.isArray(input)) return undefined
-  const command = (input as { readonly [key: string]: JsonValue })["command"]
-  return typeof command === "string" ? command : undefined
+/** What the call is about, in a few words: a command, a path, or its input. */
+const subjectOf = (input: JsonValue): string => {
+  if (typeof input === "object" && input !== null && !Array.isArray(input)) {
+    const fields = input as { readonly [key: string]: JsonValue }
+    if (typeof fields["command"] === "string") return fields["command"]
+    if (typeof fields["path"] === "string") return fields["path"]
+  }
+  return shorten(JSON.stringify(input), 100)
 }
 
 /** Ask about one call on the terminal; the answer as `canUseTool` gives it. */
@@ -102,8 +106,7 @@ export const askInTerminal = async (
   context: PermissionContext
 ): Promise<PermissionResult> => {
   const { paint } = io
-  const command = commandOf(input)
-  io.print(`${paint.yellow("?")} ${paint.bold(name)} ${command === undefined ? shorten(JSON.stringify(input), 100) : paint.bold(command)}`)
+  io.print(`${paint.yellow("?")} ${paint.bold(name)} ${paint.bold(subjectOf(input))}`)
   const diff = proposedDiff(io.workdir, name, input)
   if (diff.length > 0) {
     for (const line of paintDiff(paint, diff)) io.print(`    ${line}`)
