@@ -129,6 +129,57 @@ describe("the permission prompt", () => {
   })
 })
 
+describe("prompts and sessions", () => {
+  it("a trailing \\ and a paste stay one prompt; --continue recaps the last turns; /resume alone picks a session with the arrows", async () => {
+    const sessions = tempDir("tty-sessions")
+    const workdir = tempDir("tty-work")
+    const common = ["--checkpointer", `file:${sessions}`, "--workdir", workdir, "--permission-mode", "plan"]
+    const first = terminal([...common, "--model", `scripted:${turnsFile([{ text: "Got both lines." }, { text: "Got the paste." }])}`])
+    await first.waitFor("> ")
+    first.type("first line \\\r")
+    await first.waitFor("… ")
+    first.type("second line\r")
+    await first.waitFor("Got both lines.")
+    await first.waitFor("out tokens]")
+    first.type("\u001b[200~pasted one\rpasted two\u001b[201~")
+    first.type("\r")
+    await first.waitFor("Got the paste.")
+    await first.waitFor("out tokens]")
+    first.type("\u0004")
+    expect(await first.closed).toBe(0)
+    const checkpointer = fileCheckpointer({ dir: sessions })
+    const [firstSession] = await checkpointer.list()
+    const prompts = (await checkpointer.read(firstSession!.id)).flatMap(({ event }) => event._tag === "UserMessage" ? [event.content] : [])
+    await checkpointer.close()
+    expect(prompts).toEqual(["first line \nsecond line", "pasted one\npasted two"])
+
+    const second = terminal([...common, "--model", `scripted:${turnsFile([{ text: "Another session." }])}`, "--continue"])
+    const recap = await second.waitFor("Got the paste.")
+    expect(recap).toContain(`session ${firstSession!.id}`)
+    expect(recap).toContain("the last turns:")
+    expect(recap).toContain("> first line second line")
+    expect(recap).toContain("Got both lines.")
+    expect(recap).toContain("> pasted one pasted two")
+    second.type("/clear\r")
+    await second.waitFor("new session ")
+    second.type("another\r")
+    await second.waitFor("Another session.")
+    await second.waitFor("out tokens]")
+    // The picker starts on the current session (the most recent); ↓ selects the first one.
+    second.type("/resume\r")
+    const picker = await second.waitFor("Enter resumes that session")
+    expect(picker).toMatch(/▸ [0-9a-f]{8} .*"another" {2}\(current\)/)
+    expect(picker).toContain(`  ${firstSession!.id.slice(0, 8)}`)
+    second.type("\u001b[B")
+    await second.waitFor(`▸ ${firstSession!.id.slice(0, 8)}`)
+    second.type("\r")
+    await second.waitFor(`session ${firstSession!.id}`)
+    await second.waitFor("> pasted one pasted two")
+    second.type("\u0004")
+    expect(await second.closed).toBe(0)
+  })
+})
+
 describe("the screen", () => {
   it("an edit is shown as a unified diff; colours on a terminal, none with NO_COLOR or --no-color", async () => {
     const run = async (extraArgs: ReadonlyArray<string>, env: NodeJS.ProcessEnv) => {

@@ -11,7 +11,9 @@ import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { RestoreInterruptedError } from "../tools/errors.js"
 import { choiceOfLine, type makeTerminalPermissions, readChoice } from "./permissionPrompt.js"
+import { BRACKETED_PASTE_OFF, BRACKETED_PASTE_ON, promptLines } from "./promptLines.js"
 import { eventLine, makeRenderer, shorten } from "./render.js"
+import { makeSessionCommands } from "./sessionCommands.js"
 import { describeError } from "./setup.js"
 import { colorsWanted, makePaint, makeSpinner } from "./terminal.js"
 import { type Key, makeTimeTravelCommands } from "./timeTravelCommands.js"
@@ -31,7 +33,7 @@ const HELP = [
   "  /label <seq> [name]              name a checkpoint or a branch's tip (no name: remove it)",
   "  /fork [seq] [--to <dir>] [--yes] a new session from before a checkpoint (or the tip), here or in <dir>",
   "  /sessions                        the sessions, most recent first",
-  "  /resume <id>                     continue another session (the start of its id is enough)",
+  "  /resume [id]                     continue another session (the start of its id is enough; none: pick one)",
   "  /clear                           start a new session (the old one is kept)",
   "  /help                            this list",
   "  /exit                            leave (or Ctrl-D, or Ctrl-C twice at an empty prompt)"
@@ -63,9 +65,11 @@ export const runInteractive = async (
     spinner.stop()
     process.stdout.write(`${line}\n`)
   }
+  let resumedLatest = false
   if (continueLatest) {
     const [latest] = await runtime.runPromise(checkpointer.list())
     if (latest !== undefined) await runtime.runPromise(agent.resume(latest.id))
+    resumedLatest = latest !== undefined
   }
   const current = () => runtime.runPromise(agent.sessionId)
   print(`lite-agent — session ${await current()} — /help for commands, Ctrl-D to exit`)
@@ -216,6 +220,16 @@ export const runInteractive = async (
     keys: process.stdin.isTTY ? keys : undefined
   })
 
+  const sessionCommands = makeSessionCommands({
+    runtime,
+    agent,
+    checkpointer,
+    print,
+    paint,
+    current,
+    keys: process.stdin.isTTY ? keys : undefined
+  })
+
   const command = async (line: string) => {
     const [name = "", ...args] = line.slice(1).trim().split(/\s+/).filter((part) => part !== "")
     const rest = line.slice(1).trim().slice(name.length).trim()
@@ -244,28 +258,10 @@ export const runInteractive = async (
         return timeTravel.label(args)
       case "fork":
         return timeTravel.fork(args)
-      case "sessions": {
-        const sessions = await runtime.runPromise(agent.listSessions())
-        const now = await current()
-        if (sessions.length === 0) return print("no sessions yet")
-        for (const session of sessions) print(`  ${session.id === now ? "*" : " "} ${session.id}  ${session.mtime.toISOString()}`)
-        return
-      }
-      case "resume": {
-        if (args.length !== 1) return print("error: give one session id\nusage: /resume <id>")
-        // An id, or the start of exactly one: never a new empty session by mistake (/clear starts one).
-        const sessions = await runtime.runPromiseExit(agent.listSessions())
-        if (Exit.isFailure(sessions)) return print(`error: ${describeError(Cause.squash(sessions.cause))}`)
-        const wanted = args[0]!
-        const exact = sessions.value.find((session) => session.id === wanted)
-        const matches = exact !== undefined ? [exact] : sessions.value.filter((session) => session.id.startsWith(wanted))
-        if (matches.length === 0) return print(`error: no session ${wanted} (/sessions lists them, /clear starts a new one)`)
-        if (matches.length > 1) {
-          return print(`error: ${wanted} starts ${matches.length} sessions (${matches.map((session) => session.id).join(", ")}): give more of it`)
-        }
-        const exit = await runtime.runPromiseExit(agent.resume(matches[0]!.id))
-        return print(Exit.isSuccess(exit) ? `session ${matches[0]!.id}` : `error: ${describeError(Cause.squash(exit.cause))}`)
-      }
+      case "sessions":
+        return sessionCommands.sessions()
+      case "resume":
+        return sessionCommands.resume(args)
       case "clear": {
         const id = await runtime.runPromise(agent.clear())
         return print(`new session ${id}`)
@@ -279,9 +275,17 @@ export const runInteractive = async (
   rl.on("close", () => {
     closed = true
   })
+  // A trailing \ or a paste keeps one prompt going over several lines.
+  const prompts = promptLines(rl, process.stdin)
+  if (process.stdout.isTTY) {
+    process.stdout.write(BRACKETED_PASTE_ON)
+    rl.on("close", () => process.stdout.write(BRACKETED_PASTE_OFF))
+  }
+  // --continue: where the session was left.
+  if (resumedLatest) await sessionCommands.recap(await current())
   rl.prompt()
-  // Input typed while a turn runs waits its turn (readline queues it); Ctrl-C still reaches the SIGINT handler.
-  for await (const input of rl) {
+  // Input typed while a turn runs waits its turn (queued); Ctrl-C still reaches the SIGINT handler.
+  for await (const input of prompts) {
     interruptedOnce = false
     const line = input.trim()
     if (line !== "") {
@@ -293,6 +297,7 @@ export const runInteractive = async (
       }
     }
     if (closed) break
+    rl.setPrompt(prompts.prompt())
     rl.prompt()
   }
 }

@@ -1,0 +1,165 @@
+/**
+ * The interactive commands about sessions: `/sessions` (each with its first prompt, age and
+ * size), `/resume` (an id, the start of exactly one, or — with no argument — a picker: ↑/↓ and
+ * Enter), and the recap of the last turns printed when a session is resumed (`--continue`,
+ * `/resume`). An unknown id is an error, never a new empty session (`/clear` starts one).
+ */
+import { Cause, Chunk, Effect, Exit, type ManagedRuntime, Stream } from "effect"
+import type { LiteAgent, LiteAgentService } from "../agent/LiteAgent.js"
+import type { Checkpointer, CheckpointerService } from "../core/Checkpointer.js"
+import { contentText } from "../core/events.js"
+import * as Session from "../core/session.js"
+import { shorten } from "./render.js"
+import { describeError } from "./setup.js"
+import type { Paint } from "./terminal.js"
+import type { Key } from "./timeTravelCommands.js"
+
+/** How long ago, in the largest unit that fits. */
+export const ageOf = (ms: number): string => {
+  const seconds = Math.max(0, Math.round(ms / 1000))
+  if (seconds < 60) return `${seconds}s ago`
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`
+  if (seconds < 86_400) return `${Math.floor(seconds / 3600)} h ago`
+  return `${Math.floor(seconds / 86_400)} d ago`
+}
+
+const sizeOf = (bytes: number): string =>
+  bytes < 1024 ? `${bytes} B` : bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+
+/**
+ * The last `turns` turns of a session's current branch, a few lines each: the prompt, what the
+ * model last said in it, and how many tool calls it made. Pure.
+ */
+export const recapLines = (state: Session.SessionState, turns = 3): Array<string> => {
+  const { entries, summary } = Session.conversation(state)
+  const recap: Array<{ prompt: string; answer: string | undefined; tools: number }> = []
+  for (const { event } of entries) {
+    if (event._tag === "UserMessage" && event.origin === "user") {
+      recap.push({ prompt: contentText(event.content), answer: undefined, tools: 0 })
+      continue
+    }
+    const last = recap.at(-1)
+    if (last === undefined || event._tag !== "AssistantMessage") continue
+    const text = event.content.flatMap((block) => block.type === "text" && block.text.trim() !== "" ? [block.text] : []).join(" ")
+    if (text !== "") last.answer = text
+    last.tools += event.content.filter((block) => block.type === "tool_use").length
+  }
+  const shown = recap.slice(-turns)
+  const lines: Array<string> = []
+  const earlier = recap.length - shown.length
+  if (summary !== undefined) lines.push(`  (summarised before: ${shorten(summary, 100)})`)
+  if (earlier > 0) lines.push(`  (${earlier} earlier turn${earlier === 1 ? "" : "s"})`)
+  for (const turn of shown) {
+    lines.push(`  > ${shorten(turn.prompt, 100)}`)
+    const tools = turn.tools === 0 ? "" : ` [${turn.tools} tool call${turn.tools === 1 ? "" : "s"}]`
+    lines.push(`    ${turn.answer === undefined ? "(no answer)" : shorten(turn.answer, 160)}${tools}`)
+  }
+  return lines
+}
+
+export interface SessionCommandsContext {
+  readonly runtime: ManagedRuntime.ManagedRuntime<LiteAgent | Checkpointer, unknown>
+  readonly agent: LiteAgentService
+  readonly checkpointer: CheckpointerService
+  readonly print: (line: string) => void
+  readonly paint: Paint
+  readonly current: () => Promise<string>
+  /** Keys one at a time (a terminal), for the picker; absent: `/resume` lists and asks for an id. */
+  readonly keys: ((onKey: (key: Key) => boolean) => Promise<void>) | undefined
+}
+
+/** How many of the most recent sessions the picker and `/sessions` show. */
+const LISTED = 20
+
+export const makeSessionCommands = (context: SessionCommandsContext) => {
+  const { agent, checkpointer, paint, print, runtime } = context
+
+  const stateOf = (sessionId: string) =>
+    Effect.map(Stream.runCollect(checkpointer.read(sessionId)), (events) => Session.fold(Chunk.toReadonlyArray(events)))
+
+  /** The most recent sessions, each as one row: id (whole, or its first 8 characters), age, size, first prompt. */
+  const rows = async (idLength = 36) => {
+    const sessions = (await runtime.runPromise(agent.listSessions())).slice(0, LISTED)
+    const now = Date.now()
+    return Promise.all(sessions.map(async (session) => {
+      const [checkpoints, stats] = await runtime.runPromise(Effect.all([agent.listCheckpoints(session.id), agent.sessionStats(session.id)]))
+      const first = checkpoints[0]?.prompt
+      const text = `${session.id.slice(0, idLength)}  ${ageOf(now - session.mtime.getTime()).padEnd(10)} ${
+        `${checkpoints.length} prompt${checkpoints.length === 1 ? "" : "s"}, ${sizeOf(stats.logBytes + stats.snapshotBytes)}`.padEnd(22)
+      } ${first === undefined ? paint.dim("(no prompt yet)") : `"${shorten(first, 60)}"`}`
+      return { id: session.id, text }
+    }))
+  }
+
+  const recap = async (sessionId: string) => {
+    const lines = recapLines(await runtime.runPromise(stateOf(sessionId)))
+    if (lines.length > 0) print(paint.dim("the last turns:"))
+    for (const line of lines) print(paint.dim(line))
+  }
+
+  const resumeId = async (sessionId: string) => {
+    const exit = await runtime.runPromiseExit(agent.resume(sessionId))
+    if (Exit.isFailure(exit)) return print(`error: ${describeError(Cause.squash(exit.cause))}`)
+    print(`session ${sessionId}`)
+    await recap(sessionId)
+  }
+
+  const PICKER_KEYS = "  ↑/↓ move · Enter resumes that session · q or Esc leaves"
+
+  /** `/resume` alone: pick one of the most recent sessions with the arrow keys. */
+  const pick = async () => {
+    const listed = await rows(8)
+    if (listed.length === 0) return print("no sessions yet")
+    if (context.keys === undefined) {
+      for (const row of listed) print(`  ${row.text}`)
+      return print("usage: /resume <id> (the start of an id is enough)")
+    }
+    const now = await context.current()
+    let selected = Math.max(0, listed.findIndex((row) => row.id === now))
+    const render = (again: boolean) => {
+      if (again) process.stdout.write(`\u001b[${listed.length + 1}A\u001b[J`)
+      for (const [index, row] of listed.entries()) print(`${index === selected ? "▸" : " "} ${row.text}${row.id === now ? paint.dim("  (current)") : ""}`)
+      print(PICKER_KEYS)
+    }
+    render(false)
+    let chosen: string | undefined
+    await context.keys((key) => {
+      if (key.name === "up" || key.name === "k" || key.name === "down" || key.name === "j") {
+        selected = Math.min(listed.length - 1, Math.max(0, selected + (key.name === "up" || key.name === "k" ? -1 : 1)))
+        render(true)
+        return false
+      }
+      if (key.name === "return" || key.name === "enter") {
+        chosen = listed[selected]!.id
+        return true
+      }
+      return key.name === "escape" || key.name === "q" || (key.ctrl === true && (key.name === "c" || key.name === "d"))
+    })
+    if (chosen !== undefined) await resumeId(chosen)
+  }
+
+  return {
+    recap,
+    sessions: async () => {
+      const listed = await rows()
+      const now = await context.current()
+      if (listed.length === 0) return print("no sessions yet")
+      for (const row of listed) print(`  ${row.id === now ? "*" : " "} ${row.text}`)
+    },
+    resume: async (args: ReadonlyArray<string>) => {
+      if (args.length === 0) return pick()
+      if (args.length !== 1) return print("error: give one session id\nusage: /resume [<id>]")
+      // An id, or the start of exactly one: never a new empty session by mistake (/clear starts one).
+      const sessions = await runtime.runPromiseExit(agent.listSessions())
+      if (Exit.isFailure(sessions)) return print(`error: ${describeError(Cause.squash(sessions.cause))}`)
+      const wanted = args[0]!
+      const exact = sessions.value.find((session) => session.id === wanted)
+      const matches = exact !== undefined ? [exact] : sessions.value.filter((session) => session.id.startsWith(wanted))
+      if (matches.length === 0) return print(`error: no session ${wanted} (/sessions lists them, /clear starts a new one)`)
+      if (matches.length > 1) {
+        return print(`error: ${wanted} starts ${matches.length} sessions (${matches.map((session) => session.id).join(", ")}): give more of it`)
+      }
+      return resumeId(matches[0]!.id)
+    }
+  }
+}
