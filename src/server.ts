@@ -13,7 +13,9 @@ export * as SessionServer from "./server/SessionServer.js"
 export type { SessionServerOptions } from "./server/SessionServer.js"
 /** The HTTP API itself: `HttpApiClient.make(SessionApi, { baseUrl })` is a typed client, `OpenApi.fromApi(SessionApi)` its description. */
 export { AgentGroup, SessionApi, SessionsGroup } from "./server/api.js"
-export { BadRequest, NoAgent, PayloadTooLarge, SessionNotFound, Unauthorized } from "./server/wireErrors.js"
+export { BadRequest, NoAgent, PayloadTooLarge, PermissionRequestNotFound, SessionNotFound, Unauthorized } from "./server/wireErrors.js"
+/** Permission questions answered over HTTP: give `canUseTool` to the served agent, and the service to the server's layer. */
+export * as PermissionRequests from "./server/PermissionRequests.js"
 
 export interface RunningSessionServer {
   /** `http://host:port`. */

@@ -34,9 +34,12 @@ interface Served {
   readonly url: string
 }
 
-/** `lite-agent serve` with these arguments, once it says where it listens. */
+/**
+ * `lite-agent serve` with these arguments, once it says where it listens. Nobody answers
+ * permission questions here: every tool runs (test/server.permissions.test.ts asks).
+ */
 const serve = async (args: ReadonlyArray<string>): Promise<Served> => {
-  const worker = startWorker("../../src/cli/main.ts", ["serve", "--port", "0", "--token", TOKEN, ...args])
+  const worker = startWorker("../../src/cli/main.ts", ["serve", "--port", "0", "--token", TOKEN, "--permission-mode", "bypassPermissions", ...args])
   const line = await worker.waitForLine((text) => text.startsWith("lite-agent serve: listening on "))
   return { worker, url: /listening on (\S+)/.exec(line)![1]! }
 }

@@ -133,6 +133,7 @@ describe("the OpenAPI description", () => {
       "POST /sessions/{id}/fork",
       "POST /sessions/{id}/label",
       "POST /sessions/{id}/messages",
+      "POST /sessions/{id}/permissions/{requestId}",
       "POST /sessions/{id}/redo",
       "POST /sessions/{id}/restore",
       "POST /sessions/{id}/restore/undo",

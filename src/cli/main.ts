@@ -21,6 +21,7 @@ import { ConfigurationError } from "../core/errors.js"
 import { PERMISSION_MODES } from "../core/events.js"
 import { sessionIdProblem } from "../core/sessionId.js"
 import { workdirProblem } from "../tools/Workspace.js"
+import * as PermissionRequests from "../server/PermissionRequests.js"
 import * as SessionServer from "../server/SessionServer.js"
 import { runInteractive } from "./interactive.js"
 import { makeTerminalPermissions } from "./permissionPrompt.js"
@@ -111,7 +112,7 @@ const MAIN_HELP = helpText(
 const SERVE_HELP = helpText(
   "lite-agent serve [options]",
   [],
-  ["host", "port", "token", "checkpointer", "serveModel", "modelName", "maxSteps", "workdir", "capture"]
+  ["host", "port", "token", "checkpointer", "serveModel", "modelName", "maxSteps", "workdir", "capture", "permissionMode", "allowedTools", "disallowedTools"]
 )
 
 const options = {
@@ -246,16 +247,25 @@ const serveOptions = {
   modelName: options.modelName,
   maxSteps: options.maxSteps,
   workdir: options.workdir,
-  capture: options.capture
+  capture: options.capture,
+  permissionMode: options.permissionMode,
+  allowedTools: options.allowedTools,
+  disallowedTools: options.disallowedTools
 }
 
 const serve = Command.make("serve", serveOptions, (args) =>
   Effect.gen(function*() {
     yield* checkedSessionAndWorkdir(Option.none(), args.workdir)
+    const allowedTools = yield* tools("--allowed-tools", args.allowedTools)
+    const disallowedTools = yield* tools("--disallowed-tools", args.disallowedTools)
+    // The agent's questions wait for a client's answer over HTTP.
+    const questions = PermissionRequests.make()
     const checkpointer = yield* checkpointerLayer(Option.getOrUndefined(args.checkpointer))
     const model = Option.isSome(args.model) ? Option.some(yield* modelProvider(args.model.value)) : Option.none()
     const token = Option.getOrUndefined(Option.orElse(args.token, () => Option.fromNullable(process.env["LITE_AGENT_TOKEN"])))
-    const server = SessionServer.layer({ host: args.host, port: args.port, ...(token === undefined ? {} : { token }) })
+    const server = SessionServer.layer({ host: args.host, port: args.port, ...(token === undefined ? {} : { token }) }).pipe(
+      Layer.provide(Layer.succeed(PermissionRequests.PermissionRequests, questions))
+    )
     const serving = Option.match(model, {
       onNone: () => Layer.provide(server, checkpointer),
       onSome: (provider) =>
@@ -269,7 +279,12 @@ const serve = Command.make("serve", serveOptions, (args) =>
             sessionId: undefined,
             capture: args.capture,
             checkpointer: Option.getOrUndefined(args.checkpointer),
-            permissions: {}
+            permissions: {
+              permissionMode: Option.getOrElse(args.permissionMode, () => "default" as const),
+              ...(allowedTools === undefined ? {} : { allowedTools }),
+              ...(disallowedTools === undefined ? {} : { disallowedTools }),
+              canUseTool: questions.canUseTool
+            }
           }, checkpointer)
         )
     })

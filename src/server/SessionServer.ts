@@ -26,6 +26,7 @@ import { ConfigurationError } from "../core/errors.js"
 import { decodeOptions, expecting, NonEmptyString, PositiveInteger, PositiveMilliseconds } from "../core/internal/options.js"
 import { Authorization, SessionApi } from "./api.js"
 import { agentHandlers, sessionHandlers } from "./handlers.js"
+import { PermissionRequests, type PermissionRequestsService } from "./PermissionRequests.js"
 import { makeSseResponses } from "./sse.js"
 import { payloadTooLarge, routeNotFound, unauthorized, undeclaredFailure } from "./wireErrors.js"
 
@@ -103,12 +104,22 @@ const tooLarge = (limit: number) =>
   )
 
 /** The whole application: SessionApi behind the token, `GET /openapi.json`, errors as JSON. */
-export const makeApp = (settings: SessionServerSettings, agent: Option.Option<LiteAgentService>) =>
+export const makeApp = (
+  settings: SessionServerSettings,
+  agent: Option.Option<LiteAgentService>,
+  permissions: Option.Option<PermissionRequestsService> = Option.none()
+) =>
   Effect.gen(function*() {
     const sse = makeSseResponses(settings)
     yield* Effect.addFinalizer(() => Effect.sync(() => sse.clients.closeAll()))
+    // Detached turns run in the server's scope: closing the server interrupts them.
+    const scope = yield* Effect.scope
     const implemented = HttpApiBuilder.api(SessionApi).pipe(
-      Layer.provide([sessionHandlers(settings, sse, agent), agentHandlers(sse, agent), authorization(settings.token)])
+      Layer.provide([
+        sessionHandlers(settings, sse, agent, permissions),
+        agentHandlers(sse, agent, permissions, scope),
+        authorization(settings.token)
+      ])
     )
     const built = yield* Layer.build(Layer.mergeAll(implemented, HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer))
     const api = yield* Effect.provide(HttpApiBuilder.httpApp, built)
@@ -206,7 +217,8 @@ export const layer = (
       }
       const settings = resolveSettings(decoded, randomBytes(32).toString("base64url"))
       const agent = yield* Effect.serviceOption(LiteAgent)
-      const app = yield* makeApp(settings, agent)
+      const permissions = yield* Effect.serviceOption(PermissionRequests)
+      const app = yield* makeApp(settings, agent, permissions)
       const server = yield* NodeHttpServer.make(() => createServer(), { host, port: decoded.port ?? 0 })
       yield* server.serve(app)
       const address = server.address

@@ -31,6 +31,25 @@ import { Wire } from "./wireErrors.js"
 
 export const MessageBody = Schema.Struct({ text: NonEmptyString })
 
+/** `?detach=true`: answer 202 at once and let the turn run on (followed on `/sessions/:id/events`). */
+export const MessageParams = Schema.Struct({
+  detach: Schema.optional(expecting(Schema.Literal("true", "false"), `"true" or "false"`))
+})
+
+/** A turn detached from its request: it runs on, and its events are in the session's log. */
+export const DetachedTurn = Schema.Struct({ sessionId: Schema.String, detached: Schema.Literal(true) })
+
+/** The answer to a pending permission question (`permission_request`), as `canUseTool` would give it. */
+export const PermissionAnswerBody = Schema.Struct({
+  behavior: expecting(Schema.Literal("allow", "deny"), `"allow" or "deny"`),
+  /** allow: allow this tool for the rest of the session. */
+  remember: Schema.optional(Flag),
+  /** deny: what the model is told. */
+  message: Schema.optional(Schema.String),
+  /** deny: stop the turn too. */
+  interrupt: Schema.optional(Flag)
+})
+
 const NonNegativeInteger = expecting(Schema.Number.pipe(Schema.int(), Schema.nonNegative()), "a non-negative integer")
 const PositiveInteger = expecting(Schema.Number.pipe(Schema.int(), Schema.positive()), "a positive integer")
 
@@ -105,6 +124,7 @@ export const CompactBody = Schema.Struct({
 })
 
 const SessionPath = Schema.Struct({ id: Schema.String })
+const PermissionPath = Schema.Struct({ id: Schema.String, requestId: Schema.String })
 
 export const SessionList = Schema.Struct({
   sessions: Schema.Array(Schema.Struct({ id: Schema.String, mtime: Schema.String }))
@@ -247,12 +267,28 @@ const movesFiles = <
 /** Turns, restores and compactions: 404 `NoAgent` on a server without an agent. */
 export class AgentGroup extends HttpApiGroup.make("agent")
   .add(
-    HttpApiEndpoint.post("messages", "/sessions/:id/messages").setPath(SessionPath).setPayload(MessageBody).addSuccess(EventStream)
+    HttpApiEndpoint.post("messages", "/sessions/:id/messages").setPath(SessionPath).setUrlParams(MessageParams).setPayload(MessageBody)
+      .addSuccess(EventStream)
+      .addSuccess(DetachedTurn, { status: 202 })
       .addError(Wire.PayloadTooLarge, { status: 413 })
       .addError(Wire.AgentBusyError, { status: 409 })
       .addError(Wire.RestoreInterruptedError, { status: 409 })
       .addError(Wire.ModelError, { status: 500 })
-      .annotate(OpenApi.Description, "Runs a turn in the session (creating it); its agent events as Server-Sent Events, `result` last.")
+      .annotate(
+        OpenApi.Description,
+        "Runs a turn in the session (creating it); its agent events as Server-Sent Events, `result` last. A client that leaves " +
+          "cancels the turn — unless `?detach=true`: then 202 at once, and the turn runs on (follow it on `/sessions/:id/events`)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("answerPermission", "/sessions/:id/permissions/:requestId").setPath(PermissionPath).setPayload(PermissionAnswerBody)
+      .addError(Wire.PermissionRequestNotFound, { status: 404 })
+      .addError(Wire.PayloadTooLarge, { status: 413 })
+      .annotate(
+        OpenApi.Description,
+        "Answers a pending `permission_request` of a turn (its `requestId`): allow (with `remember` for the rest of the session) or " +
+          "deny (with the `message` the model is told, and `interrupt` to stop the turn)."
+      )
   )
   .add(
     HttpApiEndpoint.post("restore", "/sessions/:id/restore").setPath(SessionPath).setPayload(RestoreBody).addSuccess(RestoreResult)

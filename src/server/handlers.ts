@@ -9,19 +9,33 @@ import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
+import { Chunk, Deferred, Effect, Either, Option, Schema, type Scope, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import type { LiteAgentService } from "../agent/LiteAgent.js"
+import type { PermissionResult } from "../agent/permissions.js"
+import type { SendError } from "../agent/turn.js"
 import { Checkpointer, type CheckpointerService, NO_GENERATION } from "../core/Checkpointer.js"
 import { jsonText } from "../core/encoding.js"
 import { decodeOptions } from "../core/internal/options.js"
 import * as Session from "../core/session.js"
 import { sessionIdProblem } from "../core/sessionId.js"
-import { CompactBody, ForkBody, LabelBody, MessageBody, MoveBody, RestoreBody, SessionApi, SwitchBody } from "./api.js"
+import {
+  CompactBody,
+  ForkBody,
+  LabelBody,
+  MessageBody,
+  MoveBody,
+  PermissionAnswerBody,
+  RestoreBody,
+  SessionApi,
+  SwitchBody
+} from "./api.js"
+import type { PendingPermission, PermissionRequestsService } from "./PermissionRequests.js"
+import type { SseClient } from "./sseClient.js"
 import { makeSessionHubs } from "./SessionHub.js"
 import { errorFrame, followFrame, frame, type makeSseResponses, resumePoint } from "./sse.js"
 import type { SseSettings } from "./sseClient.js"
-import { badRequest, noAgent, payloadTooLarge, sessionNotFound } from "./wireErrors.js"
+import { badRequest, noAgent, payloadTooLarge, permissionRequestNotFound, sessionNotFound } from "./wireErrors.js"
 
 const checkedSessionId = (sessionId: string) => {
   const problem = sessionIdProblem(sessionId)
@@ -108,7 +122,8 @@ const restoreResponse = (result: unknown) => HttpServerResponse.text(jsonText(re
 export const sessionHandlers = (
   settings: SseSettings,
   sse: ReturnType<typeof makeSseResponses>,
-  agent: Option.Option<LiteAgentService>
+  agent: Option.Option<LiteAgentService>,
+  permissions: Option.Option<PermissionRequestsService>
 ) =>
   HttpApiBuilder.group(SessionApi, "sessions", (handlers) =>
     Effect.gen(function*() {
@@ -156,7 +171,11 @@ export const sessionHandlers = (
             const sessionId = yield* checkedSessionId(path.id)
             const { generation, sinceSeq } = yield* resumePoint(request)
             // A session with no events yet is followed too: its first event comes when it is appended.
-            return yield* sse.respond(request, (client) => hubs.serve(client, sessionId, sinceSeq, generation))
+            return yield* sse.respond(request, (client) =>
+              Effect.zipRight(
+                Option.match(permissions, { onNone: () => Effect.void, onSome: (requests) => forwardQuestions(requests, client, sessionId) }),
+                hubs.serve(client, sessionId, sinceSeq, generation)
+              ))
           }))
         .handle("delete", ({ path }) =>
           Effect.gen(function*() {
@@ -166,8 +185,27 @@ export const sessionHandlers = (
           }))
     }))
 
+/**
+ * The session's permission questions to a follower of its events: those pending now, then each
+ * new one, as `permission_request` frames (without an id: they are not log events) until it leaves.
+ */
+const forwardQuestions = (requests: PermissionRequestsService, client: SseClient, sessionId: string) =>
+  Effect.sync(() => {
+    const send = (request: PendingPermission) => {
+      client.write(frame({ event: "permission_request", data: { type: "permission_request", ...request } }))
+    }
+    const stop = requests.listen(sessionId, send)
+    client.whenEnded(stop)
+    for (const request of requests.pending(sessionId)) send(request)
+  })
+
 /** Turns, restores and compactions; each answers `NoAgent` (404) on a server without an agent. */
-export const agentHandlers = (sse: ReturnType<typeof makeSseResponses>, agent: Option.Option<LiteAgentService>) =>
+export const agentHandlers = (
+  sse: ReturnType<typeof makeSseResponses>,
+  agent: Option.Option<LiteAgentService>,
+  permissions: Option.Option<PermissionRequestsService>,
+  serverScope: Scope.Scope
+) =>
   HttpApiBuilder.group(SessionApi, "agent", (handlers) =>
     Effect.gen(function*() {
       const checkpointer = yield* Checkpointer
@@ -181,12 +219,45 @@ export const agentHandlers = (sse: ReturnType<typeof makeSseResponses>, agent: O
           return restoreResponse(yield* (reason === "undo" ? a.undo(sessionId, options) : a.redo(sessionId, options)))
         })
       return handlers
-        .handleRaw("messages", ({ path, request }) =>
+        .handleRaw("messages", ({ path, request, urlParams }) =>
           Effect.gen(function*() {
             const a = yield* withAgent
             const sessionId = yield* checkedSessionId(path.id)
+            const { detach } = urlParams
             const { text } = yield* requestBody(request, MessageBody, "message")
+            if (detach === "true") {
+              // Busy or not, the answer is known only once the turn starts: wait for its first event.
+              const started = yield* Deferred.make<void, SendError>()
+              const turn = a.run(text, { sessionId }).pipe(
+                Stream.tap(() => Deferred.succeed(started, undefined)),
+                Stream.runDrain,
+                Effect.tapError((error) => Deferred.fail(started, error)),
+                Effect.ensuring(Deferred.succeed(started, undefined))
+              )
+              yield* Effect.forkIn(Effect.ignore(turn), serverScope)
+              yield* Deferred.await(started)
+              return HttpServerResponse.unsafeJson({ sessionId, detached: true }, { status: 202 })
+            }
             return yield* sse.stream(request, a.run(text, { sessionId }), (event: AgentEvent) => frame({ event: event.type, data: event }))
+          }))
+        .handleRaw("answerPermission", ({ path, request }) =>
+          Effect.gen(function*() {
+            yield* withAgent
+            const sessionId = yield* checkedSessionId(path.id)
+            const answer = yield* requestBody(request, PermissionAnswerBody, "permission answer")
+            const result: PermissionResult = answer.behavior === "allow"
+              ? { behavior: "allow", ...(answer.remember === undefined ? {} : { remember: answer.remember }) }
+              : {
+                behavior: "deny",
+                ...(answer.message === undefined ? {} : { message: answer.message }),
+                ...(answer.interrupt === undefined ? {} : { interrupt: answer.interrupt })
+              }
+            const answered = Option.match(permissions, {
+              onNone: () => false,
+              onSome: (requests) => requests.answer(sessionId, path.requestId, result)
+            })
+            if (!answered) return yield* Effect.fail(permissionRequestNotFound(sessionId, path.requestId))
+            return HttpServerResponse.empty({ status: 204 })
           }))
         .handleRaw("restore", ({ path, request }) =>
           Effect.gen(function*() {

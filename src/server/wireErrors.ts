@@ -69,6 +69,12 @@ export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("Sess
 /** The agent's routes on a server that serves sessions only. */
 export class NoAgent extends Schema.TaggedError<NoAgent>()("NoAgent", { message: Schema.String }) {}
 
+/** No permission question of this session waits under this request id (answered already, or never asked). */
+export class PermissionRequestNotFound extends Schema.TaggedError<PermissionRequestNotFound>()(
+  "PermissionRequestNotFound",
+  { message: Schema.String }
+) {}
+
 /** A request body over `maxBodyBytes`. */
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", { message: Schema.String }) {}
 
@@ -78,6 +84,8 @@ export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthoriz
 export const badRequest = (message: string) => new BadRequest({ message })
 export const sessionNotFound = (sessionId: string) => new SessionNotFound({ message: `there is no session "${sessionId}"` })
 export const noAgent = new NoAgent({ message: "this server has no agent: it serves sessions only" })
+export const permissionRequestNotFound = (sessionId: string, requestId: string) =>
+  new PermissionRequestNotFound({ message: `no permission question "${requestId}" waits in session "${sessionId}"` })
 export const payloadTooLarge = (limit: number) =>
   new PayloadTooLarge({ message: `the request body is too large (the limit is ${limit} bytes)` })
 export const unauthorized = new Unauthorized({ message: "send Authorization: Bearer <token>" })
@@ -91,6 +99,7 @@ export const Wire = {
   SessionNotFound: wireError(SessionNotFound),
   NoAgent: wireError(NoAgent),
   PayloadTooLarge: wireError(PayloadTooLarge),
+  PermissionRequestNotFound: wireError(PermissionRequestNotFound),
   Unauthorized: wireError(Unauthorized),
   InvalidSessionIdError: wireError(InvalidSessionIdError),
   InvalidSeqError: wireError(InvalidSeqError),
