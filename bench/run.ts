@@ -1,11 +1,12 @@
 /**
  * Benchmarks, run by hand: `npm run bench`. Figures are ratios against a baseline measured
  * in the same run, because the machines are noisy. `npm run bench -- file sqlite` runs only
- * those sections (core, file, sqlite, postgres, server, agent, long, workspace, tree).
+ * those sections (core, file, sqlite, postgres, server, agent, long, workspace, tree, cli).
  */
 import { Effect, Stream } from "effect"
 import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core.js"
 import { runAgentBench } from "./agent.js"
+import { runCliBench } from "./cli.js"
 import { runFileBench } from "./file.js"
 import { runLongSessionBench } from "./longSession.js"
 import { runPostgresBench } from "./postgres.js"
@@ -14,7 +15,7 @@ import { runSqliteBench } from "./sqlite.js"
 import { runTreeBench } from "./tree.js"
 import { runWorkspaceBench } from "./workspace.js"
 
-const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long", "workspace", "tree"]
+const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long", "workspace", "tree", "cli"]
 const wanted = process.argv.slice(2)
 const unknown = wanted.filter((name) => !SECTIONS.includes(name))
 if (unknown.length > 0) throw new Error(`unknown bench section(s): ${unknown.join(", ")}; the sections are ${SECTIONS.join(", ")}`)
@@ -104,6 +105,14 @@ if (runs("tree")) {
     "The session tree (file backend, the whole workspace captured; medians of 7 rounds)",
     ["sessions", "measurement", "large", "small (baseline)", "ratio"],
     await runTreeBench()
+  )
+}
+
+if (runs("cli")) {
+  printTable(
+    "Start-up of the command (the built package; medians of 15 runs, alternating with the baseline)",
+    ["command", "time", "node -e \"\" (baseline)", "ratio"],
+    runCliBench()
   )
 }
 

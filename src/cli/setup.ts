@@ -12,7 +12,6 @@ import type { Checkpointer } from "../core/Checkpointer.js"
 import { defaultAutoCompact } from "../agent/compaction.js"
 import * as LiteAgent from "../agent/LiteAgent.js"
 import { storeIgnorePatterns } from "../tools/WorkspaceCapture.js"
-import { anthropic } from "../provider/anthropic.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
 import { scripted } from "../provider/scripted.js"
 import type { LanguageModel } from "@effect/ai"
@@ -55,7 +54,11 @@ export const modelProvider = (spec: string): Effect.Effect<ModelProvider, CliUsa
             "or run offline with --model scripted:<turns.json>"
         ))
       }
-      return Effect.try({ try: () => anthropic(), catch: (error) => usage(`--model anthropic: ${String(error)}`) })
+      // Loaded only when asked for: the Anthropic client is a large module.
+      return Effect.tryPromise({
+        try: () => import("../provider/anthropic.js").then((module) => module.anthropic()),
+        catch: (error) => usage(`--model anthropic: ${String(error)}`)
+      })
     }
     if (spec.startsWith("scripted:")) {
       const file = spec.slice("scripted:".length)
