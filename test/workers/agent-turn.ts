@@ -36,8 +36,8 @@ const main = async () => {
     const silentModel = Layer.effect(
       LanguageModel.LanguageModel,
       LanguageModel.make({
-        generateText: () => Effect.zipRight(Effect.sync(() => print("calling model")), Effect.never),
-        streamText: () => Stream.never
+        generateText: () => Effect.dieMessage("a turn streams its model calls"),
+        streamText: () => Stream.unwrap(Effect.as(Effect.sync(() => print("calling model")), Stream.never))
       })
     )
     const program = Effect.flatMap(LiteAgent.LiteAgent, (agent) => agent.send(config.prompt, { sessionId: config.sessionId }))

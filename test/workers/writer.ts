@@ -11,7 +11,9 @@
  *
  * - `retry`: `count` single-event appends, each `head()` then `append(id, [event], head)`;
  *   re-reads the head and retries on `CheckpointConflictError` (checking the error's fields
- *   against the head it read) and on `CheckpointBusyError`. Contents "w<writer>:<index>".
+ *   against the head it read) and on `CheckpointBusyError`. Contents "w<writer>:<index>". The
+ *   second append waits until the `together` writers have all made their first, and is tried
+ *   first at that head: all but one conflict.
  * - `batch`: `count` appends of `size`-event batches without an expected head
  *   ("w<writer>:b<index>:<part>/<size>"), retrying on `CheckpointBusyError`.
  * - `round`: one append of "r<round>:w<writer>" with the given expected head; replies with
@@ -64,7 +66,7 @@ if (!isStoreBackend(backend) || location === undefined || writerArg === undefine
 const writer = Number(writerArg)
 
 export type WriterCommand =
-  | { readonly type: "retry"; readonly session: string; readonly count: number }
+  | { readonly type: "retry"; readonly session: string; readonly count: number; readonly together?: number }
   | { readonly type: "batch"; readonly session: string; readonly count: number; readonly size: number }
   | { readonly type: "round"; readonly session: string; readonly round: number; readonly expectedHead: number }
   | {
@@ -219,9 +221,11 @@ interface RetryCounts {
  * error against that head) or a busy store. Returns the head it expected, the seq it got and
  * the interval of the attempt that succeeded.
  */
-const appendAtHead = async (session: string, event: UserMessage, counts: RetryCounts) => {
+const appendAtHead = async (session: string, event: UserMessage, counts: RetryCounts, firstExpected?: number) => {
+  // A first try at a given head keeps it through busy retries: only a conflict moves on from it.
+  let given = firstExpected
   for (;;) {
-    const head = await checkpointer.head(session)
+    const head = given ?? await checkpointer.head(session)
     const start = micros()
     try {
       const seq = await checkpointer.append(session, [event], head)
@@ -234,16 +238,27 @@ const appendAtHead = async (session: string, event: UserMessage, counts: RetryCo
       if (!(error instanceof CheckpointConflictError)) throw error
       checkConflict(error, session, head)
       counts.conflicts++
+      given = undefined
     }
   }
 }
 
-const retry = async (session: string, count: number) => {
+const retry = async (session: string, count: number, together: number | undefined) => {
   const heads: Array<number> = []
   const expected: Array<number> = []
   const counts = { conflicts: 0, busy: 0 }
   for (let index = 0; index < count; index++) {
-    const { head, seq } = await appendAtHead(session, new UserMessage({ content: `w${writer}:${index}` }), counts)
+    // The writers race for certain, however the machine schedules them: each appends its first
+    // event, waits until all `together` have, then tries its second at that same head — one wins,
+    // the others conflict — so the log interleaves them and the conflict path runs.
+    const race = index === 1 && together !== undefined
+    if (race) while ((await checkpointer.head(session)) < together) await new Promise((resolve) => setTimeout(resolve, 2))
+    const { head, seq } = await appendAtHead(
+      session,
+      new UserMessage({ content: `w${writer}:${index}` }),
+      counts,
+      race ? together : undefined
+    )
     heads.push(seq)
     expected.push(head)
   }
@@ -385,7 +400,7 @@ const fail = (error: unknown) => {
 process.on("message", (command: WriterCommand) => {
   switch (command.type) {
     case "retry":
-      return void retry(command.session, command.count).catch(fail)
+      return void retry(command.session, command.count, command.together).catch(fail)
     case "batch":
       return void batch(command.session, command.count, command.size).catch(fail)
     case "round":
