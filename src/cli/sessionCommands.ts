@@ -12,7 +12,7 @@ import * as Session from "../core/session.js"
 import { shorten } from "./render.js"
 import { describeError } from "./setup.js"
 import type { Paint } from "./terminal.js"
-import type { Key } from "./timeTravelCommands.js"
+import { choosesRow, type Key, leavesList, movedSelection } from "./timeTravelCommands.js"
 
 /** How long ago, in the largest unit that fits. */
 export const ageOf = (ms: number): string => {
@@ -124,16 +124,14 @@ export const makeSessionCommands = (context: SessionCommandsContext) => {
     render(false)
     let chosen: string | undefined
     await context.keys((key) => {
-      if (key.name === "up" || key.name === "k" || key.name === "down" || key.name === "j") {
-        selected = Math.min(listed.length - 1, Math.max(0, selected + (key.name === "up" || key.name === "k" ? -1 : 1)))
+      const moved = movedSelection(key, selected, listed.length)
+      if (moved !== undefined) {
+        selected = moved
         render(true)
         return false
       }
-      if (key.name === "return" || key.name === "enter") {
-        chosen = listed[selected]!.id
-        return true
-      }
-      return key.name === "escape" || key.name === "q" || (key.ctrl === true && (key.name === "c" || key.name === "d"))
+      if (choosesRow(key)) chosen = listed[selected]!.id
+      return choosesRow(key) || leavesList(key)
     })
     if (chosen !== undefined) await resumeId(chosen)
   }

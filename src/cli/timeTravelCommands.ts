@@ -44,6 +44,21 @@ export interface Key {
   readonly ctrl?: boolean | undefined
 }
 
+/** In a list navigated with the keys (`/tree`, the `/resume` picker): the row ↑/↓ (or k/j) select, or undefined for another key. */
+export const movedSelection = (key: Key, selected: number, rows: number): number | undefined =>
+  key.name === "up" || key.name === "k"
+    ? Math.max(0, selected - 1)
+    : key.name === "down" || key.name === "j"
+    ? Math.min(rows - 1, selected + 1)
+    : undefined
+
+/** Whether a key leaves such a list: q, Esc, Ctrl-C or Ctrl-D. */
+export const leavesList = (key: Key): boolean =>
+  key.name === "escape" || key.name === "q" || (key.ctrl === true && (key.name === "c" || key.name === "d"))
+
+/** Whether a key chooses the selected row. */
+export const choosesRow = (key: Key): boolean => key.name === "return" || key.name === "enter"
+
 type Move<R extends RestoreResult> = (options: { readonly dryRun?: boolean }) => Effect.Effect<R, unknown>
 
 export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
@@ -253,12 +268,13 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
     render(false)
     let chosen: { readonly action: "switch" | "label"; readonly row: TreeRow } | undefined
     await context.keys((key) => {
-      if (key.name === "up" || key.name === "k" || key.name === "down" || key.name === "j") {
-        selected = Math.min(rows.length - 1, Math.max(0, selected + (key.name === "up" || key.name === "k" ? -1 : 1)))
+      const moved = movedSelection(key, selected, rows.length)
+      if (moved !== undefined) {
+        selected = moved
         render(true)
         return false
       }
-      if (key.name === "return" || key.name === "enter") {
+      if (choosesRow(key)) {
         const tip = tipOf(rows, selected)
         if (tip !== undefined) chosen = { action: "switch", row: tip }
         return true
@@ -267,7 +283,7 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
         chosen = { action: "label", row: rows[selected]! }
         return true
       }
-      return key.name === "escape" || key.name === "q" || (key.ctrl === true && (key.name === "c" || key.name === "d"))
+      return leavesList(key)
     })
     if (chosen === undefined) return
     if (chosen.action === "label") {
