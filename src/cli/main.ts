@@ -11,4 +11,4 @@ const isServe = args[0] === "serve"
 const own = isServe ? args.slice(1) : args
 if (asksForHelp(own)) process.stdout.write(isServe ? SERVE_HELP : MAIN_HELP)
 else if (!isServe && asksForVersion(own)) process.stdout.write(`${VERSION}\n`)
-else await import("./run.js")
+else (await import("./run.js")).runCli(args)

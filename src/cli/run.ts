@@ -227,44 +227,49 @@ const serve = Command.make("serve", serveOptions, (args) =>
     )
   ))
 
-// `serve` is dispatched by hand: as an @effect/cli subcommand, every unknown option of the main
-// command would be reported as an invalid subcommand.
-const isServe = process.argv[2] === "serve"
-const cli = isServe
-  ? (argv: ReadonlyArray<string>) =>
-    Command.run(serve, { name: "lite-agent serve", version: VERSION })([argv[0]!, argv[1]!, ...argv.slice(3)])
-  : Command.run(liteAgent, { name: "lite-agent", version: VERSION })
-
-// A reader that stops early (`| head`) closes the pipe: not an error of the turn.
-process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-  if (error.code !== "EPIPE") throw error
-})
-
 const exitCodeOf = (exit: Exit.Exit<unknown, unknown>): number => {
   if (Exit.isSuccess(exit)) return 0
   if (Exit.isInterrupted(exit)) return 130
   return 1
 }
 
-const main = cli(process.argv).pipe(
-  Effect.catchAll((error) =>
-    Effect.sync(() => {
-      if (ValidationError.isValidationError(error)) {
-        // @effect/cli has printed what was wrong.
-        process.exitCode = 2
-      } else if (error instanceof CliUsageError) {
-        process.stderr.write(`lite-agent: ${error.message}\n`)
-        process.exitCode = 2
-      } else {
-        process.stderr.write(`lite-agent: ${describeError(error)}\n`)
-        process.exitCode = 1
-      }
-    })
-  ),
-  Effect.provide(Layer.mergeAll(NodeContext.layer))
-)
+/**
+ * Run the command with the user's arguments (`process.argv` without node and the script).
+ * Loading this module does nothing else, so it can be loaded ahead of time (a startup snapshot).
+ */
+export const runCli = (args: ReadonlyArray<string>): void => {
+  // `serve` is dispatched by hand: as an @effect/cli subcommand, every unknown option of the main
+  // command would be reported as an invalid subcommand. (@effect/cli skips two leading entries.)
+  const isServe = args[0] === "serve"
+  const parsed = isServe
+    ? Command.run(serve, { name: "lite-agent serve", version: VERSION })(["node", "lite-agent", ...args.slice(1)])
+    : Command.run(liteAgent, { name: "lite-agent", version: VERSION })(["node", "lite-agent", ...args])
 
-NodeRuntime.runMain(main, {
-  disableErrorReporting: true,
-  teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) ? (typeof process.exitCode === "number" ? process.exitCode : 0) : exitCodeOf(exit))
-})
+  // A reader that stops early (`| head`) closes the pipe: not an error of the turn.
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error
+  })
+
+  const main = parsed.pipe(
+    Effect.catchAll((error) =>
+      Effect.sync(() => {
+        if (ValidationError.isValidationError(error)) {
+          // @effect/cli has printed what was wrong.
+          process.exitCode = 2
+        } else if (error instanceof CliUsageError) {
+          process.stderr.write(`lite-agent: ${error.message}\n`)
+          process.exitCode = 2
+        } else {
+          process.stderr.write(`lite-agent: ${describeError(error)}\n`)
+          process.exitCode = 1
+        }
+      })
+    ),
+    Effect.provide(Layer.mergeAll(NodeContext.layer))
+  )
+
+  NodeRuntime.runMain(main, {
+    disableErrorReporting: true,
+    teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) ? (typeof process.exitCode === "number" ? process.exitCode : 0) : exitCodeOf(exit))
+  })
+}
