@@ -94,7 +94,8 @@ describe("lite-agent in a terminal", () => {
 
     // Ctrl-C during a turn stops it; the session stays usable.
     tty.type("slow one\r")
-    await new Promise((r) => setTimeout(r, 500))
+    // The spinner says the model is working (the scripted call waits 20 s): stop it there.
+    await tty.waitFor("thinking ")
     tty.type("\u0003")
     await tty.waitFor("(interrupted: the turn stopped; the next one goes on from the log)")
 

@@ -201,6 +201,9 @@ describe("the screen", () => {
       return { shown, raw: tty.raw() }
     }
     const coloured = await run([], { NO_COLOR: undefined })
+    // While the model works, the spinner: elapsed time, and the tokens so far once there are some.
+    expect(coloured.shown).toMatch(/⠋ thinking \d+\.\ds/)
+    expect(coloured.shown).toMatch(/running edit_file \d+\.\ds · \d+ tokens/)
     expect(coloured.shown).toContain("--- a/a.txt")
     expect(coloured.shown).toContain("+++ b/a.txt")
     expect(coloured.shown).toContain("@@ -1,3 +1,3 @@")
@@ -212,6 +215,7 @@ describe("the screen", () => {
     for (const [args, env] of [[[], { NO_COLOR: "1" }], [["--no-color"], { NO_COLOR: undefined }]] as const) {
       const plain = await run(args, env)
       expect(plain.shown).toContain("-two")
+      expect(plain.shown).toMatch(/thinking \d+\.\ds/)
       expect(plain.raw).not.toMatch(COLOUR)
     }
   })
