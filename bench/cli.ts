@@ -1,25 +1,26 @@
 /**
- * Start-up of the `lite-agent` command as installed (the built package, `npm run build` first):
- * `--version`, and a whole `-p` turn with the scripted model (its model call answers at once, so
- * the run is start-up, the turn's log writes and exit), each against a bare `node -e ""` measured
- * in the same run, alternating. Medians of `ROUNDS` runs.
+ * Start-up of the `lite-agent` command as installed (the built package, `npm run build` first;
+ * its bin, bin/lite-agent): `--version`, and a whole `-p` turn with the scripted model (its model
+ * call answers at once, so the run is start-up, the turn's log writes and exit) — started from the
+ * command's snapshot (built by a first run, waited for) and without one (`LITE_AGENT_NO_SNAPSHOT`)
+ * — each against a bare `node -e ""` measured in the same run, alternating. Medians of `ROUNDS` runs.
  */
 import { execFileSync, spawnSync } from "node:child_process"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { median, ratio } from "./shared.js"
 
 const ROUNDS = 15
 const root = resolve(import.meta.dirname, "..")
-const bin = join(root, "packages", "sdk", "dist", "cli", "main.js")
+const bin = join(root, "packages", "sdk", "bin", "lite-agent")
 
-/** Wall time of one run of `node <args>`, in ms; it must succeed. */
-const timed = (args: ReadonlyArray<string>): number => {
+/** Wall time of one run of `command <args>`, in ms; it must succeed. */
+const timed = (command: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}): number => {
   const start = process.hrtime.bigint()
-  const run = spawnSync(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1" } })
+  const run = spawnSync(command, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1", ...env } })
   const elapsed = Number(process.hrtime.bigint() - start) / 1e6
-  if (run.status !== 0) throw new Error(`node ${args.join(" ")} failed: ${run.stderr.toString()}`)
+  if (run.status !== 0) throw new Error(`${command} ${args.join(" ")} failed: ${run.stderr.toString()}`)
   return elapsed
 }
 
@@ -28,22 +29,30 @@ export const runCliBench = () => {
   const dir = mkdtempSync(join(tmpdir(), "lite-agent-bench-cli-"))
   try {
     const turns = join(dir, "turns.json")
-    writeFileSync(turns, JSON.stringify(Array.from({ length: ROUNDS + 1 }, () => ({ text: "done" }))))
-    const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
-      ["lite-agent --version", [bin, "--version"]],
-      [
-        "lite-agent -p (a whole scripted turn)",
-        [bin, "-p", "hi", "--model", `scripted:${turns}`, "--checkpointer", `file:${join(dir, "sessions")}`, "--workdir", dir, "--capture", "tools", "--permission-mode", "plan"]
-      ]
+    writeFileSync(turns, JSON.stringify(Array.from({ length: 4 * ROUNDS }, () => ({ text: "done" }))))
+    const home = join(dir, "home")
+    const turn = ["-p", "hi", "--model", `scripted:${turns}`, "--checkpointer", `file:${join(dir, "sessions")}`, "--workdir", dir, "--capture", "tools", "--permission-mode", "plan"]
+    // A first run builds the snapshot in the background: wait for it.
+    timed(bin, turn, { LITE_AGENT_HOME: home })
+    const cache = join(home, "cache")
+    const deadline = Date.now() + 60_000
+    while (!(existsSync(cache) && readdirSync(cache).some((name) => name.endsWith(".blob")))) {
+      if (Date.now() > deadline) throw new Error("the command's snapshot was not built within a minute")
+      spawnSync("sleep", ["0.1"])
+    }
+    const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>, NodeJS.ProcessEnv]> = [
+      ["lite-agent --version", ["--version"], { LITE_AGENT_HOME: home }],
+      ["lite-agent -p (a whole scripted turn), from the snapshot", turn, { LITE_AGENT_HOME: home }],
+      ["lite-agent -p (a whole scripted turn), without a snapshot", turn, { LITE_AGENT_HOME: home, LITE_AGENT_NO_SNAPSHOT: "1" }]
     ]
     const rows: Array<Array<string>> = []
-    for (const [name, args] of cases) {
-      timed(args) // warm the file cache
+    for (const [name, args, env] of cases) {
+      timed(bin, args, env) // warm the file cache
       const bare: Array<number> = []
       const command: Array<number> = []
       for (let round = 0; round < ROUNDS; round++) {
-        bare.push(timed(["-e", ""]))
-        command.push(timed(args))
+        bare.push(timed(process.execPath, ["-e", ""]))
+        command.push(timed(bin, args, env))
       }
       rows.push([name, `${median(command).toFixed(0)} ms`, `${median(bare).toFixed(0)} ms`, ratio(median(command), median(bare))])
     }

@@ -1,16 +1,64 @@
 // Builds @lite-agent/sdk into packages/sdk from the one source tree: the sources it maps to
-// (src/), the compiled modules and declarations (dist/), the CLI's scripted examples and the
-// README. The other packages are re-exports of its subpaths and need no build.
+// (src/), the compiled modules and declarations (dist/), the command's startup-snapshot bundle
+// and its bin (bin/lite-agent), the CLI's scripted examples and the README. The other packages are re-exports of its subpaths and need no build.
 import { execFileSync } from "node:child_process"
-import { cpSync, rmSync } from "node:fs"
+import { createHash } from "node:crypto"
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 
 const root = join(dirname(new URL(import.meta.url).pathname), "..")
 const sdk = join(root, "packages", "sdk")
-for (const built of ["dist", "src", "examples", "README.md"]) rmSync(join(sdk, built), { recursive: true, force: true })
+for (const built of ["dist", "src", "examples", "bin", "README.md"]) rmSync(join(sdk, built), { recursive: true, force: true })
 cpSync(join(root, "src"), join(sdk, "src"), { recursive: true })
 cpSync(join(root, "examples", "cli"), join(sdk, "examples", "cli"), { recursive: true })
 cpSync(join(root, "README.md"), join(sdk, "README.md"))
 const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc")
 execFileSync(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json")], { cwd: root, stdio: "inherit" })
+
+// The command's startup snapshot entry, bundled into one CommonJS script (what
+// `node --build-snapshot` takes). While a snapshot is built only built-in modules can be
+// required; the banner lets the snapshot's process require packages once it runs (snapshot.ts).
+const esbuild = createRequire(import.meta.url)("esbuild")
+const distCli = join(sdk, "dist", "cli")
+const requireBanner = [
+  "let __liteAgentRuntimeRequire;",
+  "const __liteAgentBuiltinRequire = require;",
+  "require = (id) => (__liteAgentRuntimeRequire ?? __liteAgentBuiltinRequire)(id);",
+  "var __liteAgentUseRequire = (runtimeRequire) => { __liteAgentRuntimeRequire = runtimeRequire; };"
+].join("\n")
+esbuild.buildSync({
+  entryPoints: [join(root, "src", "cli", "snapshot.ts")],
+  outfile: join(distCli, "snapshot.cjs"),
+  bundle: true,
+  platform: "node",
+  format: "cjs",
+  target: "node20",
+  // Loaded on demand, from the installed package: native, or optional peers.
+  external: ["better-sqlite3", "pg", "@effect/sql", "@effect/sql-pg", "@effect/sql-sqlite-node", "@parcel/watcher"],
+  banner: { js: requireBanner },
+  logLevel: "error"
+})
+// The build's id: a snapshot of another build is never used.
+const id = createHash("sha256").update(readFileSync(join(distCli, "snapshot.cjs"))).digest("hex").slice(0, 12)
+writeFileSync(join(distCli, "snapshot.json"), `${JSON.stringify({ id })}\n`)
+
+// The bin: node started from the snapshot for this node binary when there is one (see
+// src/cli/snapshotCache.ts for its name), else the command as usual (which builds one).
+mkdirSync(join(sdk, "bin"), { recursive: true })
+writeFileSync(join(sdk, "bin", "lite-agent"), `#!/bin/sh
+# The lite-agent command: node started from a snapshot of the loaded command when one was built
+# for this node binary (the first start builds it in the background), else as usual.
+# LITE_AGENT_NO_SNAPSHOT=1 never uses one.
+self=$(readlink -f "$0" 2>/dev/null || realpath "$0" 2>/dev/null || echo "$0")
+main=$(dirname "$self")/../dist/cli/main.js
+node=$(command -v node) || { echo "lite-agent: node is not on the PATH" >&2; exit 1; }
+case " $* " in
+  *" --help "*|*" -h "*|*" --version "*) exec "$node" "$main" "$@" ;;
+esac
+if [ -z "$LITE_AGENT_NO_SNAPSHOT" ] && key=$(stat -L -c '%Y-%s' "$node" 2>/dev/null); then
+  blob="\${LITE_AGENT_HOME:-$HOME/.lite-agent}/cache/cli-${id}-$key.blob"
+  if [ -f "$blob" ]; then exec "$node" --snapshot-blob "$blob" "$main" "$@"; fi
+fi
+exec "$node" "$main" "$@"
+`, { mode: 0o755 })

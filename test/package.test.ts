@@ -293,34 +293,50 @@ describe("what each entry point loads", () => {
     expect(attempt).toThrow(/ERR_PACKAGE_PATH_NOT_EXPORTED|not defined by "exports"/)
   })
 
-  it("ships the lite-agent bin: the installed command runs a turn offline", async () => {
+  it("ships the lite-agent bin: the installed command runs a turn offline; its first start builds a snapshot the next ones start from", async () => {
     const bin = join(app, "node_modules", ".bin", "lite-agent")
     expect(existsSync(bin)).toBe(true)
-    const workdir = mkdtempSync(join(tmpdir(), "lite-agent-bin-work-"))
+    const home = mkdtempSync(join(tmpdir(), "lite-agent-bin-home-"))
     const sessions = mkdtempSync(join(tmpdir(), "lite-agent-bin-sessions-"))
-    try {
-      const scriptedTurns = join(app, "node_modules", "@lite-agent", "sdk", "examples", "cli", "hello.json")
-      const { stdout } = await execFileAsync(
-        bin,
-        [
-          "-p",
-          "Create hello.ts",
-          "--model",
-          `scripted:${scriptedTurns}`,
-          "--workdir",
-          workdir,
-          "--checkpointer",
-          `file:${sessions}`,
-          "--permission-mode",
-          "acceptEdits"
-        ],
-        { cwd: app, encoding: "utf8", env: offlineEnv() }
-      )
+    const workdirs: Array<string> = []
+    const scriptedTurns = join(app, "node_modules", "@lite-agent", "sdk", "examples", "cli", "hello.json")
+    const createHello = async (checkpointer: string, run: (args: ReadonlyArray<string>) => Promise<{ stdout: string }>) => {
+      const workdir = mkdtempSync(join(tmpdir(), "lite-agent-bin-work-"))
+      workdirs.push(workdir)
+      const { stdout } = await run([
+        "-p",
+        "Create hello.ts",
+        "--model",
+        `scripted:${scriptedTurns}`,
+        "--workdir",
+        workdir,
+        "--checkpointer",
+        checkpointer,
+        "--permission-mode",
+        "acceptEdits"
+      ])
       expect(stdout).toBe("Created hello.ts with hello(name).\n")
       expect(readFileSync(join(workdir, "hello.ts"), "utf8")).toContain("export const hello")
+    }
+    const viaBin = (args: ReadonlyArray<string>) =>
+      execFileAsync(bin, args, { cwd: app, encoding: "utf8", env: offlineEnv({ LITE_AGENT_HOME: home }) })
+    try {
+      await createHello(`file:${sessions}`, viaBin)
+      // The first start (without a snapshot) built one in the background, for this node binary.
+      const cache = join(home, "cache")
+      const blobs = () => (existsSync(cache) ? readdirSync(cache).filter((name) => name.endsWith(".blob")) : [])
+      for (let waited = 0; blobs().length === 0; waited++) {
+        if (waited > 600) throw new Error("no snapshot was built within a minute")
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      expect(blobs()).toEqual([expect.stringMatching(/^cli-[0-9a-f]{12}-\d+-\d+\.blob$/)])
+      // Started from it: the same answer, and packages loaded on demand (better-sqlite3) still load.
+      await createHello(`file:${sessions}`, viaBin)
+      const blob = join(cache, blobs()[0]!)
+      const main = join(app, "node_modules", "@lite-agent", "sdk", "dist", "cli", "main.js")
+      await createHello(`sqlite:${join(sessions, "sessions.db")}`, (args) => node(["--snapshot-blob", blob, main, ...args], { LITE_AGENT_HOME: home }))
     } finally {
-      rmSync(workdir, { recursive: true, force: true })
-      rmSync(sessions, { recursive: true, force: true })
+      for (const dir of [home, sessions, ...workdirs]) rmSync(dir, { recursive: true, force: true })
     }
   })
 })

@@ -2,13 +2,24 @@
 /**
  * The `lite-agent` command's entry. `--help` and `--version` are answered from help.ts,
  * which imports nothing; anything else loads the command (run.ts) — the agent, the stores, the
- * parser — and, within it, what only one command needs (the server, a provider) when that command runs.
+ * parser — and, within it, what only one command needs (the server, a provider) when that command
+ * runs. The installed command usually skips this file's loading altogether: bin/lite-agent starts
+ * node from a snapshot of the loaded command (snapshot.ts), which this file builds when missing.
  */
+import { dirname } from "node:path"
+import { fileURLToPath } from "node:url"
 import { asksForHelp, asksForVersion, MAIN_HELP, SERVE_HELP, VERSION } from "./help.js"
+import { buildSnapshotInBackground, snapshotBlob } from "./snapshotCache.js"
 
 const args = process.argv.slice(2)
 const isServe = args[0] === "serve"
 const own = isServe ? args.slice(1) : args
 if (asksForHelp(own)) process.stdout.write(isServe ? SERVE_HELP : MAIN_HELP)
 else if (!isServe && asksForVersion(own)) process.stdout.write(`${VERSION}\n`)
-else (await import("./run.js")).runCli(args)
+else {
+  // Started without a snapshot: build one for the next start (bin/lite-agent uses it).
+  const distCli = dirname(fileURLToPath(import.meta.url))
+  const blob = snapshotBlob(distCli)
+  if (blob !== undefined) buildSnapshotInBackground(distCli, blob)
+  ;(await import("./run.js")).runCli(args)
+}
