@@ -112,7 +112,7 @@ if (runs("cli")) {
   printTable(
     "Start-up of the command (the built package; medians of 15 runs, alternating with the baseline)",
     ["command", "time", "node -e \"\" (baseline)", "ratio"],
-    runCliBench()
+    await runCliBench()
   )
 }
 
