@@ -5,6 +5,7 @@
  * loaded. Built by `node --build-snapshot` from its bundle, dist/cli/snapshot.cjs (scripts/build.mjs).
  */
 import { createRequire } from "node:module"
+import { resolve } from "node:path"
 import { startupSnapshot } from "node:v8"
 import { runCli } from "./run.js"
 
@@ -14,6 +15,6 @@ declare const __liteAgentUseRequire: ((require: NodeRequire) => void) | undefine
 // The process started from the snapshot gets `node <dist/cli/main.js> <args…>` as its argv.
 startupSnapshot.setDeserializeMainFunction(() => {
   // Packages loaded on demand (better-sqlite3, pg) resolve from the installed package.
-  __liteAgentUseRequire?.(createRequire(process.argv[1]!))
+  __liteAgentUseRequire?.(createRequire(resolve(process.argv[1]!)))
   runCli(process.argv.slice(2))
 })
