@@ -5,6 +5,7 @@
  * without its client; unknown questions are 404 and bad answers 400, changing nothing.
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import { setTimeout as sleep } from "node:timers/promises"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { live, makeTempDir, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
@@ -23,7 +24,9 @@ beforeAll(async () => {
     { toolCalls: [{ name: "shell", input: { command: "echo denied > denied.txt" } }] },
     { text: "It was not allowed." },
     { toolCalls: [{ name: "shell", input: { command: "echo allowed > allowed.txt" } }] },
-    { text: "Ran it." }
+    { text: "Ran it." },
+    { toolCalls: [{ name: "shell", input: { command: "echo $$ > leaving.pid; exec sleep 60" } }] },
+    { text: "never said: the client left" }
   ]))
   worker = startWorker("../../src/cli/main.ts", [
     "serve",
@@ -66,8 +69,9 @@ describe("lite-agent serve asks before tool calls", () => {
     expect(turn.status).toBe(200)
     const messages = turn.messages[Symbol.asyncIterator]()
     const upToQuestion = await messagesUntil(messages, (message) => message.event === "permission_request")
-    const question = JSON.parse(upToQuestion.at(-1)!.data) as { toolUseId: string; name: string; input: unknown }
-    expect(question).toMatchObject({ name: "shell", input: { command: "echo denied > denied.txt" } })
+    const question = JSON.parse(upToQuestion.at(-1)!.data) as { requestId: string; toolUseId: string; name: string; input: unknown }
+    expect(question).toMatchObject({ name: "shell", input: { command: "echo denied > denied.txt" }, mode: "default" })
+    expect(question.requestId).toBe(question.toolUseId)
 
     // Bad answers change nothing: the question still waits.
     expect(await answerQuestion("asked", question.toolUseId, { behavior: "maybe" })).toMatchObject({ status: 400 })
@@ -112,5 +116,28 @@ describe("lite-agent serve asks before tool calls", () => {
 
     expect(await request(`${url}/sessions/detached/messages?detach=maybe`, { token: TOKEN, method: "POST", body: { text: "x" } }))
       .toMatchObject({ status: 400 })
+  })
+
+  it("without detach, a client that leaves cancels its turn: the running command is killed", async () => {
+    const turn = await connectSse(`${url}/sessions/leaving/messages`, { token: TOKEN, method: "POST", body: { text: "run long" } })
+    const messages = turn.messages[Symbol.asyncIterator]()
+    const upToQuestion = await messagesUntil(messages, (message) => message.event === "permission_request")
+    const question = JSON.parse(upToQuestion.at(-1)!.data) as { requestId: string }
+    expect(await answerQuestion("leaving", question.requestId, { behavior: "allow" })).toMatchObject({ status: 204 })
+    await messagesUntil(messages, (message) => message.event === "tool_start")
+    const pidFile = join(workdir, "leaving.pid")
+    while (!existsSync(pidFile) || readFileSync(pidFile, "utf8").trim() === "") await sleep(20)
+    const pid = Number(readFileSync(pidFile, "utf8").trim())
+    turn.abort()
+    const alive = () => {
+      try {
+        process.kill(pid, 0)
+        return true
+      } catch {
+        return false
+      }
+    }
+    for (let waited = 0; alive() && waited < 1500; waited++) await sleep(20)
+    expect(alive()).toBe(false)
   })
 })

@@ -4,7 +4,7 @@
  * event before the `send` that caused it resolves).
  */
 import { Effect, PubSub, Stream } from "effect"
-import type { JsonValue, SessionEvent, TokenUsage } from "../core/events.js"
+import type { JsonValue, PermissionMode, SessionEvent, TokenUsage } from "../core/events.js"
 import type { RestoreProgress } from "../tools/TimeTravel.js"
 import type { CompactionEvent } from "./compaction.js"
 
@@ -63,10 +63,14 @@ export type AgentEvent =
   | {
     /** A tool call waits for `canUseTool`'s answer (the decision follows as a `PermissionDecided` session event). */
     readonly type: "permission_request"
+    /** What answers it (the server's `POST /sessions/:id/permissions/:requestId`): the tool call's id. */
+    readonly requestId: string
     readonly sessionId: string
     readonly toolUseId: string
     readonly name: string
     readonly input: JsonValue
+    /** The permission mode in force. */
+    readonly mode: PermissionMode
   }
   | { readonly type: "background_started"; readonly sessionId: string; readonly taskId: string; readonly command: string }
   | RestoreProgress

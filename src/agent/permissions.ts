@@ -191,7 +191,15 @@ export const decide = (
         message: `"${call.name}" needs permission in ${mode} mode and there is no canUseTool to ask`
       })
     }
-    yield* emit({ type: "permission_request", sessionId: call.sessionId, toolUseId: call.toolUseId, name: call.name, input: call.input })
+    yield* emit({
+      type: "permission_request",
+      requestId: call.toolUseId,
+      sessionId: call.sessionId,
+      toolUseId: call.toolUseId,
+      name: call.name,
+      input: call.input,
+      mode
+    })
     const answer = yield* ask(settings.canUseTool, call, mode)
     return answer.behavior === "allow"
       ? new PermissionDecided({ ...base, behavior: "allow", decidedBy: "callback", ...(answer.remember === true ? { remember: true } : {}) })
