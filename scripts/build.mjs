@@ -49,14 +49,15 @@ mkdirSync(join(sdk, "bin"), { recursive: true })
 writeFileSync(join(sdk, "bin", "lite-agent"), `#!/bin/sh
 # The lite-agent command: node started from a snapshot of the loaded command when one was built
 # for this node binary (the first start builds it in the background), else as usual.
-# LITE_AGENT_NO_SNAPSHOT=1 never uses one.
+# LITE_AGENT_NO_SNAPSHOT=1 never uses one; nor does a start with NODE_OPTIONS set.
 self=$(readlink -f "$0" 2>/dev/null || realpath "$0" 2>/dev/null || echo "$0")
 main=$(dirname "$self")/../dist/cli/main.js
 node=$(command -v node) || { echo "lite-agent: node is not on the PATH" >&2; exit 1; }
 case " $* " in
   *" --help "*|*" -h "*|*" --version "*) exec "$node" "$main" "$@" ;;
 esac
-if [ -z "$LITE_AGENT_NO_SNAPSHOT" ] && key=$(stat -L -c '%Y-%s' "$node" 2>/dev/null); then
+# A snapshot loads only under the V8 flags it was built with: none from NODE_OPTIONS.
+if [ -z "$LITE_AGENT_NO_SNAPSHOT" ] && [ -z "$NODE_OPTIONS" ] && key=$(stat -L -c '%Y-%s' "$node" 2>/dev/null); then
   blob="\${LITE_AGENT_HOME:-$HOME/.lite-agent}/cache/cli-${id}-$key.blob"
   if [ -f "$blob" ]; then exec "$node" --snapshot-blob "$blob" "$main" "$@"; fi
 fi

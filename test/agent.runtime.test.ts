@@ -284,7 +284,10 @@ describe("a turn", () => {
             streamText: () =>
               Stream.unwrap(Effect.as(
                 Effect.orDie(checkpointer.append("c1", [new UserMessage({ content: "from elsewhere", origin: "user" })])),
-                Stream.make({ type: "text-delta" as const, id: "0", delta: "too late" })
+                Stream.make(
+                  { type: "text-delta" as const, id: "0", delta: "too late" },
+                  { type: "finish" as const, reason: "stop" as const, usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 } }
+                )
               ))
           })
         })

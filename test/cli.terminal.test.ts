@@ -130,12 +130,17 @@ describe("the permission prompt", () => {
 })
 
 describe("prompts and sessions", () => {
-  it("a trailing \\ and a paste stay one prompt; --continue recaps the last turns; /resume alone picks a session with the arrows", async () => {
+  it("a trailing \\ and a paste stay one prompt (Ctrl-C drops one begun); --continue recaps the last turns; /resume alone picks a session with the arrows", async () => {
     const sessions = tempDir("tty-sessions")
     const workdir = tempDir("tty-work")
     const common = ["--checkpointer", `file:${sessions}`, "--workdir", workdir, "--permission-mode", "plan"]
     const first = terminal([...common, "--model", `scripted:${turnsFile([{ text: "Got both lines." }, { text: "Got the paste." }])}`])
     await first.waitFor("> ")
+    // Ctrl-C drops a prompt begun.
+    first.type("dropped line \\\r")
+    await first.waitFor("… ")
+    first.type("\u0003")
+    await first.waitFor("(the prompt begun is dropped)")
     first.type("first line \\\r")
     await first.waitFor("… ")
     first.type("second line\r")

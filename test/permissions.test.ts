@@ -4,7 +4,7 @@
  * a callback that throws or answers nonsense, bad options — and in each case what the log
  * records (`PermissionDecided` before the result), what the model is told, and what ran.
  */
-import { existsSync } from "node:fs"
+import { existsSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { Effect } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
@@ -308,5 +308,23 @@ describe("rules and answers", () => {
       expect(error, option).toMatchObject({ option: expect.stringContaining(option) })
       expect((error as ConfigurationError).detail, option).toContain(detail)
     }
+  })
+
+  it("what the user changed while a question waited is theirs: a restore refuses to undo it, and undoes the tool's write", async () => {
+    const workdir = tempDir("permissions-user-edit")
+    writeFileSync(join(workdir, "mine.txt"), "before\n")
+    const { agent } = setup({
+      workdir,
+      canUseTool: (name) => {
+        // The user edits a file while the question is on the screen, then allows the write.
+        if (name === "write_file") writeFileSync(join(workdir, "mine.txt"), "edited while asked\n")
+        return { behavior: "allow" }
+      }
+    }, [{ toolCalls: [write("notes.txt", "hello\n")] }, { text: "wrote it" }])
+    await agent.send("write notes")
+    const [checkpoint] = await agent.listCheckpoints(agent.sessionId)
+    const plan = await agent.restore(agent.sessionId, checkpoint!.seq, { dryRun: true })
+    expect(plan.refusals).toEqual([expect.objectContaining({ path: "mine.txt", reason: "modified_externally" })])
+    expect(plan.plan.filter((file) => file.refusal === undefined).map((file) => [file.path, file.action])).toEqual([["notes.txt", "delete"]])
   })
 })

@@ -4,8 +4,11 @@
  * off mid-stream leaves the log as a failed call does.
  */
 import { afterEach, describe, expect, it } from "vitest"
-import { type AgentEvent, createLiteAgent, memoryCheckpointer, query } from "../src/index.js"
-import { scripted } from "../src/provider.js"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Response from "@effect/ai/Response"
+import { Effect, Layer, Stream } from "effect"
+import { type AgentEvent, createLiteAgent, memoryCheckpointer, ModelError, query } from "../src/index.js"
+import { type ModelProvider, scripted } from "../src/provider.js"
 import { tempDir } from "./support/agent.js"
 
 const opened: Array<{ close(): Promise<void> }> = []
@@ -78,5 +81,36 @@ describe("text deltas", () => {
     ) events.push(event)
     expect(events.flatMap((event) => event.type === "text_delta" ? [event.delta] : []).join("")).toBe(ANSWER)
     expect(events.at(-1)).toMatchObject({ type: "result", result: { text: ANSWER } })
+  })
+
+  it("a stream that reports an error, or ends before its finish, fails the call: no half message is logged", async () => {
+    const parts = (ending: ReadonlyArray<Response.StreamPartEncoded>) =>
+      Stream.fromIterable<Response.StreamPartEncoded>([
+        { type: "text-start", id: "0" },
+        { type: "text-delta", id: "0", delta: "I will del" },
+        ...ending
+      ])
+    for (const [ending, expected] of [
+      [[{ type: "error", error: { type: "overloaded_error", message: "Overloaded" } }], "the model's stream reported an error"],
+      [[], "the model's stream ended before its finish"]
+    ] as const) {
+      const checkpointer = memoryCheckpointer()
+      const brokenModel: ModelProvider = {
+        name: "broken",
+        defaultModelName: "broken",
+        contextTokens: 1000,
+        layer: () => Layer.effect(LanguageModel.LanguageModel, LanguageModel.make({
+          generateText: () => Effect.dieMessage("a turn streams its model calls"),
+          streamText: () => parts(ending)
+        }))
+      }
+      const agent = createLiteAgent({ model: brokenModel, workdir: tempDir("streaming-broken"), checkpointer })
+      opened.push(checkpointer, agent)
+      const error = await agent.send("go").catch((caught: unknown) => caught)
+      expect(error).toBeInstanceOf(ModelError)
+      expect((error as ModelError).detail).toContain(expected)
+      const tags = (await checkpointer.read(agent.sessionId)).map((stored) => stored.event._tag)
+      expect(tags).not.toContain("AssistantMessage")
+    }
   })
 })

@@ -3,7 +3,7 @@
  * streamed response is gathered into one reply, which becomes the `AssistantMessage` the log
  * records, and its failure a `ModelError`.
  */
-import type * as AiError from "@effect/ai/AiError"
+import * as AiError from "@effect/ai/AiError"
 import type * as Response from "@effect/ai/Response"
 import { Effect, Option, Schema, Stream } from "effect"
 import { type AssistantBlock, AssistantMessage, JsonValue, type TokenUsage, type ToolUseBlock } from "../core/events.js"
@@ -42,17 +42,19 @@ export interface ModelReply {
 /**
  * A streamed reply gathered into one (`onDelta` sees each piece of text as it arrives): text
  * blocks joined from their deltas, in the order they started; tool calls as the provider parsed
- * them; the finish part's reason and usage ("unknown" and none when the stream had no finish).
+ * them; the finish part's reason and usage. A stream that reports an error, or ends without its
+ * finish, fails: a half answer is never taken for a whole one.
  */
 export const gatherReply = <E, R>(
   parts: Stream.Stream<Response.AnyPart, E, R>,
   onDelta: (delta: string) => Effect.Effect<void>
-): Effect.Effect<ModelReply, E, R> =>
+): Effect.Effect<ModelReply, E | AiError.AiError, R> =>
   Effect.suspend(() => {
     const gathered: Array<{ type: "text"; text: string } | { type: "tool-call"; id: string; name: string; params: unknown }> = []
     const open = new Map<string, { type: "text"; text: string }>()
     let finishReason = "unknown"
     let usage: ModelReply["usage"] = { inputTokens: undefined, outputTokens: undefined }
+    let finished = false
     return Stream.runForEach(parts, (part) => {
       switch (part.type) {
         case "text-start": {
@@ -78,14 +80,29 @@ export const gatherReply = <E, R>(
           gathered.push({ type: "tool-call", id: part.id, name: part.name, params: part.params })
           return Effect.void
         case "finish":
+          finished = true
           finishReason = part.reason
           usage = { inputTokens: part.usage.inputTokens, outputTokens: part.usage.outputTokens }
           return Effect.void
+        case "error":
+          // The provider reports a failure inside the stream (an overloaded API mid-answer): the call failed.
+          return Effect.fail(streamFailure(`the model's stream reported an error: ${describePart(part.error)}`))
         default:
           return Effect.void
       }
-    }).pipe(Effect.map((): ModelReply => ({ parts: gathered, finishReason, usage })))
+    }).pipe(
+      Effect.flatMap((): Effect.Effect<ModelReply, E | AiError.AiError> =>
+        finished
+          ? Effect.succeed({ parts: gathered, finishReason, usage })
+          : Effect.fail(streamFailure("the model's stream ended before its finish: the answer may be cut short"))
+      )
+    )
   })
+
+const streamFailure = (description: string) => new AiError.UnknownError({ module: "LiteAgent", method: "streamText", description })
+
+const describePart = (error: unknown): string =>
+  error instanceof Error ? error.message : typeof error === "string" ? error : JSON.stringify(error) ?? String(error)
 
 export const modelStepOf = (reply: ModelReply, modelName: string | undefined): ModelStep => {
   const blocks: Array<AssistantBlock> = []

@@ -6,7 +6,7 @@
  * (`decide`) is the one effect: the callback may answer with a value, a promise or an Effect.
  * Every decision but "needed none" becomes a `PermissionDecided` event (the turn appends it).
  */
-import { Effect, Either, HashSet, ParseResult, Schema } from "effect"
+import { Cause, Effect, Either, HashSet, ParseResult, Schema } from "effect"
 import type { JsonValue } from "../core/events.js"
 import { PermissionDecided, PermissionMode } from "../core/events.js"
 import { described, expecting, Flag, recognised } from "../core/internal/options.js"
@@ -152,13 +152,16 @@ const ask = (canUseTool: CanUseTool, call: PendingCall, mode: PermissionMode): E
         message: `canUseTool answered something that is not a decision: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
       }))
     ),
-    Effect.catchAll((error) =>
-      Effect.succeed<PermissionResult>({
+    // A failure or a defect of the callback (not an interruption of the turn) is a denial saying so.
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause) ? Effect.interrupt : Effect.succeed<PermissionResult>({
         behavior: "deny",
-        message: `canUseTool failed: ${error instanceof Error ? error.message : String(error)}`
+        message: `canUseTool failed: ${describeFailure(Cause.squash(cause))}`
       })
     )
   )
+
+const describeFailure = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
 /**
  * The decision on one call: `undefined` when none was needed (it runs, and nothing is logged),

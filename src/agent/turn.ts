@@ -116,21 +116,44 @@ export const makeRunTurn = (
         yield* writer.commit([...captured.slice(-1), ...events])
       })
 
-    /** A call's result in the log (after a capture of what a changing tool did), reported and kept for the turn's result. */
+    /**
+     * A call's result in the log, reported and kept for the turn's result: after a capture of what
+     * it did when it ran a changing tool; with `before` (its denial) in the same append when it did not run.
+     */
     const commitResult = (
       writer: SessionWriter,
       call: ToolUseBlock,
       outcome: ToolOutcome,
       emit: Emit,
-      toolCalls: Array<ToolCallRecord>
+      toolCalls: Array<ToolCallRecord>,
+      run: { readonly ran: boolean; readonly before?: ReadonlyArray<SessionEvent> } = { ran: true }
     ) =>
       Effect.gen(function*() {
         const { sessionId } = writer
         const result = new ToolResult({ toolUseId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError })
-        if (CHANGING_TOOLS.has(call.name)) yield* commitWithCapture(writer, { _tag: "tool", toolUseId: call.id }, [result])
-        else yield* writer.commit([result])
+        if (run.ran && CHANGING_TOOLS.has(call.name)) yield* commitWithCapture(writer, { _tag: "tool", toolUseId: call.id }, [result])
+        else yield* writer.commit([...(run.before ?? []), result])
         yield* emit({ type: "tool_end", sessionId, toolUseId: call.id, name: call.name, isError: outcome.isError, output: outcome.content })
         toolCalls.push({ id: call.id, name: call.name, input: call.input, output: outcome.content, isError: outcome.isError })
+      })
+
+    /**
+     * After a question answered by someone (which may have taken hours), before a changing tool
+     * runs: what changed meanwhile is the user's (a `checkpoint` capture, as before a prompt), not
+     * the tool's — so a restore refuses to overwrite it. Nothing is added when nothing changed.
+     */
+    const commitUserEdits = (writer: SessionWriter, events: ReadonlyArray<SessionEvent>) =>
+      Effect.gen(function*() {
+        const captured = settings.capture === undefined
+          ? []
+          : yield* settings.capture.capture(writer.sessionId, writer.state, { _tag: "checkpoint" }).pipe(
+            Effect.catchAll((error) =>
+              Effect.as(Effect.logWarning(`workspace capture failed; changes are recorded by the next capture`, error), [])
+            )
+          )
+        const changed = captured.filter((event) => event.changes.length > 0)
+        for (const event of changed.slice(0, -1)) yield* writer.commit([event])
+        yield* writer.commit([...changed.slice(-1), ...events])
       })
 
     const steps = (sessionId: string, input: UserContent, maxSteps: number, emit: Emit) =>
@@ -204,7 +227,7 @@ export const makeRunTurn = (
           let stopped: PermissionDecided | undefined
           for (const call of modelStep.toolCalls) {
             if (stopped !== undefined) {
-              yield* commitResult(writer, call, { content: NOT_RUN_STOPPED, isError: true }, emit, toolCalls)
+              yield* commitResult(writer, call, { content: NOT_RUN_STOPPED, isError: true }, emit, toolCalls, { ran: false })
               continue
             }
             const decision = yield* decide(
@@ -214,12 +237,15 @@ export const makeRunTurn = (
               emit
             )
             if (decision?.behavior === "deny") {
-              yield* writer.commit([decision])
-              yield* commitResult(writer, call, { content: deniedResult(decision), isError: true }, emit, toolCalls)
+              yield* commitResult(writer, call, { content: deniedResult(decision), isError: true }, emit, toolCalls, {
+                ran: false,
+                before: [decision]
+              })
               if (decision.interrupt === true) stopped = decision
               continue
             }
-            if (decision !== undefined) yield* writer.commit([decision])
+            if (decision?.decidedBy === "callback" && CHANGING_TOOLS.has(call.name)) yield* commitUserEdits(writer, [decision])
+            else if (decision !== undefined) yield* writer.commit([decision])
             yield* emit({ type: "tool_start", sessionId, toolUseId: call.id, name: call.name, input: call.input })
             const outcome = yield* runToolCall(
               { sessionId, toolUseId: call.id, name: call.name, input: call.input, state: writer.state },

@@ -11,7 +11,7 @@ import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { RestoreInterruptedError } from "../tools/errors.js"
 import { choiceOfLine, type makeTerminalPermissions, readChoice } from "./permissionPrompt.js"
-import { BRACKETED_PASTE_OFF, BRACKETED_PASTE_ON, promptLines } from "./promptLines.js"
+import { BRACKETED_PASTE_OFF, BRACKETED_PASTE_ON, type PromptLines, promptLines } from "./promptLines.js"
 import { eventLine, makeRenderer, shorten } from "./render.js"
 import { makeSessionCommands } from "./sessionCommands.js"
 import { describeError } from "./setup.js"
@@ -77,14 +77,24 @@ export const runInteractive = async (
   const rl: Interface = createInterface({ input: process.stdin, output: process.stdout, terminal: true, prompt: "> " })
   let running: Running | undefined
   let interruptedOnce = false
+  // The prompt's lines (set up below); Ctrl-C drops a prompt begun with a trailing \.
+  let prompts: PromptLines | undefined
   rl.on("SIGINT", () => {
     if (running !== undefined) {
       running.cancel()
       return
     }
-    if (rl.line.length > 0) {
-      // Ctrl-C on a half-typed line clears it, as shells do.
-      rl.write(null, { ctrl: true, name: "u" })
+    const halfTyped = rl.line.length > 0
+    // Ctrl-C on a half-typed line clears it, as shells do.
+    if (halfTyped) rl.write(null, { ctrl: true, name: "u" })
+    if (prompts?.discard() === true) {
+      print("\n(the prompt begun is dropped)")
+      rl.setPrompt("> ")
+      rl.prompt()
+      interruptedOnce = false
+      return
+    }
+    if (halfTyped) {
       interruptedOnce = false
       return
     }
@@ -122,8 +132,9 @@ export const runInteractive = async (
       print(line)
     },
     choose: process.stdin.isTTY
-      ? (signal) => readChoice(process.stdin, signal)
-      : async () => {
+      ? (signal, ready) => readChoice(process.stdin, signal, ready)
+      : async (_signal, ready) => {
+        ready()
         for (;;) {
           const choice = choiceOfLine(await ask("  y/n/a/s: "))
           if (choice !== undefined) return choice
@@ -276,7 +287,7 @@ export const runInteractive = async (
     closed = true
   })
   // A trailing \ or a paste keeps one prompt going over several lines.
-  const prompts = promptLines(rl, process.stdin)
+  prompts = promptLines(rl, process.stdin)
   if (process.stdout.isTTY) {
     process.stdout.write(BRACKETED_PASTE_ON)
     rl.on("close", () => process.stdout.write(BRACKETED_PASTE_OFF))

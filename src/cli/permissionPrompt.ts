@@ -37,7 +37,7 @@ const choiceOf = (key: KeyPress): PermissionChoice | undefined =>
  * One choice from the keyboard: keypresses on `input` are taken from whoever listened (the
  * prompt's line editor) until a choice key comes, then given back. An abort of `signal` is "stop".
  */
-export const readChoice = (input: NodeJS.ReadStream, signal: AbortSignal): Promise<PermissionChoice> =>
+export const readChoice = (input: NodeJS.ReadStream, signal: AbortSignal, ready: () => void = () => {}): Promise<PermissionChoice> =>
   new Promise((resolve) => {
     emitKeypressEvents(input)
     const others = input.listeners("keypress") as Array<(...args: Array<unknown>) => void>
@@ -45,6 +45,16 @@ export const readChoice = (input: NodeJS.ReadStream, signal: AbortSignal): Promi
     const wasRaw = input.isRaw
     if (input.isTTY) input.setRawMode(true)
     input.resume()
+    // Keys typed before the question (type-ahead) must not answer it: what is already there is
+    // read and dropped over two turns of the event loop, then the question is shown (`ready`).
+    const drop = () => {}
+    input.on("keypress", drop)
+    setImmediate(() =>
+      setImmediate(() => {
+        input.off("keypress", drop)
+        start()
+      })
+    )
     const finish = (choice: PermissionChoice) => {
       input.off("keypress", listener)
       signal.removeEventListener("abort", aborted)
@@ -58,9 +68,12 @@ export const readChoice = (input: NodeJS.ReadStream, signal: AbortSignal): Promi
       if (choice !== undefined) finish(choice)
     }
     const aborted = () => finish("stop")
-    if (signal.aborted) return finish("stop")
-    signal.addEventListener("abort", aborted)
-    input.on("keypress", listener)
+    const start = () => {
+      if (signal.aborted) return finish("stop")
+      signal.addEventListener("abort", aborted)
+      input.on("keypress", listener)
+      ready()
+    }
   })
 
 /** A line's answer, for a prompt on something that is not a terminal. */
@@ -82,8 +95,8 @@ export interface PromptIo {
   readonly workdir: string
   /** Write one line of the prompt. */
   readonly print: (line: string) => void
-  /** Take the user's choice. */
-  readonly choose: (signal: AbortSignal) => Promise<PermissionChoice>
+  /** Take the user's choice; `ready` shows the question's last line once a key can answer it. */
+  readonly choose: (signal: AbortSignal, ready: () => void) => Promise<PermissionChoice>
   /** The diff of this call was shown (not again after it runs). */
   readonly diffShown?: (toolUseId: string) => void
 }
@@ -112,8 +125,8 @@ export const askInTerminal = async (
     for (const line of paintDiff(paint, diff)) io.print(`    ${line}`)
     io.diffShown?.(context.toolUseId)
   }
-  io.print(`  allow? ${paint.bold("y")} yes · ${paint.bold("n")} no · ${paint.bold("a")} always ${name} this session · ${paint.bold("Esc")} no, and stop the turn`)
-  const choice = await io.choose(context.signal)
+  const choice = await io.choose(context.signal, () =>
+    io.print(`  allow? ${paint.bold("y")} yes · ${paint.bold("n")} no · ${paint.bold("a")} always ${name} this session · ${paint.bold("Esc")} no, and stop the turn`))
   io.print(`  ${
     choice === "yes"
       ? paint.green("allowed")

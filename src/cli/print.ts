@@ -31,7 +31,7 @@ export const runPrint = (prompt: string, format: "text" | "json" | "stream-json"
         paint: makePaint(colorsWanted(process.stderr, settings.noColor)),
         workdir: settings.workdir,
         print: (text) => process.stderr.write(`${text}\n`),
-        choose: (signal) => readChoice(process.stdin, signal)
+        choose: (signal, ready) => readChoice(process.stdin, signal, ready)
       })
     }
     if (continueLatest) {

@@ -12,6 +12,8 @@ export const BRACKETED_PASTE_OFF = "\u001b[?2004l"
 export interface PromptLines extends AsyncIterable<string> {
   /** The prompt the editor shows: `> `, or `… ` while a prompt goes on. */
   readonly prompt: () => string
+  /** Drop the lines of a prompt begun (Ctrl-C); false when none was. */
+  readonly discard: () => boolean
 }
 
 export const promptLines = (rl: Interface, input: NodeJS.ReadStream): PromptLines => {
@@ -57,6 +59,11 @@ export const promptLines = (rl: Interface, input: NodeJS.ReadStream): PromptLine
   })
   return {
     prompt: () => pending.length > 0 ? "… " : "> ",
+    discard: () => {
+      const had = pending.length > 0
+      pending = []
+      return had
+    },
     async *[Symbol.asyncIterator]() {
       for (;;) {
         const next = ready.shift()

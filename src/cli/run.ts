@@ -16,7 +16,7 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Context, Effect, Either, Exit, Layer, ManagedRuntime, Option } from "effect"
+import { Context, Effect, Either, Exit, Layer, ManagedRuntime, Option, Random } from "effect"
 import { ConfigurationError } from "../core/errors.js"
 import { PERMISSION_MODES } from "../core/events.js"
 import { sessionIdProblem } from "../core/sessionId.js"
@@ -265,7 +265,9 @@ export const runCli = (args: ReadonlyArray<string>): void => {
         }
       })
     ),
-    Effect.provide(Layer.mergeAll(NodeContext.layer))
+    Effect.provide(Layer.mergeAll(NodeContext.layer)),
+    // Seeded now: Effect's default seed is taken when it loads, which a startup snapshot would fix for every start.
+    Effect.withRandom(Random.make(Math.random()))
   )
 
   NodeRuntime.runMain(main, {

@@ -234,7 +234,12 @@ export const agentHandlers = (
                 Effect.tapError((error) => Deferred.fail(started, error)),
                 Effect.ensuring(Deferred.succeed(started, undefined))
               )
-              yield* Effect.forkIn(Effect.ignore(turn), serverScope)
+              // Its failure after the 202 has no client to go to: it goes to the server's log (the
+              // session's followers see its events stop; its prompt is repaired by the next turn).
+              yield* Effect.forkIn(
+                turn.pipe(Effect.catchAllCause((cause) => Effect.logWarning(`a detached turn in session "${sessionId}" failed`, cause))),
+                serverScope
+              )
               yield* Deferred.await(started)
               return HttpServerResponse.unsafeJson({ sessionId, detached: true }, { status: 202 })
             }
