@@ -12,6 +12,7 @@ import { Session } from "../src/core.js"
 import { fileCheckpointer, type StoredEvent } from "../src/index.js"
 import { tempDir } from "./support/agent.js"
 import { sessionWithInterruptedRestore } from "./support/interruptedRestore.js"
+import { goneWithin, pidWrittenTo } from "./support/processes.js"
 import { root, terminal } from "./support/terminal.js"
 
 const readLog = async (dir: string, sessionId?: string): Promise<Array<StoredEvent>> => {
@@ -274,21 +275,10 @@ describe("lite-agent in a terminal", () => {
     await tty.waitFor("> ")
     tty.type("run the long command\r")
     await tty.waitFor("→ shell")
-    const pidFile = join(workdir, "shell.pid")
-    while (!existsSync(pidFile) || readFileSync(pidFile, "utf8").trim() === "") await new Promise((r) => setTimeout(r, 20))
-    const pid = Number(readFileSync(pidFile, "utf8").trim())
+    const pid = await pidWrittenTo(join(workdir, "shell.pid"))
     tty.type("\u0003")
     await tty.waitFor("(interrupted: the turn stopped; the next one goes on from the log)")
-    const alive = () => {
-      try {
-        process.kill(pid, 0)
-        return true
-      } catch {
-        return false
-      }
-    }
-    for (let i = 0; i < 100 && alive(); i++) await new Promise((r) => setTimeout(r, 50))
-    expect(alive()).toBe(false)
+    expect(await goneWithin(pid, 5_000)).toBe(true)
 
     tty.type("start it in the background\r")
     await tty.waitFor("started: sleep 0.5; echo finished]")

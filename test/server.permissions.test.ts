@@ -5,10 +5,9 @@
  * without its client; unknown questions are 404 and bad answers 400, changing nothing.
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
-import { setTimeout as sleep } from "node:timers/promises"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { live, makeTempDir, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
+import { goneWithin, live, makeTempDir, pidWrittenTo, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
 import { connectSse, request, type SseMessage } from "./support/sse.js"
 
 const TOKEN = "permissions-token-0123456789"
@@ -125,19 +124,8 @@ describe("lite-agent serve asks before tool calls", () => {
     const question = JSON.parse(upToQuestion.at(-1)!.data) as { requestId: string }
     expect(await answerQuestion("leaving", question.requestId, { behavior: "allow" })).toMatchObject({ status: 204 })
     await messagesUntil(messages, (message) => message.event === "tool_start")
-    const pidFile = join(workdir, "leaving.pid")
-    while (!existsSync(pidFile) || readFileSync(pidFile, "utf8").trim() === "") await sleep(20)
-    const pid = Number(readFileSync(pidFile, "utf8").trim())
+    const pid = await pidWrittenTo(join(workdir, "leaving.pid"))
     turn.abort()
-    const alive = () => {
-      try {
-        process.kill(pid, 0)
-        return true
-      } catch {
-        return false
-      }
-    }
-    for (let waited = 0; alive() && waited < 1500; waited++) await sleep(20)
-    expect(alive()).toBe(false)
+    expect(await goneWithin(pid, 30_000)).toBe(true)
   })
 })

@@ -18,6 +18,8 @@ import { TOOL_NAMES } from "./tools.js"
 export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(["read_file", "list_files"])
 /** The file tools `acceptEdits` allows without asking (`shell` is still asked about). */
 export const EDIT_TOOLS: ReadonlySet<string> = new Set(["write_file", "edit_file", "delete_file", "chmod_file"])
+/** Tools that can change the workspace: the file tools that write, and `shell`. */
+export const CHANGING_TOOLS: ReadonlySet<string> = new Set([...EDIT_TOOLS, "shell"])
 
 /** What `canUseTool` answers. */
 export const PermissionResult = Schema.Union(
@@ -104,7 +106,8 @@ export type Rule =
   | { readonly _tag: "ask" }
 
 /** The rules, in order; pure. */
-export const ruleFor = (settings: PermissionSettings, mode: PermissionMode, state: Session.SessionState, toolName: string): Rule => {
+export const ruleFor = (settings: PermissionSettings, state: Session.SessionState, toolName: string): Rule => {
+  const mode = settings.mode
   if (settings.disallowedTools.has(toolName)) {
     return { _tag: "decided", behavior: "deny", decidedBy: "rule", message: `the tool "${toolName}" is disallowed in this session` }
   }
@@ -176,7 +179,7 @@ export const decide = (
   Effect.gen(function*() {
     const mode = settings.mode
     const base = { toolUseId: call.toolUseId, toolName: call.name, mode }
-    const rule = ruleFor(settings, mode, state, call.name)
+    const rule = ruleFor(settings, state, call.name)
     if (rule._tag === "free") return undefined
     if (rule._tag === "decided") {
       return new PermissionDecided({

@@ -39,7 +39,8 @@ import { repairs } from "./repairs.js"
 import { openSessionWriter, type SessionWriter } from "./SessionWriter.js"
 import type { WorkspaceCaptureService } from "../tools/WorkspaceCapture.js"
 import { agentToolkitForModel, runToolCall, type ToolOutcome } from "./tools.js"
-import { decide, deniedResult, NOT_RUN_STOPPED, type PermissionSettings } from "./permissions.js"
+// A capture after each call of a tool that can change the workspace records what it did.
+import { CHANGING_TOOLS, decide, deniedResult, NOT_RUN_STOPPED, type PermissionSettings } from "./permissions.js"
 import type { AutoCompact, makeCompact } from "./compaction.js"
 
 type Compaction = Effect.Effect.Success<ReturnType<typeof makeCompact>>
@@ -77,8 +78,6 @@ export interface TurnSettings {
   readonly capture: WorkspaceCaptureService | undefined
 }
 
-/** Tools that can change the workspace: a capture after each call records what it did. */
-const CHANGING_TOOLS: ReadonlySet<string> = new Set(["write_file", "edit_file", "delete_file", "chmod_file", "shell"])
 
 /** A turn (in `currentSessionId` unless the options name another), emitting as it goes; the last event is `{ type: "result" }`. */
 export type RunTurn = (
@@ -101,17 +100,23 @@ export const makeRunTurn = (
     /**
      * Commit `events` after a capture attributed to `cause` (when captures are on): all but the
      * last of a large capture's events alone, the last with `events` (so a checkpoint's capture
-     * sits right before its prompt).
+     * sits right before its prompt). `changedOnly`: no capture event when nothing changed.
      */
-    const commitWithCapture = (writer: SessionWriter, cause: CaptureCause, events: ReadonlyArray<SessionEvent>) =>
+    const commitWithCapture = (
+      writer: SessionWriter,
+      cause: CaptureCause,
+      events: ReadonlyArray<SessionEvent>,
+      changedOnly = false
+    ) =>
       Effect.gen(function*() {
-        const captured = settings.capture === undefined
+        const taken = settings.capture === undefined
           ? []
           : yield* settings.capture.capture(writer.sessionId, writer.state, cause).pipe(
             Effect.catchAll((error) =>
               Effect.as(Effect.logWarning(`workspace capture failed; changes are recorded by the next capture`, error), [])
             )
           )
+        const captured = changedOnly ? taken.filter((event) => event.changes.length > 0) : taken
         for (const event of captured.slice(0, -1)) yield* writer.commit([event])
         yield* writer.commit([...captured.slice(-1), ...events])
       })
@@ -135,25 +140,6 @@ export const makeRunTurn = (
         else yield* writer.commit([...(run.before ?? []), result])
         yield* emit({ type: "tool_end", sessionId, toolUseId: call.id, name: call.name, isError: outcome.isError, output: outcome.content })
         toolCalls.push({ id: call.id, name: call.name, input: call.input, output: outcome.content, isError: outcome.isError })
-      })
-
-    /**
-     * After a question answered by someone (which may have taken hours), before a changing tool
-     * runs: what changed meanwhile is the user's (a `checkpoint` capture, as before a prompt), not
-     * the tool's — so a restore refuses to overwrite it. Nothing is added when nothing changed.
-     */
-    const commitUserEdits = (writer: SessionWriter, events: ReadonlyArray<SessionEvent>) =>
-      Effect.gen(function*() {
-        const captured = settings.capture === undefined
-          ? []
-          : yield* settings.capture.capture(writer.sessionId, writer.state, { _tag: "checkpoint" }).pipe(
-            Effect.catchAll((error) =>
-              Effect.as(Effect.logWarning(`workspace capture failed; changes are recorded by the next capture`, error), [])
-            )
-          )
-        const changed = captured.filter((event) => event.changes.length > 0)
-        for (const event of changed.slice(0, -1)) yield* writer.commit([event])
-        yield* writer.commit([...changed.slice(-1), ...events])
       })
 
     const steps = (sessionId: string, input: UserContent, maxSteps: number, emit: Emit) =>
@@ -244,8 +230,12 @@ export const makeRunTurn = (
               if (decision.interrupt === true) stopped = decision
               continue
             }
-            if (decision?.decidedBy === "callback" && CHANGING_TOOLS.has(call.name)) yield* commitUserEdits(writer, [decision])
-            else if (decision !== undefined) yield* writer.commit([decision])
+            // After a question answered by someone (which may have taken hours), before a changing
+            // tool runs: what changed meanwhile is the user's (a `checkpoint` capture, as before a
+            // prompt), not the tool's — so a restore refuses to overwrite it.
+            if (decision?.decidedBy === "callback" && CHANGING_TOOLS.has(call.name)) {
+              yield* commitWithCapture(writer, { _tag: "checkpoint" }, [decision], true)
+            } else if (decision !== undefined) yield* writer.commit([decision])
             yield* emit({ type: "tool_start", sessionId, toolUseId: call.id, name: call.name, input: call.input })
             const outcome = yield* runToolCall(
               { sessionId, toolUseId: call.id, name: call.name, input: call.input, state: writer.state },

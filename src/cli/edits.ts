@@ -25,7 +25,8 @@ export const readText = (workdir: string, path: string): string | undefined | nu
   }
 }
 
-const stringField = (input: JsonValue, key: string): string | undefined => {
+/** A string field of a tool call's input, if it has one. */
+export const stringField = (input: JsonValue, key: string): string | undefined => {
   if (typeof input !== "object" || input === null || Array.isArray(input)) return undefined
   const value = (input as { readonly [key: string]: JsonValue })[key]
   return typeof value === "string" ? value : undefined

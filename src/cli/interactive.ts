@@ -15,8 +15,8 @@ import { BRACKETED_PASTE_OFF, BRACKETED_PASTE_ON, type PromptLines, promptLines 
 import { eventLine, makeRenderer, shorten } from "./render.js"
 import { makeSessionCommands } from "./sessionCommands.js"
 import { describeError } from "./setup.js"
-import { colorsWanted, makePaint, makeSpinner } from "./terminal.js"
-import { type Key, makeTimeTravelCommands } from "./timeTravelCommands.js"
+import { colorsWanted, type Key, makePaint, makeSpinner, takeKeypresses } from "./terminal.js"
+import { makeTimeTravelCommands } from "./timeTravelCommands.js"
 
 const HELP = [
   "commands:",
@@ -159,7 +159,7 @@ export const runInteractive = async (
 
   const turn = async (text: string) => {
     renderer.turnStarted()
-    const exit = await interruptible(printEvents(agent.run(text))).finally(renderer.turnEnded)
+    const exit = await interruptible(printEvents(agent.run(text))).finally(renderer.pause)
     if (Exit.isSuccess(exit)) return
     if (Exit.isInterrupted(exit)) return print("(interrupted: the turn stopped; the next one goes on from the log)")
     const error = Cause.squash(exit.cause)
@@ -208,12 +208,11 @@ export const runInteractive = async (
   const keys = (onKey: (key: Key) => boolean) =>
     new Promise<void>((resolve) => {
       const input = process.stdin
-      const promptListeners = input.listeners("keypress") as Array<(...args: Array<unknown>) => void>
-      for (const listener of promptListeners) input.off("keypress", listener)
+      const taken = takeKeypresses(input)
       const listener = (_text: unknown, key: Key | undefined) => {
         if (key === undefined || !onKey(key)) return
         input.off("keypress", listener)
-        for (const restored of promptListeners) input.on("keypress", restored)
+        taken.giveBack()
         resolve()
       }
       input.on("keypress", listener)

@@ -8,19 +8,13 @@
 import { emitKeypressEvents } from "node:readline"
 import type { CanUseTool, PermissionContext, PermissionResult } from "../agent/permissions.js"
 import type { JsonValue } from "../core/events.js"
-import { proposedDiff } from "./edits.js"
+import { proposedDiff, stringField } from "./edits.js"
 import { shorten } from "./render.js"
-import { type Paint, paintDiff } from "./terminal.js"
+import { type Key, type Paint, paintDiff, takeKeypresses } from "./terminal.js"
 
 export type PermissionChoice = "yes" | "no" | "always" | "stop"
 
-export interface KeyPress {
-  readonly name?: string
-  readonly sequence?: string
-  readonly ctrl?: boolean
-}
-
-const choiceOf = (key: KeyPress): PermissionChoice | undefined =>
+const choiceOf = (key: Key): PermissionChoice | undefined =>
   key.ctrl === true && key.name === "c"
     ? "stop"
     : key.name === "escape"
@@ -40,8 +34,7 @@ const choiceOf = (key: KeyPress): PermissionChoice | undefined =>
 export const readChoice = (input: NodeJS.ReadStream, signal: AbortSignal, ready: () => void = () => {}): Promise<PermissionChoice> =>
   new Promise((resolve) => {
     emitKeypressEvents(input)
-    const others = input.listeners("keypress") as Array<(...args: Array<unknown>) => void>
-    for (const listener of others) input.off("keypress", listener)
+    const taken = takeKeypresses(input)
     const wasRaw = input.isRaw
     if (input.isTTY) input.setRawMode(true)
     input.resume()
@@ -59,11 +52,11 @@ export const readChoice = (input: NodeJS.ReadStream, signal: AbortSignal, ready:
       input.off("keypress", listener)
       signal.removeEventListener("abort", aborted)
       if (input.isTTY) input.setRawMode(wasRaw)
-      for (const restored of others) input.on("keypress", restored)
-      if (others.length === 0) input.pause()
+      taken.giveBack()
+      if (taken.others === 0) input.pause()
       resolve(choice)
     }
-    const listener = (_text: unknown, key: KeyPress | undefined) => {
+    const listener = (_text: unknown, key: Key | undefined) => {
       const choice = key === undefined ? undefined : choiceOf(key)
       if (choice !== undefined) finish(choice)
     }
@@ -102,14 +95,8 @@ export interface PromptIo {
 }
 
 /** What the call is about, in a few words: a command, a path, or its input. */
-const subjectOf = (input: JsonValue): string => {
-  if (typeof input === "object" && input !== null && !Array.isArray(input)) {
-    const fields = input as { readonly [key: string]: JsonValue }
-    if (typeof fields["command"] === "string") return fields["command"]
-    if (typeof fields["path"] === "string") return fields["path"]
-  }
-  return shorten(JSON.stringify(input), 100)
-}
+const subjectOf = (input: JsonValue): string =>
+  stringField(input, "command") ?? stringField(input, "path") ?? shorten(JSON.stringify(input), 100)
 
 /** Ask about one call on the terminal; the answer as `canUseTool` gives it. */
 export const askInTerminal = async (

@@ -71,9 +71,10 @@ export interface Renderer {
   readonly turnStarted: () => void
   /** One event of the turn's stream, shown. */
   readonly show: (event: AgentEvent) => void
-  /** The turn is over (or stopped): nothing more is drawn, and the next line starts at column 0. */
-  readonly turnEnded: () => void
-  /** A question is about to be asked: stop drawing until the next event. */
+  /**
+   * Stop drawing until the next event, the next line starting at column 0: the turn is over (or
+   * stopped), or a question is about to be asked.
+   */
   readonly pause: () => void
   /** The diff of this call was shown with its permission prompt: not again after it runs. */
   readonly diffShown: (toolUseId: string) => void
@@ -94,12 +95,14 @@ export const makeRenderer = (settings: {
   const waiting = new Map<string, () => void>()
   let streaming = false
   let tokens = 0
-  const print = (line: string) => {
+  /** The spinner off and a streamed text's line ended. */
+  const endLine = () => {
     spinner.stop()
-    if (streaming) {
-      write("\n")
-      streaming = false
-    }
+    if (streaming) write("\n")
+    streaming = false
+  }
+  const print = (line: string) => {
+    endLine()
     write(`${line}\n`)
   }
   return {
@@ -123,12 +126,8 @@ export const makeRenderer = (settings: {
             tokens += event.event.usage?.inputTokens ?? 0
             tokens += event.event.usage?.outputTokens ?? 0
             spinner.setTokens(tokens)
-            if (streaming) {
-              // Its text is on the screen already: end its line.
-              write("\n")
-              streaming = false
-              return
-            }
+            // Its text is on the screen already: end its line.
+            if (streaming) return endLine()
           }
           break
         case "tool_end": {
@@ -155,16 +154,7 @@ export const makeRenderer = (settings: {
       const line = eventLine(event, paint)
       if (line !== undefined) print(line)
     },
-    turnEnded: () => {
-      spinner.stop()
-      if (streaming) write("\n")
-      streaming = false
-    },
-    pause: () => {
-      spinner.stop()
-      if (streaming) write("\n")
-      streaming = false
-    },
+    pause: endLine,
     diffShown: (toolUseId) => {
       diffsShown.add(toolUseId)
     },

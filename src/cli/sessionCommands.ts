@@ -4,15 +4,17 @@
  * Enter), and the recap of the last turns printed when a session is resumed (`--continue`,
  * `/resume`). An unknown id is an error, never a new empty session (`/clear` starts one).
  */
-import { Cause, Chunk, Effect, Exit, type ManagedRuntime, Stream } from "effect"
+import { Cause, Effect, Exit, type ManagedRuntime } from "effect"
 import type { LiteAgent, LiteAgentService } from "../agent/LiteAgent.js"
 import type { Checkpointer, CheckpointerService } from "../core/Checkpointer.js"
 import { contentText } from "../core/events.js"
 import * as Session from "../core/session.js"
+import { foldedLog } from "../tools/SessionStates.js"
 import { shorten } from "./render.js"
 import { describeError } from "./setup.js"
 import type { Paint } from "./terminal.js"
-import { choosesRow, type Key, leavesList, movedSelection } from "./timeTravelCommands.js"
+import type { Key } from "./terminal.js"
+import { choosesRow, leavesList, movedSelection } from "./timeTravelCommands.js"
 
 /** How long ago, in the largest unit that fits. */
 export const ageOf = (ms: number): string => {
@@ -74,9 +76,6 @@ const LISTED = 20
 export const makeSessionCommands = (context: SessionCommandsContext) => {
   const { agent, checkpointer, paint, print, runtime } = context
 
-  const stateOf = (sessionId: string) =>
-    Effect.map(Stream.runCollect(checkpointer.read(sessionId)), (events) => Session.fold(Chunk.toReadonlyArray(events)))
-
   /** The most recent sessions, each as one row: id (whole, or its first 8 characters), age, size, first prompt. */
   const rows = async (idLength = 36) => {
     const sessions = (await runtime.runPromise(agent.listSessions())).slice(0, LISTED)
@@ -92,7 +91,7 @@ export const makeSessionCommands = (context: SessionCommandsContext) => {
   }
 
   const recap = async (sessionId: string) => {
-    const lines = recapLines(await runtime.runPromise(stateOf(sessionId)))
+    const lines = recapLines(await runtime.runPromise(foldedLog(checkpointer, sessionId)))
     if (lines.length > 0) print(paint.dim("the last turns:"))
     for (const line of lines) print(paint.dim(line))
   }

@@ -5,6 +5,27 @@
  */
 import type { Writable } from "node:stream"
 
+/** A key as readline reports it. */
+export interface Key {
+  readonly name?: string | undefined
+  readonly ctrl?: boolean | undefined
+}
+
+/**
+ * Take `input`'s keypresses from whoever listens to them now (the prompt's line editor), for a
+ * navigator or a question of one key; returns what gives them back.
+ */
+export const takeKeypresses = (input: NodeJS.ReadStream): { readonly others: number; readonly giveBack: () => void } => {
+  const others = input.listeners("keypress") as Array<(...args: Array<unknown>) => void>
+  for (const listener of others) input.off("keypress", listener)
+  return {
+    others: others.length,
+    giveBack: () => {
+      for (const listener of others) input.on("keypress", listener)
+    }
+  }
+}
+
 export interface Paint {
   readonly enabled: boolean
   readonly red: (text: string) => string

@@ -10,6 +10,7 @@ import type { Checkpointer } from "../core/Checkpointer.js"
 import type { SessionTree } from "../core/session.js"
 import type { ForkResult, RestoreResult } from "../tools/TimeTravel.js"
 import { describeError } from "./setup.js"
+import type { Key } from "./terminal.js"
 
 export interface TimeTravelCommandsContext {
   readonly runtime: ManagedRuntime.ManagedRuntime<LiteAgent | Checkpointer, unknown>
@@ -38,11 +39,6 @@ interface TreeRow {
   readonly text: string
 }
 
-/** A key as readline reports it. */
-export interface Key {
-  readonly name?: string | undefined
-  readonly ctrl?: boolean | undefined
-}
 
 /** In a list navigated with the keys (`/tree`, the `/resume` picker): the row ↑/↓ (or k/j) select, or undefined for another key. */
 export const movedSelection = (key: Key, selected: number, rows: number): number | undefined =>

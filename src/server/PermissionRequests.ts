@@ -7,17 +7,10 @@
  */
 import { Context, Layer } from "effect"
 import type { CanUseTool, PermissionResult } from "../agent/permissions.js"
-import type { JsonValue, PermissionMode } from "../core/events.js"
+import type { AgentEvent } from "../agent/AgentEvents.js"
 
-export interface PendingPermission {
-  /** Answer with `POST /sessions/:sessionId/permissions/:requestId`: the tool call's id. */
-  readonly requestId: string
-  readonly sessionId: string
-  readonly toolUseId: string
-  readonly name: string
-  readonly input: JsonValue
-  readonly mode: PermissionMode
-}
+/** A question waiting: the agent's own `permission_request` event (answer it by its `requestId`). */
+export type PendingPermission = Extract<AgentEvent, { readonly type: "permission_request" }>
 
 export interface PermissionRequestsService {
   /** Give this to the agent the server runs. */
@@ -43,6 +36,7 @@ export const make = (): PermissionRequestsService => {
     canUseTool: (name, input, context) =>
       new Promise<PermissionResult>((resolve) => {
         const request: PendingPermission = {
+          type: "permission_request",
           requestId: context.toolUseId,
           sessionId: context.sessionId,
           toolUseId: context.toolUseId,

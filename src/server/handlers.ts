@@ -9,7 +9,7 @@ import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Chunk, Deferred, Effect, Either, Option, Schema, type Scope, Stream } from "effect"
+import { Deferred, Effect, Either, Option, Schema, type Scope, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import type { LiteAgentService } from "../agent/LiteAgent.js"
 import type { PermissionResult } from "../agent/permissions.js"
@@ -19,6 +19,7 @@ import { jsonText } from "../core/encoding.js"
 import { decodeOptions } from "../core/internal/options.js"
 import * as Session from "../core/session.js"
 import { sessionIdProblem } from "../core/sessionId.js"
+import { foldedLog } from "../tools/SessionStates.js"
 import {
   CompactBody,
   ForkBody,
@@ -112,10 +113,6 @@ const existing = (checkpointer: CheckpointerService, sessionId: string) =>
     version.generation === NO_GENERATION ? Effect.fail(sessionNotFound(sessionId)) : Effect.succeed(version))
 
 /** A restore's result exactly as the agent gave it (snapshot bytes as base64). */
-/** A session folded from its whole log: what the routes a server without an agent answers from. */
-const foldedLog = (checkpointer: CheckpointerService, sessionId: string) =>
-  Effect.map(Stream.runCollect(checkpointer.read(sessionId)), (events) => Session.fold(Chunk.toReadonlyArray(events)))
-
 const restoreResponse = (result: unknown) => HttpServerResponse.text(jsonText(result), { contentType: "application/json" })
 
 /** Sessions as JSON, their events as SSE. */
@@ -192,7 +189,7 @@ export const sessionHandlers = (
 const forwardQuestions = (requests: PermissionRequestsService, client: SseClient, sessionId: string) =>
   Effect.sync(() => {
     const send = (request: PendingPermission) => {
-      client.write(frame({ event: "permission_request", data: { type: "permission_request", ...request } }))
+      client.write(frame({ event: request.type, data: request }))
     }
     const stop = requests.listen(sessionId, send)
     client.whenEnded(stop)

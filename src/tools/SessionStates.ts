@@ -6,7 +6,7 @@
  * changes) is the one it was folded under; otherwise the log is folded again from the start.
  */
 import { Chunk, Context, Effect, Layer, Option, Stream } from "effect"
-import { Checkpointer } from "../core/Checkpointer.js"
+import { Checkpointer, type CheckpointerService } from "../core/Checkpointer.js"
 import { CheckpointConflictError, type CheckpointerError } from "../core/errors.js"
 import * as Session from "../core/session.js"
 
@@ -27,6 +27,10 @@ export class SessionStates extends Context.Tag("@lite-agent/tools/SessionStates"
 
 /** Sessions kept; the least recently used goes first. Folds hold no file bytes, so each is small. */
 export const DEFAULT_CAPACITY = 64
+
+/** A session folded from its whole log, read now (no cache: what a one-off look needs). */
+export const foldedLog = (checkpointer: CheckpointerService, sessionId: string) =>
+  Effect.map(Stream.runCollect(checkpointer.read(sessionId)), (events) => Session.fold(Chunk.toReadonlyArray(events)))
 
 /** A generation changing during a refresh means a truncate raced it; try again, a few times. */
 const MAX_ATTEMPTS = 5
@@ -58,7 +62,7 @@ export const make = (capacity = DEFAULT_CAPACITY): Effect.Effect<SessionStatesSe
         // A move to a branch the cached fold never held is folded from the whole log, like a first read.
         const state = incremental !== undefined && !incremental.branchUnknown
           ? incremental
-          : Session.fold(Chunk.toReadonlyArray(yield* Stream.runCollect(checkpointer.read(sessionId))))
+          : yield* foldedLog(checkpointer, sessionId)
         const after = yield* checkpointer.version(sessionId)
         if (after.generation !== before.generation) {
           // The log was cut (or deleted and re-created) while it was read: what was read may mix two logs.

@@ -4,7 +4,7 @@
  * messages queued, and every one still running tracked so a test can kill what it left behind.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, relative, resolve } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
@@ -52,6 +52,28 @@ export interface Worker {
 export const live = new Set<ChildProcess>()
 
 export const isRunning = (child: ChildProcess) => child.exitCode === null && child.signalCode === null
+
+/** The pid a command wrote to `file` (`echo $$ > file`), once it is there. */
+export const pidWrittenTo = async (file: string): Promise<number> => {
+  while (!existsSync(file) || readFileSync(file, "utf8").trim() === "") await new Promise((resolve) => setTimeout(resolve, 20))
+  return Number(readFileSync(file, "utf8").trim())
+}
+
+const processExists = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Whether process `pid` is gone within `timeoutMs` (it is looked for every 20 ms). */
+export const goneWithin = async (pid: number, timeoutMs: number): Promise<boolean> => {
+  const deadline = Date.now() + timeoutMs
+  while (processExists(pid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+  return !processExists(pid)
+}
 
 export interface WorkerOptions {
   readonly ipc?: boolean
