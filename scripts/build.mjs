@@ -34,6 +34,10 @@ esbuild.buildSync({
   platform: "node",
   format: "cjs",
   target: "node20",
+  // A snapshot holds the bundle's source (functions compile from it when first called): the
+  // smaller, the faster every start. Names are kept: errors are shown by their class.
+  minify: true,
+  keepNames: true,
   // Loaded on demand, from the installed package: native, or optional peers.
   external: ["better-sqlite3", "pg", "@effect/sql", "@effect/sql-pg", "@effect/sql-sqlite-node", "@parcel/watcher"],
   banner: { js: requireBanner },
@@ -50,9 +54,16 @@ writeFileSync(join(sdk, "bin", "lite-agent"), `#!/bin/sh
 # The lite-agent command: node started from a snapshot of the loaded command when one was built
 # for this node binary (the first start builds it in the background), else as usual.
 # LITE_AGENT_NO_SNAPSHOT=1 never uses one; nor does a start with NODE_OPTIONS set.
-self=$(readlink -f "$0" 2>/dev/null || realpath "$0" 2>/dev/null || echo "$0")
-main=$(dirname "$self")/../dist/cli/main.js
-node=$(command -v node) || { echo "lite-agent: node is not on the PATH" >&2; exit 1; }
+# Forks are what a shell script's start costs: only a symlink (npm's bin links) is resolved by one.
+self=$0
+if [ -L "$self" ]; then self=$(readlink -f "$self" 2>/dev/null || realpath "$self" 2>/dev/null || echo "$self"); fi
+case "$self" in */*) dir=\${self%/*} ;; *) dir=. ;; esac
+main=$dir/../dist/cli/main.js
+node=
+saved_ifs=$IFS; IFS=:
+for entry in $PATH; do if [ -f "\${entry:-.}/node" ] && [ -x "\${entry:-.}/node" ]; then node=\${entry:-.}/node; break; fi; done
+IFS=$saved_ifs
+[ -n "$node" ] || { echo "lite-agent: node is not on the PATH" >&2; exit 1; }
 case " $* " in
   *" --help "*|*" -h "*|*" --version "*) exec "$node" "$main" "$@" ;;
 esac

@@ -175,7 +175,12 @@ describe("lite-agent -p (print mode)", () => {
 
   // Concurrent: each is a process that starts, refuses and exits.
   it.concurrent.each([
-    [["--bogus"], "Received unknown argument: '--bogus'"],
+    [["--bogus"], "lite-agent has no option --bogus (lite-agent --help lists them)"],
+    [["stray"], 'lite-agent takes no argument "stray"'],
+    [["-p", "hi", "--model"], "--model needs a value"],
+    [["-p", "hi", "-p", "again"], "-p is given twice"],
+    [["-p", "hi", "--max-steps", "two"], '--max-steps takes an integer, got "two"'],
+    [["-p", "hi", "--continue=yes"], "--continue takes no value"],
     [["-p", "hi", "--model", "gpt"], 'expected anthropic or scripted:<turns.json>'],
     [["-p", "hi"], "set ANTHROPIC_API_KEY"],
     [["-p", "hi", "--model", "scripted:/nonexistent/turns.json"], "no such file"],
@@ -190,12 +195,13 @@ describe("lite-agent -p (print mode)", () => {
     [["serve", "--workdir", "/nonexistent/lite-agent"], "--workdir: /nonexistent/lite-agent does not exist"],
     [["-p", "-"], "-p -: stdin held no prompt"],
     [["-p", "hi", "--max-steps", "0"], "--max-steps must be a positive integer"],
-    [["-p", "hi", "--output-format", "xml"], "Expected one of the following cases: text, json, stream-json"],
-    [["-p", "hi", "--capture", "none"], "Expected one of the following cases: all, tools"],
-    [["-p", "hi", "--permission-mode", "yolo"], "Expected one of the following cases: default, acceptEdits, bypassPermissions, plan"],
+    [["-p", "hi", "--output-format", "xml"], '--output-format takes one of text, json, stream-json, got "xml"'],
+    [["-p", "hi", "--capture=none"], '--capture takes one of all, tools, got "none"'],
+    [["-p", "hi", "--permission-mode", "yolo"], '--permission-mode takes one of default, acceptEdits, bypassPermissions, plan, got "yolo"'],
     [["-p", "hi", "--allowed-tools", "bash"], `--allowed-tools: no tool "bash"; the tools are read_file`],
     [["-p", "hi", "--disallowed-tools", "shell,nope"], `--disallowed-tools: no tool "nope"`],
-    [["serve", "--bogus"], "Received unknown argument: '--bogus'"],
+    [["serve", "--bogus"], "lite-agent serve has no option --bogus (lite-agent serve --help lists them)"],
+    [["serve", "--port", "http"], '--port takes an integer, got "http"'],
     [["serve", "--host", "0.0.0.0"], "needs a token of your own"],
     [["serve", "--token", "short"], "at least 16 characters"]
   ])("%j exits 2 with a message", async (args, message) => {

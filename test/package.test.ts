@@ -332,6 +332,14 @@ describe("what each entry point loads", () => {
       expect(blobs()).toEqual([expect.stringMatching(/^cli-[0-9a-f]{12}-\d+-\d+\.blob$/)])
       // Started from it: the same answer, and packages loaded on demand (better-sqlite3) still load.
       await createHello(`file:${sessions}`, viaBin)
+      await createHello(`file:${sessions}`, viaBin)
+      // Nothing random or timed was frozen into the snapshot: every start makes a session of its own…
+      expect(readdirSync(sessions).filter((name) => !name.startsWith("."))).toHaveLength(3)
+      // …and a model that answers late is waited for (a start whose timers were dead would exit at once).
+      const late = join(sessions, "late.json")
+      writeFileSync(late, JSON.stringify([{ text: "late but here", delayMs: 300 }]))
+      const waited = await viaBin(["-p", "hi", "--model", `scripted:${late}`, "--checkpointer", `file:${sessions}`, "--permission-mode", "plan"])
+      expect(waited.stdout).toBe("late but here\n")
       const blob = join(cache, blobs()[0]!)
       const main = join(app, "node_modules", "@lite-agent", "sdk", "dist", "cli", "main.js")
       await createHello(`sqlite:${join(sessions, "sessions.db")}`, (args) => node(["--snapshot-blob", blob, main, ...args], { LITE_AGENT_HOME: home }))

@@ -1,50 +1,124 @@
 /**
- * What the command says about itself — every option with what it does (one text for the parser
- * and for `--help`), the usage, the version — and when it was asked for help. Imports nothing:
- * `lite-agent --version` and `--help` are answered from here, without loading the agent.
+ * What the command line is: every option (its flags, what value it takes, what it does — one
+ * table for the parser, args.ts, and for `--help`), the usage, the version, and when it was asked
+ * for help. Imports nothing: `lite-agent --version` and `--help` are answered from here, without
+ * loading the agent.
  */
 
 export const VERSION = "0.1.0"
 
-/** What each option means: given to @effect/cli and printed by `--help`, one text for both. */
-export const ABOUT = {
-  print: ["-p, --print <prompt>", "Run one turn with this prompt (- reads it from stdin), print the answer and exit"],
-  outputFormat: [
-    "--output-format text|json|stream-json",
-    "Print mode output: text (the answer), json (the result), stream-json (one JSON object per event per line)"
-  ],
-  workdir: ["--workdir <dir>", "The directory the tools work in (default: the current one)"],
-  session: ["--session <id>", "Continue this session"],
-  continue: ["--continue", "Continue the most recent session"],
-  checkpointer: [
-    "--checkpointer <store>",
-    "Where sessions live: file:<dir>, sqlite:<file> or postgres:<url> (default: the file backend in ~/.lite-agent/sessions)"
-  ],
-  model: ["--model <model>", "anthropic (needs ANTHROPIC_API_KEY) or scripted:<turns.json> (offline)"],
-  modelName: ["--model-name <name>", "The provider's model name"],
-  maxSteps: ["--max-steps <n>", "Model calls per turn at most"],
-  capture: [
-    "--capture all|tools",
-    "What a restore covers: all (the whole workdir, shell commands' changes included) or tools (the file tools' changes only)"
-  ],
-  permissionMode: [
-    "--permission-mode <mode>",
-    "default (ask before shell, writes and deletes), acceptEdits (ask before shell), bypassPermissions (ask nothing), plan (read-only tools only); -p without a terminal needs one"
-  ],
-  allowedTools: ["--allowed-tools <tools>", "Tools that run without asking, comma-separated (e.g. shell,write_file)"],
-  disallowedTools: ["--disallowed-tools <tools>", "Tools that never run, comma-separated"],
-  noColor: ["--no-color", "No colours (also when NO_COLOR is set or the output is not a terminal)"],
-  host: ["--host <address>", "The address to listen on (default 127.0.0.1; others need --token)"],
-  port: ["--port <n>", "The port (default 7321; 0 picks a free one)"],
-  token: [
-    "--token <token>",
-    "The bearer token clients must send, at least 16 characters (default: LITE_AGENT_TOKEN, else a random one, printed)"
-  ],
-  serveModel: ["--model <model>", "Also serve an agent: anthropic or scripted:<turns.json> (default: sessions only)"]
-} as const
+/** What an option takes: a text, an integer, one of some words, or nothing (a switch). */
+export type Takes = "text" | "integer" | "switch" | ReadonlyArray<string>
 
-const helpText = (usage: string, commands: ReadonlyArray<readonly [string, string]>, keys: ReadonlyArray<keyof typeof ABOUT>) => {
-  const rows = [...keys.map((key) => ABOUT[key]), ["-h, --help", "Show this help"] as const, ["--version", "Show the version"] as const]
+export interface OptionSpec {
+  readonly flags: ReadonlyArray<string>
+  readonly takes: Takes
+  /** How `--help` shows the value (choices are shown as `a|b|c` unless this is given). */
+  readonly value?: string
+  /** The value may be anything, even another option's flag (a prompt); otherwise such a value means the value is missing. */
+  readonly anyValue?: boolean
+  readonly about: string
+}
+
+/** Every option of `lite-agent` and `lite-agent serve`. */
+export const OPTIONS = {
+  print: {
+    flags: ["-p", "--print"],
+    takes: "text",
+    value: "<prompt>",
+    anyValue: true,
+    about: "Run one turn with this prompt (- reads it from stdin), print the answer and exit"
+  },
+  outputFormat: {
+    flags: ["--output-format"],
+    takes: ["text", "json", "stream-json"],
+    about: "Print mode output: text (the answer), json (the result), stream-json (one JSON object per event per line)"
+  },
+  workdir: { flags: ["--workdir"], takes: "text", value: "<dir>", about: "The directory the tools work in (default: the current one)" },
+  session: { flags: ["--session"], takes: "text", value: "<id>", about: "Continue this session" },
+  continue: { flags: ["--continue"], takes: "switch", about: "Continue the most recent session" },
+  checkpointer: {
+    flags: ["--checkpointer"],
+    takes: "text",
+    value: "<store>",
+    about: "Where sessions live: file:<dir>, sqlite:<file> or postgres:<url> (default: the file backend in ~/.lite-agent/sessions)"
+  },
+  model: { flags: ["--model"], takes: "text", value: "<model>", about: "anthropic (needs ANTHROPIC_API_KEY) or scripted:<turns.json> (offline)" },
+  modelName: { flags: ["--model-name"], takes: "text", value: "<name>", about: "The provider's model name" },
+  maxSteps: { flags: ["--max-steps"], takes: "integer", value: "<n>", about: "Model calls per turn at most" },
+  capture: {
+    flags: ["--capture"],
+    takes: ["all", "tools"],
+    about: "What a restore covers: all (the whole workdir, shell commands' changes included) or tools (the file tools' changes only)"
+  },
+  permissionMode: {
+    flags: ["--permission-mode"],
+    takes: ["default", "acceptEdits", "bypassPermissions", "plan"],
+    value: "<mode>",
+    about:
+      "default (ask before shell, writes and deletes), acceptEdits (ask before shell), bypassPermissions (ask nothing), plan (read-only tools only); -p without a terminal needs one"
+  },
+  allowedTools: { flags: ["--allowed-tools"], takes: "text", value: "<tools>", about: "Tools that run without asking, comma-separated (e.g. shell,write_file)" },
+  disallowedTools: { flags: ["--disallowed-tools"], takes: "text", value: "<tools>", about: "Tools that never run, comma-separated" },
+  noColor: { flags: ["--no-color"], takes: "switch", about: "No colours (also when NO_COLOR is set or the output is not a terminal)" },
+  host: { flags: ["--host"], takes: "text", value: "<address>", about: "The address to listen on (default 127.0.0.1; others need --token)" },
+  port: { flags: ["--port"], takes: "integer", value: "<n>", about: "The port (default 7321; 0 picks a free one)" },
+  token: {
+    flags: ["--token"],
+    takes: "text",
+    value: "<token>",
+    about: "The bearer token clients must send, at least 16 characters (default: LITE_AGENT_TOKEN, else a random one, printed)"
+  },
+  serveModel: { flags: ["--model"], takes: "text", value: "<model>", about: "Also serve an agent: anthropic or scripted:<turns.json> (default: sessions only)" }
+} as const satisfies Record<string, OptionSpec>
+
+export type OptionKey = keyof typeof OPTIONS
+
+/** The options of `lite-agent` (an interactive session, or `-p`), in the order `--help` lists them. */
+export const MAIN_OPTIONS = [
+  "print",
+  "outputFormat",
+  "workdir",
+  "session",
+  "continue",
+  "checkpointer",
+  "model",
+  "modelName",
+  "maxSteps",
+  "capture",
+  "permissionMode",
+  "allowedTools",
+  "disallowedTools",
+  "noColor"
+] as const satisfies ReadonlyArray<OptionKey>
+
+/** The options of `lite-agent serve`. */
+export const SERVE_OPTIONS = [
+  "host",
+  "port",
+  "token",
+  "checkpointer",
+  "serveModel",
+  "modelName",
+  "maxSteps",
+  "workdir",
+  "capture",
+  "permissionMode",
+  "allowedTools",
+  "disallowedTools"
+] as const satisfies ReadonlyArray<OptionKey>
+
+const shownFlags = (spec: OptionSpec) => {
+  const value = spec.value ?? (typeof spec.takes === "string" ? undefined : spec.takes.join("|"))
+  return value === undefined ? spec.flags.join(", ") : `${spec.flags.join(", ")} ${value}`
+}
+
+const helpText = (usage: string, commands: ReadonlyArray<readonly [string, string]>, keys: ReadonlyArray<OptionKey>) => {
+  const rows = [
+    ...keys.map((key): readonly [string, string] => [shownFlags(OPTIONS[key]), OPTIONS[key].about]),
+    ["-h, --help", "Show this help"] as const,
+    ["--version", "Show the version"] as const
+  ]
   const width = Math.max(...[...rows, ...commands].map(([flag]) => flag.length)) + 2
   const lines = (list: ReadonlyArray<readonly [string, string]>) => list.map(([flag, about]) => `  ${flag.padEnd(width)}${about}`)
   return [
@@ -66,34 +140,26 @@ export const MAIN_HELP = helpText(
     "       lite-agent serve [options]         sessions (and an agent) over HTTP"
   ].join("\n"),
   [["serve", "Serve sessions over HTTP and Server-Sent Events (lite-agent serve --help)"]],
-  [
-    "print",
-    "outputFormat",
-    "workdir",
-    "session",
-    "continue",
-    "checkpointer",
-    "model",
-    "modelName",
-    "maxSteps",
-    "capture",
-    "permissionMode",
-    "allowedTools",
-    "disallowedTools",
-    "noColor"
-  ]
+  MAIN_OPTIONS
 )
-export const SERVE_HELP = helpText(
-  "lite-agent serve [options]",
-  [],
-  ["host", "port", "token", "checkpointer", "serveModel", "modelName", "maxSteps", "workdir", "capture", "permissionMode", "allowedTools", "disallowedTools"]
+export const SERVE_HELP = helpText("lite-agent serve [options]", [], SERVE_OPTIONS)
+
+/** Flags that take a value: a `--help` right after one is that value, not a request for help. */
+const TAKES_VALUE = new Set(
+  Object.values(OPTIONS).flatMap((spec: OptionSpec) => (spec.takes === "switch" ? [] : spec.flags))
 )
+const asked = (args: ReadonlyArray<string>, flags: ReadonlyArray<string>) =>
+  args.some((arg, index) => flags.includes(arg) && !TAKES_VALUE.has(args[index - 1] ?? ""))
 
-/** Options that take a value: a `--help` right after one is that value, not a request for help. */
-const TAKES_VALUE = new Set(["-p", "--print", "--output-format", "--workdir", "--session", "--checkpointer", "--model", "--model-name", "--max-steps", "--capture", "--host", "--port", "--token", "--permission-mode", "--allowed-tools", "--disallowed-tools"])
-export const asksForHelp = (args: ReadonlyArray<string>) =>
-  args.some((arg, index) => (arg === "--help" || arg === "-h") && !TAKES_VALUE.has(args[index - 1] ?? ""))
-
-/** `--version` anywhere but as an option's value. */
-export const asksForVersion = (args: ReadonlyArray<string>) =>
-  args.some((arg, index) => arg === "--version" && !TAKES_VALUE.has(args[index - 1] ?? ""))
+/**
+ * Answers `--help` (of the command or of `serve`) and `--version` — anywhere but as an option's
+ * value — and says whether it did.
+ */
+export const answeredHelpOrVersion = (args: ReadonlyArray<string>): boolean => {
+  const isServe = args[0] === "serve"
+  const own = isServe ? args.slice(1) : args
+  if (asked(own, ["--help", "-h"])) process.stdout.write(isServe ? SERVE_HELP : MAIN_HELP)
+  else if (asked(own, ["--version"])) process.stdout.write(`${VERSION}\n`)
+  else return false
+  return true
+}

@@ -8,15 +8,11 @@
  */
 import { dirname } from "node:path"
 import { fileURLToPath } from "node:url"
-import { asksForHelp, asksForVersion, MAIN_HELP, SERVE_HELP, VERSION } from "./help.js"
+import { answeredHelpOrVersion } from "./help.js"
 import { buildSnapshotInBackground, snapshotBlob } from "./snapshotCache.js"
 
 const args = process.argv.slice(2)
-const isServe = args[0] === "serve"
-const own = isServe ? args.slice(1) : args
-if (asksForHelp(own)) process.stdout.write(isServe ? SERVE_HELP : MAIN_HELP)
-else if (!isServe && asksForVersion(own)) process.stdout.write(`${VERSION}\n`)
-else {
+if (!answeredHelpOrVersion(args)) {
   // Started without a snapshot: build one for the next start (bin/lite-agent uses it).
   const distCli = dirname(fileURLToPath(import.meta.url))
   const blob = snapshotBlob(distCli)

@@ -11,7 +11,7 @@ import { Checkpointer } from "../core/Checkpointer.js"
 import { jsonText } from "../core/encoding.js"
 import { type makeTerminalPermissions, readChoice } from "./permissionPrompt.js"
 import { CliUsageError } from "./setup.js"
-import { colorsWanted, makePaint } from "./terminal.js"
+import { colorsWanted, makePaint, stdinIsTerminal } from "./terminal.js"
 
 const line = (text: string) => Effect.sync(() => process.stdout.write(`${text}\n`))
 
@@ -26,7 +26,7 @@ export const runPrint = (prompt: string, format: "text" | "json" | "stream-json"
   Effect.gen(function*() {
     const agent = yield* LiteAgent
     // On a terminal, a question goes to stderr (stdout is the answer) and takes one key.
-    if (process.stdin.isTTY === true) {
+    if (stdinIsTerminal()) {
       settings.terminal.attach({
         paint: makePaint(colorsWanted(process.stderr, settings.noColor)),
         workdir: settings.workdir,

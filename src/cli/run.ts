@@ -11,76 +11,41 @@
  * Exit codes: 0 done; 1 the turn failed (the error on stderr); 2 the command line cannot run
  * as given (the message says why); 130 interrupted (Ctrl-C).
  */
-import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
-import * as ValidationError from "@effect/cli/ValidationError"
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Context, Effect, Either, Exit, Layer, ManagedRuntime, Option, Random } from "effect"
 import { ConfigurationError } from "../core/errors.js"
-import { PERMISSION_MODES } from "../core/events.js"
+import type { PermissionMode } from "../core/events.js"
 import { sessionIdProblem } from "../core/sessionId.js"
 import { workdirProblem } from "../tools/Workspace.js"
-import { ABOUT, VERSION } from "./help.js"
+import { parseOptions, type ParsedOptions } from "./args.js"
+import { answeredHelpOrVersion, MAIN_OPTIONS, OPTIONS, SERVE_OPTIONS } from "./help.js"
 import { makeTerminalPermissions } from "./permissionPrompt.js"
 import { runPrint } from "./print.js"
+import { stdinIsTerminal } from "./terminal.js"
 import { agentLayer, checkpointerLayer, CliUsageError, describeError, modelProvider, toolList } from "./setup.js"
 
-const OUTPUT_FORMATS = ["text", "json", "stream-json"] as const
 const DEFAULT_PORT = 7321
-export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
+export type OutputFormat = (typeof OPTIONS.outputFormat.takes)[number]
 
-const options = {
-  print: Options.text("print").pipe(
-    Options.withAlias("p"),
-    Options.withDescription(ABOUT.print[1]),
-    Options.optional
-  ),
-  outputFormat: Options.choice("output-format", OUTPUT_FORMATS).pipe(
-    Options.withDescription(ABOUT.outputFormat[1]),
-    Options.withDefault("text" as OutputFormat)
-  ),
-  workdir: Options.text("workdir").pipe(Options.withDescription(ABOUT.workdir[1]), Options.optional),
-  session: Options.text("session").pipe(Options.withDescription(ABOUT.session[1]), Options.optional),
-  continue: Options.boolean("continue").pipe(Options.withDescription(ABOUT.continue[1])),
-  checkpointer: Options.text("checkpointer").pipe(
-    Options.withDescription(ABOUT.checkpointer[1]),
-    Options.optional
-  ),
-  model: Options.text("model").pipe(
-    Options.withDescription(ABOUT.model[1]),
-    Options.withDefault("anthropic")
-  ),
-  modelName: Options.text("model-name").pipe(Options.withDescription(ABOUT.modelName[1]), Options.optional),
-  maxSteps: Options.integer("max-steps").pipe(Options.withDescription(ABOUT.maxSteps[1]), Options.optional),
-  capture: Options.choice("capture", ["all", "tools"] as const).pipe(
-    Options.withDescription(ABOUT.capture[1]),
-    Options.withDefault("all" as const)
-  ),
-  permissionMode: Options.choice("permission-mode", PERMISSION_MODES).pipe(
-    Options.withDescription(ABOUT.permissionMode[1]),
-    Options.optional
-  ),
-  allowedTools: Options.text("allowed-tools").pipe(Options.withDescription(ABOUT.allowedTools[1]), Options.optional),
-  disallowedTools: Options.text("disallowed-tools").pipe(Options.withDescription(ABOUT.disallowedTools[1]), Options.optional),
-  noColor: Options.boolean("no-color").pipe(Options.withDescription(ABOUT.noColor[1]))
-}
+// The option table (help.ts) imports nothing, so it spells the permission modes out: they must be the library's.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
+const permissionModesAgree: Same<(typeof OPTIONS.permissionMode.takes)[number], PermissionMode> = true
+void permissionModesAgree
 
 /** `--allowed-tools` or `--disallowed-tools`, checked: every name a tool. */
-const tools = (flag: string, value: Option.Option<string>) =>
-  Option.match(value, {
-    onNone: () => Effect.succeed(undefined),
-    onSome: (list) => Either.match(toolList(flag, list), { onLeft: Effect.fail, onRight: Effect.succeed })
-  })
+const tools = (flag: string, value: string | undefined) =>
+  value === undefined
+    ? Effect.succeed(undefined)
+    : Either.match(toolList(flag, value), { onLeft: Effect.fail, onRight: Effect.succeed })
 
 /** `--session` must be a session id and `--workdir` a directory this process can use: exit 2 otherwise, before anything starts. */
-const checkedSessionAndWorkdir = (session: Option.Option<string>, workdir: Option.Option<string>) =>
+const checkedSessionAndWorkdir = (session: string | undefined, workdir: string | undefined) =>
   Effect.suspend(() => {
-    const idProblem = Option.isSome(session) ? sessionIdProblem(session.value) : undefined
+    const idProblem = session === undefined ? undefined : sessionIdProblem(session)
     if (idProblem !== undefined) {
-      return Effect.fail(new CliUsageError({ message: `--session ${JSON.stringify(Option.getOrElse(session, () => ""))} is not a session id: ${idProblem}` }))
+      return Effect.fail(new CliUsageError({ message: `--session ${JSON.stringify(session)} is not a session id: ${idProblem}` }))
     }
-    const workdirError = Option.isSome(workdir) ? workdirProblem(workdir.value) : undefined
+    const workdirError = workdir === undefined ? undefined : workdirProblem(workdir)
     return workdirError === undefined ? Effect.void : Effect.fail(new CliUsageError({ message: `--workdir: ${workdirError.detail}` }))
   })
 
@@ -94,22 +59,23 @@ const promptFromStdin = Effect.flatMap(
   (text) => text.trim() === "" ? Effect.fail(new CliUsageError({ message: "-p -: stdin held no prompt" })) : Effect.succeed(text)
 )
 
-const liteAgent = Command.make("lite-agent", options, (args) =>
+/** `lite-agent [options]`: a session in the terminal, or one turn with `-p`. */
+const liteAgent = (args: ParsedOptions<(typeof MAIN_OPTIONS)[number]>) =>
   Effect.gen(function*() {
-    if (Option.isSome(args.session) && args.continue) {
+    if (args.session !== undefined && args.continue) {
       return yield* new CliUsageError({ message: "--session and --continue cannot be used together" })
     }
-    if (Option.isSome(args.maxSteps) && args.maxSteps.value <= 0) {
-      return yield* new CliUsageError({ message: `--max-steps must be a positive integer, got ${args.maxSteps.value}` })
+    if (args.maxSteps !== undefined && args.maxSteps <= 0) {
+      return yield* new CliUsageError({ message: `--max-steps must be a positive integer, got ${args.maxSteps}` })
     }
     yield* checkedSessionAndWorkdir(args.session, args.workdir)
     // `-p -`: the prompt is what comes on stdin.
-    const prompt = Option.isSome(args.print) && args.print.value === "-" ? yield* promptFromStdin : Option.getOrUndefined(args.print)
+    const prompt = args.print === "-" ? yield* promptFromStdin : args.print
     const allowedTools = yield* tools("--allowed-tools", args.allowedTools)
     const disallowedTools = yield* tools("--disallowed-tools", args.disallowedTools)
-    const permissionMode = Option.getOrUndefined(args.permissionMode)
+    const permissionMode = args.permissionMode
     // Someone can be asked: at the interactive prompt, or in print mode on a terminal.
-    const canAsk = process.stdin.isTTY === true
+    const canAsk = stdinIsTerminal()
     if (prompt !== undefined && permissionMode === undefined && !canAsk) {
       return yield* new CliUsageError({
         message: "-p without a terminal cannot ask before a tool runs: give --permission-mode " +
@@ -118,16 +84,17 @@ const liteAgent = Command.make("lite-agent", options, (args) =>
       })
     }
     const terminal = makeTerminalPermissions()
-    const checkpointer = yield* checkpointerLayer(Option.getOrUndefined(args.checkpointer))
-    const model = yield* modelProvider(args.model)
+    const checkpointer = yield* checkpointerLayer(args.checkpointer)
+    const model = yield* modelProvider(args.model ?? "anthropic")
+    const workdir = args.workdir ?? process.cwd()
     const layer = agentLayer({
-      workdir: Option.getOrElse(args.workdir, () => process.cwd()),
+      workdir,
       model,
-      modelName: Option.getOrUndefined(args.modelName),
-      maxSteps: Option.getOrUndefined(args.maxSteps),
-      sessionId: Option.getOrUndefined(args.session),
-      capture: args.capture,
-      checkpointer: Option.getOrUndefined(args.checkpointer),
+      modelName: args.modelName,
+      maxSteps: args.maxSteps,
+      sessionId: args.session,
+      capture: args.capture ?? "all",
+      checkpointer: args.checkpointer,
       permissions: {
         permissionMode: permissionMode ?? "default",
         ...(allowedTools === undefined ? {} : { allowedTools }),
@@ -135,9 +102,8 @@ const liteAgent = Command.make("lite-agent", options, (args) =>
         ...(canAsk || prompt === undefined ? { canUseTool: terminal.canUseTool } : {})
       }
     }, checkpointer)
-    const workdir = Option.getOrElse(args.workdir, () => process.cwd())
     if (prompt !== undefined) {
-      return yield* runPrint(prompt, args.outputFormat, args.continue, { terminal, workdir, noColor: args.noColor }).pipe(Effect.provide(layer))
+      return yield* runPrint(prompt, args.outputFormat ?? "text", args.continue, { terminal, workdir, noColor: args.noColor }).pipe(Effect.provide(layer))
     }
     // Interactive: one runtime for the whole conversation; disposing it closes the checkpointer.
     yield* Effect.acquireUseRelease(
@@ -150,32 +116,12 @@ const liteAgent = Command.make("lite-agent", options, (args) =>
         }),
       (runtime) => Effect.promise(() => runtime.dispose())
     )
-  }))
+  })
 
-const serveOptions = {
-  host: Options.text("host").pipe(Options.withDescription(ABOUT.host[1]), Options.withDefault("127.0.0.1")),
-  port: Options.integer("port").pipe(Options.withDescription(ABOUT.port[1]), Options.withDefault(DEFAULT_PORT)),
-  token: Options.text("token").pipe(
-    Options.withDescription(ABOUT.token[1]),
-    Options.optional
-  ),
-  checkpointer: options.checkpointer,
-  model: Options.text("model").pipe(
-    Options.withDescription(ABOUT.serveModel[1]),
-    Options.optional
-  ),
-  modelName: options.modelName,
-  maxSteps: options.maxSteps,
-  workdir: options.workdir,
-  capture: options.capture,
-  permissionMode: options.permissionMode,
-  allowedTools: options.allowedTools,
-  disallowedTools: options.disallowedTools
-}
-
-const serve = Command.make("serve", serveOptions, (args) =>
+/** `lite-agent serve [options]`: sessions, and with `--model` an agent, over HTTP. */
+const serve = (args: ParsedOptions<(typeof SERVE_OPTIONS)[number]>) =>
   Effect.gen(function*() {
-    yield* checkedSessionAndWorkdir(Option.none(), args.workdir)
+    yield* checkedSessionAndWorkdir(undefined, args.workdir)
     const allowedTools = yield* tools("--allowed-tools", args.allowedTools)
     const disallowedTools = yield* tools("--disallowed-tools", args.disallowedTools)
     // The agent's questions wait for a client's answer over HTTP.
@@ -184,10 +130,10 @@ const serve = Command.make("serve", serveOptions, (args) =>
       Promise.all([import("../server/SessionServer.js"), import("../server/PermissionRequests.js")])
     )
     const questions = PermissionRequests.make()
-    const checkpointer = yield* checkpointerLayer(Option.getOrUndefined(args.checkpointer))
-    const model = Option.isSome(args.model) ? Option.some(yield* modelProvider(args.model.value)) : Option.none()
-    const token = Option.getOrUndefined(Option.orElse(args.token, () => Option.fromNullable(process.env["LITE_AGENT_TOKEN"])))
-    const server = SessionServer.layer({ host: args.host, port: args.port, ...(token === undefined ? {} : { token }) }).pipe(
+    const checkpointer = yield* checkpointerLayer(args.checkpointer)
+    const model = args.serveModel === undefined ? Option.none() : Option.some(yield* modelProvider(args.serveModel))
+    const token = args.token ?? process.env["LITE_AGENT_TOKEN"]
+    const server = SessionServer.layer({ host: args.host ?? "127.0.0.1", port: args.port ?? DEFAULT_PORT, ...(token === undefined ? {} : { token }) }).pipe(
       Layer.provide(Layer.succeed(PermissionRequests.PermissionRequests, questions))
     )
     const serving = Option.match(model, {
@@ -196,15 +142,15 @@ const serve = Command.make("serve", serveOptions, (args) =>
         Layer.provide(
           server,
           agentLayer({
-            workdir: Option.getOrElse(args.workdir, () => process.cwd()),
+            workdir: args.workdir ?? process.cwd(),
             model: provider,
-            modelName: Option.getOrUndefined(args.modelName),
-            maxSteps: Option.getOrUndefined(args.maxSteps),
+            modelName: args.modelName,
+            maxSteps: args.maxSteps,
             sessionId: undefined,
-            capture: args.capture,
-            checkpointer: Option.getOrUndefined(args.checkpointer),
+            capture: args.capture ?? "all",
+            checkpointer: args.checkpointer,
             permissions: {
-              permissionMode: Option.getOrElse(args.permissionMode, () => "default" as const),
+              permissionMode: args.permissionMode ?? "default",
               ...(allowedTools === undefined ? {} : { allowedTools }),
               ...(disallowedTools === undefined ? {} : { disallowedTools }),
               canUseTool: questions.canUseTool
@@ -225,7 +171,7 @@ const serve = Command.make("serve", serveOptions, (args) =>
       (error): error is ConfigurationError => error instanceof ConfigurationError,
       (error) => Effect.fail(new CliUsageError({ message: `serve: ${error.message}` }))
     )
-  ))
+  )
 
 const exitCodeOf = (exit: Exit.Exit<unknown, unknown>): number => {
   if (Exit.isSuccess(exit)) return 0
@@ -238,12 +184,18 @@ const exitCodeOf = (exit: Exit.Exit<unknown, unknown>): number => {
  * Loading this module does nothing else, so it can be loaded ahead of time (a startup snapshot).
  */
 export const runCli = (args: ReadonlyArray<string>): void => {
-  // `serve` is dispatched by hand: as an @effect/cli subcommand, every unknown option of the main
-  // command would be reported as an invalid subcommand. (@effect/cli skips two leading entries.)
+  // Asked of a process started from the snapshot too (bin/lite-agent sends these to main.js).
+  if (answeredHelpOrVersion(args)) return
   const isServe = args[0] === "serve"
-  const parsed = isServe
-    ? Command.run(serve, { name: "lite-agent serve", version: VERSION })(["node", "lite-agent", ...args.slice(1)])
-    : Command.run(liteAgent, { name: "lite-agent", version: VERSION })(["node", "lite-agent", ...args])
+  const parsed: Effect.Effect<void, unknown> = isServe
+    ? Either.match(parseOptions("lite-agent serve", SERVE_OPTIONS, args.slice(1)), {
+      onLeft: (message) => new CliUsageError({ message }),
+      onRight: serve
+    })
+    : Either.match(parseOptions("lite-agent", MAIN_OPTIONS, args), {
+      onLeft: (message) => new CliUsageError({ message }),
+      onRight: liteAgent
+    })
 
   // A reader that stops early (`| head`) closes the pipe: not an error of the turn.
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {
@@ -253,10 +205,7 @@ export const runCli = (args: ReadonlyArray<string>): void => {
   const main = parsed.pipe(
     Effect.catchAll((error) =>
       Effect.sync(() => {
-        if (ValidationError.isValidationError(error)) {
-          // @effect/cli has printed what was wrong.
-          process.exitCode = 2
-        } else if (error instanceof CliUsageError) {
+        if (error instanceof CliUsageError) {
           process.stderr.write(`lite-agent: ${error.message}\n`)
           process.exitCode = 2
         } else {
@@ -265,7 +214,6 @@ export const runCli = (args: ReadonlyArray<string>): void => {
         }
       })
     ),
-    Effect.provide(Layer.mergeAll(NodeContext.layer)),
     // Seeded now: Effect's default seed is taken when it loads, which a startup snapshot would fix for every start.
     Effect.withRandom(Random.make(Math.random()))
   )

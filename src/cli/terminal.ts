@@ -4,6 +4,7 @@
  * terminal; drawn with a carriage return and spaces, no escape codes), and coloured diffs.
  */
 import type { Writable } from "node:stream"
+import { isatty } from "node:tty"
 
 /** A key as readline reports it. */
 export interface Key {
@@ -40,6 +41,9 @@ const sgr = (open: number, close: number) => (text: string) => `\u001b[${open}m$
 const same = (text: string) => text
 
 /** Colours on when `output` is a terminal, `NO_COLOR` is unset or empty, and `--no-color` was not given. */
+/** Whether stdin is a terminal, without creating \`process.stdin\` (a stream print mode may never read). */
+export const stdinIsTerminal = (): boolean => isatty(0)
+
 export const colorsWanted = (output: { readonly isTTY?: boolean }, noColorFlag: boolean, env: NodeJS.ProcessEnv = process.env) =>
   output.isTTY === true && !noColorFlag && (env["NO_COLOR"] === undefined || env["NO_COLOR"] === "")
 

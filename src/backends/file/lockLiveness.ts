@@ -34,9 +34,16 @@ const readKernelIdentity = (): string => {
   return `${process.platform}:${hostname()}:${Math.floor((Date.now() / 1000 - uptime()) / 60)}`
 }
 
-let kernel: string | undefined
-/** Which kernel this process runs on (computed once). */
-export const kernelIdentity = (): string => (kernel ??= readKernelIdentity())
+let kernel: { readonly pid: number; readonly identity: string } | undefined
+/**
+ * Which kernel this process runs on (computed once per process: keyed by pid, because a process
+ * started from the command's startup snapshot begins with the heap of the one that built it,
+ * maybe before a reboot).
+ */
+export const kernelIdentity = (): string => {
+  if (kernel?.pid !== process.pid) kernel = { pid: process.pid, identity: readKernelIdentity() }
+  return kernel.identity
+}
 
 /**
  * Listen on the liveness socket of the owner `token`. Without one (a directory path too long for
