@@ -335,7 +335,8 @@ describe("what each entry point loads", () => {
       await createHello(`file:${sessions}`, viaBin)
       // Nothing random or timed was frozen into the snapshot: every start makes a session of its own…
       expect(readdirSync(sessions).filter((name) => !name.startsWith("."))).toHaveLength(3)
-      // …and a model that answers late is waited for (a start whose timers were dead would exit at once).
+      // …and a model that answers late is waited for, in a workdir (the app) large enough that its capture outlasts
+      // the build's timers (a snapshot that carried the build's next timer due time never woke a later one up).
       const late = join(sessions, "late.json")
       writeFileSync(late, JSON.stringify([{ text: "late but here", delayMs: 300 }]))
       const waited = await viaBin(["-p", "hi", "--model", `scripted:${late}`, "--checkpointer", `file:${sessions}`, "--permission-mode", "plan"])

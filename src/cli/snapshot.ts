@@ -57,14 +57,40 @@ const warmUp = Effect.gen(function*() {
     capture: "tools",
     checkpointer: undefined,
     permissions: { permissionMode: args.permissionMode ?? "default" }
-  }, FileCheckpointer.layer({ dir: join(dir, "sessions") }))
+  }, FileCheckpointer.layer({ dir: join(dir, "sessions"), lockLeaseMs: 500 }))
   yield* Effect.flatMap(LiteAgent, (agent) => Stream.runForEach(agent.run(args.print ?? ""), (event) => Effect.sync(() => jsonText(event)))).pipe(
     Effect.provide(Layer.orDie(layer))
   )
 }).pipe(Effect.scoped)
 
+/**
+ * Run `effect`, then wait out every timer it set. Node keeps a timer list, and when the next list
+ * is due, after the list's last timer is cleared, until that time comes: a snapshot taken
+ * earlier carries that due time, on this process's clock, and a started process would then
+ * never schedule a timer due later than it (the file store's lock heartbeat, cleared when the
+ * warm-up closes it, did exactly that: a model call slower than a second never woke up).
+ */
+const runWaitingOutTimers = async (effect: Effect.Effect<void, unknown>) => {
+  let longestMs = 0
+  const originals = { setTimeout: globalThis.setTimeout, setInterval: globalThis.setInterval }
+  const noting = <F extends (handler: () => void, ms?: number) => unknown>(original: F) =>
+    ((handler: () => void, ms?: number, ...rest: Array<unknown>) => {
+      longestMs = Math.max(longestMs, Number(ms) || 1)
+      return (original as (...args: Array<unknown>) => unknown)(handler, ms, ...rest)
+    }) as unknown as F
+  globalThis.setTimeout = noting(originals.setTimeout)
+  globalThis.setInterval = noting(originals.setInterval)
+  try {
+    await Effect.runPromise(effect)
+  } finally {
+    globalThis.setTimeout = originals.setTimeout
+    globalThis.setInterval = originals.setInterval
+  }
+  await new Promise((resolve) => setTimeout(resolve, longestMs + 20))
+}
+
 // A failed warm-up fails the build: the command then starts without a snapshot, as it would without one.
-Effect.runPromise(warmUp).catch((error: unknown) => {
+runWaitingOutTimers(warmUp).catch((error: unknown) => {
   process.stderr.write(`lite-agent: the snapshot's warm-up failed: ${String(error)}\n`)
   process.exit(1)
 })

@@ -42,16 +42,28 @@ export const makeLogChanges = (logPath: (sessionId: string) => string, everyMs: 
     }
   }
 
+  /** No one follows any more: no timer is left behind (not even an unref'd one, which a startup snapshot would carry). */
+  const stopWhenUnfollowed = () => {
+    if (signals.size() > 0 || timer === undefined) return
+    clearInterval(timer)
+    timer = undefined
+    seen.clear()
+  }
+
   /** Call `onChange` each time `sessionId`'s log is seen changed, for as long as the scope lasts. */
   const subscribe = (sessionId: string, onChange: () => void): Effect.Effect<void, never, Scope.Scope> =>
-    Effect.tap(signals.subscribe(sessionId, onChange), () =>
-      Effect.sync(() => {
-        if (!seen.has(sessionId)) seen.set(sessionId, lookAt(logPath(sessionId)))
-        if (timer !== undefined) return
-        timer = setInterval(look, everyMs)
-        // Following must not keep the process alive.
-        timer.unref()
-      }))
+    Effect.zipRight(
+      // Added before the subscription, so it runs after the subscription's own release.
+      Effect.addFinalizer(() => Effect.sync(stopWhenUnfollowed)),
+      Effect.tap(signals.subscribe(sessionId, onChange), () =>
+        Effect.sync(() => {
+          if (!seen.has(sessionId)) seen.set(sessionId, lookAt(logPath(sessionId)))
+          if (timer !== undefined) return
+          timer = setInterval(look, everyMs)
+          // Following must not keep the process alive.
+          timer.unref()
+        }))
+    )
 
   return { subscribe }
 }
