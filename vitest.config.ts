@@ -11,7 +11,8 @@ export const SLOW_FILES = [
   "test/package.test.ts",
   "test/readme.test.ts",
   "test/examples.test.ts",
-  "test/cli*.test.ts"
+  "test/cli*.test.ts",
+  "test/viewer.browser.test.ts"
 ]
 
 export default defineConfig({

@@ -16,16 +16,26 @@ cpSync(join(root, "README.md"), join(sdk, "README.md"))
 const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc")
 execFileSync(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json")], { cwd: root, stdio: "inherit" })
 
+// The viewer (src/viewer, browser code: not compiled by tsc) as the server loads it: dist/viewer.
+const { writeViewer } = await import(join(sdk, "dist", "server", "viewerAssets.js"))
+await writeViewer(join(root, "src", "viewer"), join(sdk, "dist", "viewer"))
+
 // The command's startup snapshot entry, bundled into one CommonJS script (what
 // `node --build-snapshot` takes). While a snapshot is built only built-in modules can be
 // required; the banner lets the snapshot's process require packages once it runs (snapshot.ts).
 const esbuild = createRequire(import.meta.url)("esbuild")
 const distCli = join(sdk, "dist", "cli")
+// `import.meta.url` (the server finds the viewer's files by it) is, from the snapshot, that of
+// the installed dist/cli/main.js the process was started with: the same depth as dist/server.
 const requireBanner = [
   "let __liteAgentRuntimeRequire;",
+  "let __liteAgentImportMetaUrl = \"\";",
   "const __liteAgentBuiltinRequire = require;",
   "require = (id) => (__liteAgentRuntimeRequire ?? __liteAgentBuiltinRequire)(id);",
-  "var __liteAgentUseRequire = (runtimeRequire) => { __liteAgentRuntimeRequire = runtimeRequire; };"
+  "var __liteAgentUseRequire = (runtimeRequire) => {",
+  "  __liteAgentRuntimeRequire = runtimeRequire;",
+  "  __liteAgentImportMetaUrl = __liteAgentBuiltinRequire(\"node:url\").pathToFileURL(process.argv[1]).href;",
+  "};"
 ].join("\n")
 esbuild.buildSync({
   entryPoints: [join(root, "src", "cli", "snapshot.ts")],
@@ -41,6 +51,7 @@ esbuild.buildSync({
   // Loaded on demand, from the installed package: native, or optional peers.
   external: ["better-sqlite3", "pg", "@effect/sql", "@effect/sql-pg", "@effect/sql-sqlite-node", "@parcel/watcher"],
   banner: { js: requireBanner },
+  define: { "import.meta.url": "__liteAgentImportMetaUrl" },
   logLevel: "error"
 })
 // The build's id: a snapshot of another build is never used.

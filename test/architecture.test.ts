@@ -44,7 +44,7 @@ describe("module boundaries", () => {
   it("only the command and the server (src/cli, src/server and its entry point) load @effect/platform-node; only the command loads the server", () => {
     const allowedNode = (file: string) =>
       file.startsWith(join(src, "cli") + "/") || file.startsWith(join(src, "server") + "/") || file === join(src, "server.ts")
-    const offenders = sourcesUnder(src).flatMap((file) =>
+    const offenders = sourcesUnder(src).filter((file) => !file.startsWith(join(src, "viewer") + "/")).flatMap((file) =>
       importsOf(file)
         .filter((target) =>
           (target.startsWith("@effect/platform-node") && !allowedNode(file)) ||
@@ -53,6 +53,22 @@ describe("module boundaries", () => {
         )
         .map((target) => `${relative(src, file)} imports ${target}`)
     )
+    expect(offenders).toEqual([])
+  })
+
+  it("the viewer (src/viewer, browser code) imports only its own modules, and the server's API as types", () => {
+    const viewer = join(src, "viewer")
+    const offenders = sourcesUnder(viewer).flatMap((file) => {
+      const source = readFileSync(file, "utf8")
+      const typeOnly = new Set([...source.matchAll(/import type\s[^;]*?from\s*"([^"]+)"/g)].map((match) => match[1]!))
+      return importsOf(file)
+        .filter((target) => {
+          const own = target.startsWith(".") && resolve(file, "..", target).startsWith(viewer + "/")
+          const apiTypes = typeOnly.has(target) && (target === "effect" || resolve(file, "..", target) === join(src, "server", "api.js"))
+          return !own && !apiTypes
+        })
+        .map((target) => `${relative(src, file)} imports ${target}`)
+    })
     expect(offenders).toEqual([])
   })
 

@@ -5,7 +5,7 @@
  */
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { diffLines, unifiedDiff } from "../src/cli/diff.js"
+import { diffLines, unifiedDiff } from "../src/core/textDiff.js"
 
 const linesOf = (text: string) => (text === "" ? [] : text.replace(/\n$/, "").split("\n"))
 

@@ -127,6 +127,8 @@ describe("the OpenAPI description", () => {
       "GET /sessions",
       "GET /sessions/{id}",
       "GET /sessions/{id}/checkpoints",
+      "GET /sessions/{id}/checkpoints/{seq}/changes",
+      "GET /sessions/{id}/conversation",
       "GET /sessions/{id}/events",
       "GET /sessions/{id}/tree",
       "POST /sessions/{id}/compact",

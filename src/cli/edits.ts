@@ -6,7 +6,7 @@
 import { readFileSync, statSync } from "node:fs"
 import { isAbsolute, relative, resolve } from "node:path"
 import type { JsonValue } from "../core/events.js"
-import { unifiedDiff } from "./diff.js"
+import { unifiedDiff } from "../core/textDiff.js"
 
 export const MAX_DIFF_BYTES = 256 * 1024
 

@@ -4,7 +4,8 @@
  *
  * - The routes, their bodies, errors and statuses are declared in api.ts (SessionApi) and
  *   implemented in handlers.ts; the SSE streams are sse.ts; errors go out as wireErrors.ts says.
- * - Every request but `GET /openapi.json` needs `Authorization: Bearer <token>`; listening on a
+ * - Every request but `GET /openapi.json` and the viewer's files (`/`, `/viewer/…`: viewerAssets.ts)
+ *   needs `Authorization: Bearer <token>`; listening on a
  *   non-loopback address needs a token given explicitly. No CORS headers unless origins are
  *   configured.
  * - Clients following a session at its head share one follower (SessionHub.ts).
@@ -29,6 +30,7 @@ import { agentHandlers, sessionHandlers } from "./handlers.js"
 import { PermissionRequests, type PermissionRequestsService } from "./PermissionRequests.js"
 import { makeSseResponses } from "./sse.js"
 import { payloadTooLarge, routeNotFound, unauthorized, undeclaredFailure } from "./wireErrors.js"
+import { loadViewerAssets, type ViewerAssets } from "./viewerAssets.js"
 
 export const SessionServerOptions = Schema.Struct({
   /** The address to listen on. Default "127.0.0.1"; any other than loopback needs `token`. */
@@ -96,6 +98,33 @@ const isRouteNotFound = (error: unknown) => error instanceof RouteNotFound
 /** The OpenAPI description is public: it says what the routes are (as the README does), not what any session holds. */
 const OPENAPI_PATH = "/openapi.json"
 
+/**
+ * The viewer's page shell and files are public, like the description: they hold no session.
+ * Everything they show comes from the API, with the token the person enters.
+ */
+const VIEWER_FILES: Record<string, { readonly file: keyof ViewerAssets; readonly contentType: string }> = {
+  "/": { file: "html", contentType: "text/html; charset=utf-8" },
+  "/viewer/app.js": { file: "script", contentType: "text/javascript; charset=utf-8" },
+  "/viewer/viewer.css": { file: "style", contentType: "text/css; charset=utf-8" }
+}
+
+/** The page runs only its own script and style, talks only to this origin, and cannot be framed. */
+export const VIEWER_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+const viewerResponse = (assets: ViewerAssets | undefined, path: string) => {
+  const entry = VIEWER_FILES[path]!
+  const headers = {
+    "content-security-policy": VIEWER_CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-cache"
+  }
+  return assets === undefined
+    ? HttpServerResponse.text("The viewer is not part of this installation (run npm run build).\n", { status: 404, headers })
+    : HttpServerResponse.text(assets[entry.file], { contentType: entry.contentType, headers })
+}
+
 /** 413, and the connection closes once it is sent: the rest of the body is never read. */
 const tooLarge = (limit: number) =>
   HttpServerResponse.unsafeJson(
@@ -103,7 +132,7 @@ const tooLarge = (limit: number) =>
     { status: 413, headers: { connection: "close" } }
   )
 
-/** The whole application: SessionApi behind the token, `GET /openapi.json`, errors as JSON. */
+/** The whole application: SessionApi behind the token, `GET /openapi.json` and the viewer's files, errors as JSON. */
 export const makeApp = (
   settings: SessionServerSettings,
   agent: Option.Option<LiteAgentService>,
@@ -124,9 +153,12 @@ export const makeApp = (
     const built = yield* Layer.build(Layer.mergeAll(implemented, HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer))
     const api = yield* Effect.provide(HttpApiBuilder.httpApp, built)
     const openApi = HttpServerResponse.unsafeJson(OpenApi.fromApi(SessionApi))
+    const viewer = yield* Effect.promise(loadViewerAssets)
     const app = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      if (request.method === "GET" && new URL(request.url, "http://localhost").pathname === OPENAPI_PATH) return openApi
+      const pathname = new URL(request.url, "http://localhost").pathname
+      if (request.method === "GET" && pathname === OPENAPI_PATH) return openApi
+      if (request.method === "GET" && Object.hasOwn(VIEWER_FILES, pathname)) return viewerResponse(viewer, pathname)
       // A body declared over the limit is refused before any route reads (or drains) it.
       if (Number(request.headers["content-length"] ?? 0) > settings.maxBodyBytes) return tooLarge(settings.maxBodyBytes)
       const response = yield* api.pipe(

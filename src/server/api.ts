@@ -124,6 +124,42 @@ export const CompactBody = Schema.Struct({
 })
 
 const SessionPath = Schema.Struct({ id: Schema.String })
+const CheckpointPath = Schema.Struct({ id: Schema.String, seq: Schema.String })
+
+/** `?at=<seq>`: the conversation on a branch through that node (a checkpoint or a branch's tip), up to the end of its turn. */
+export const ConversationParams = Schema.Struct({ at: Schema.optional(Schema.String) })
+
+/** A session's messages on one branch, as a viewer shows them: events as the log holds them. */
+export const ConversationJson = Schema.Struct({
+  /** The node asked for (`at`), or the current leaf. */
+  at: Schema.Number,
+  /** The tip of the branch the messages are from. */
+  leaf: Schema.Number,
+  entries: Schema.Array(Schema.Struct({ seq: Schema.Number, ts: Schema.Number, event: Schema.Unknown })),
+  /** The branch's last compaction before the end of the turn: its summary replaces, for the model, the messages before `keptFromSeq`. */
+  compaction: Schema.NullOr(Schema.Struct({ seq: Schema.Number, summary: Schema.String, keptFromSeq: Schema.Number }))
+})
+
+/** What a path held at one point, as far as the session recorded it. */
+const RecordedPathJson = Schema.Struct({
+  kind: Schema.Literal("file", "link", "directory", "absent", "unknown"),
+  size: Schema.optionalWith(Schema.Number, { exact: true }),
+  target: Schema.optionalWith(Schema.String, { exact: true }),
+  reason: Schema.optionalWith(Schema.String, { exact: true })
+})
+
+/** The files a checkpoint's turn changed, each with a unified diff when both sides are text within the size cap. */
+export const CheckpointChangesJson = Schema.Struct({
+  seq: Schema.Number,
+  files: Schema.Array(Schema.Struct({
+    path: Schema.String,
+    before: RecordedPathJson,
+    after: RecordedPathJson,
+    /** `--- a/path`, `+++ b/path`, then hunks; null when there is no text diff to show (`note` says why). */
+    diff: Schema.NullOr(Schema.Array(Schema.String)),
+    note: Schema.NullOr(Schema.String)
+  }))
+})
 const PermissionPath = Schema.Struct({ id: Schema.String, requestId: Schema.String })
 
 export const SessionList = Schema.Struct({
@@ -221,6 +257,17 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.get("tree", "/sessions/:id/tree").setPath(SessionPath).addSuccess(SessionTreeJson)
       .addError(Wire.SessionNotFound, { status: 404 })
       .annotate(OpenApi.Description, "The session's tree: every branch's checkpoints, the branches by their tips, the current one, labels.")
+  )
+  .add(
+    HttpApiEndpoint.get("conversation", "/sessions/:id/conversation").setPath(SessionPath).setUrlParams(ConversationParams)
+      .addSuccess(ConversationJson)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .annotate(OpenApi.Description, "The messages of the branch through ?at= (default: the current one), up to the end of that checkpoint's turn.")
+  )
+  .add(
+    HttpApiEndpoint.get("changes", "/sessions/:id/checkpoints/:seq/changes").setPath(CheckpointPath).addSuccess(CheckpointChangesJson)
+      .addError(Wire.SessionNotFound, { status: 404 })
+      .annotate(OpenApi.Description, "The files the checkpoint's turn changed: what each held before and after, and a text diff.")
   )
   .add(
     HttpApiEndpoint.get("events", "/sessions/:id/events").setPath(SessionPath).addSuccess(EventStream)

@@ -19,7 +19,17 @@ import { jsonText } from "../core/encoding.js"
 import { decodeOptions } from "../core/internal/options.js"
 import * as Session from "../core/session.js"
 import { sessionIdProblem } from "../core/sessionId.js"
+import * as SessionStates from "../tools/SessionStates.js"
 import { foldedLog } from "../tools/SessionStates.js"
+import {
+  branchThrough,
+  checkpointChanges,
+  conversationThrough,
+  nextCheckpoint,
+  type PathChangeInTurn,
+  type RecordedPath
+} from "../core/checkpointChanges.js"
+import { unifiedDiff } from "../core/textDiff.js"
 import {
   CompactBody,
   ForkBody,
@@ -112,6 +122,74 @@ const existing = (checkpointer: CheckpointerService, sessionId: string) =>
   Effect.flatMap(checkpointer.version(sessionId), (version) =>
     version.generation === NO_GENERATION ? Effect.fail(sessionNotFound(sessionId)) : Effect.succeed(version))
 
+/** A node's seq from the URL: a positive integer. */
+const nodeSeq = (name: string, text: string) =>
+  /^[1-9]\d{0,15}$/.test(text) ? Effect.succeed(Number(text)) : Effect.fail(badRequest(`${name} must be a positive integer (a seq), got ${JSON.stringify(text)}`))
+
+/** The session folded along a branch through node `seq`, or 400 when no branch goes through it. */
+const onABranch = (sessionId: string, state: Session.SessionState, seq: number) => {
+  const branch = seq === 0 ? state : branchThrough(state, seq)
+  return branch === undefined
+    ? Effect.fail(badRequest(`seq ${seq} is not a node of session "${sessionId}" (not a checkpoint, nor on a branch)`))
+    : Effect.succeed(branch)
+}
+
+/** Text shown as a diff, at most this large on either side. */
+const DIFF_MAX_BYTES = 256 * 1024
+
+const pathJson = (recorded: RecordedPath) => {
+  switch (recorded.kind) {
+    case "file":
+      return { kind: recorded.kind, size: recorded.size }
+    case "link":
+      return { kind: recorded.kind, target: recorded.target }
+    case "unknown":
+      return { kind: recorded.kind, reason: recorded.reason }
+    default:
+      return { kind: recorded.kind }
+  }
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+/** Bytes as text, or undefined for what is not text (invalid UTF-8, or a NUL byte). */
+const asText = (bytes: Uint8Array): string | undefined => {
+  if (bytes.includes(0)) return undefined
+  try {
+    return utf8.decode(bytes)
+  } catch {
+    return undefined
+  }
+}
+
+/** One changed path as the viewer shows it: both sides, and their text diff when both are text (or absent) within the cap. */
+const describeChange = (checkpointer: CheckpointerService, sessionId: string, change: PathChangeInTurn) =>
+  Effect.gen(function*() {
+    const base = { path: change.path, before: pathJson(change.before), after: pathJson(change.after) }
+    const sides = [change.before, change.after]
+    const unknown = sides.find((side) => side.kind === "unknown")
+    if (unknown !== undefined) return { ...base, diff: null, note: "what it held is not known: the session did not record it" }
+    if (sides.some((side) => side.kind === "link" || side.kind === "directory")) return { ...base, diff: null, note: null }
+    if (sides.some((side) => side.kind === "file" && side.size > DIFF_MAX_BYTES)) {
+      return { ...base, diff: null, note: `over ${DIFF_MAX_BYTES / 1024} KiB: no diff shown` }
+    }
+    const texts: Array<string | undefined> = []
+    for (const side of sides) {
+      if (side.kind !== "file") {
+        texts.push(undefined)
+        continue
+      }
+      const bytes = side.data === undefined ? yield* Effect.either(checkpointer.readSnapshot(sessionId, side.sha256)) : Either.right(side.data)
+      if (Either.isLeft(bytes)) return { ...base, diff: null, note: `its content is not in the snapshot store: ${bytes.left.message}` }
+      const text = asText(bytes.right)
+      if (text === undefined) return { ...base, diff: null, note: "binary: no diff shown" }
+      texts.push(text)
+    }
+    return { ...base, diff: unifiedDiff(change.path, texts[0], texts[1]), note: null }
+  })
+
+/** A JSON answer encoded as the log encodes events (snapshot bytes as base64). */
+const jsonResponse = (value: unknown) => HttpServerResponse.text(jsonText(value), { contentType: "application/json" })
+
 /** A restore's result exactly as the agent gave it (snapshot bytes as base64). */
 const restoreResponse = (result: unknown) => HttpServerResponse.text(jsonText(result), { contentType: "application/json" })
 
@@ -126,6 +204,8 @@ export const sessionHandlers = (
     Effect.gen(function*() {
       const checkpointer = yield* Checkpointer
       const hubs = yield* makeSessionHubs(checkpointer, settings, followFrame, errorFrame)
+      // Folded sessions, kept and brought up to date incrementally: a viewer asks the same session again and again.
+      const states = yield* SessionStates.fromContextOrNew
       return handlers
         .handle("list", () =>
           Effect.map(checkpointer.list(), (sessions) => ({
@@ -162,6 +242,37 @@ export const sessionHandlers = (
               onNone: () => Effect.map(foldedLog(checkpointer, sessionId), Session.tree)
             })
             return { ...tree, undo: tree.undo ?? null, redo: tree.redo ?? null }
+          }))
+        .handleRaw("conversation", ({ path, urlParams }) =>
+          Effect.gen(function*() {
+            const sessionId = yield* checkedSessionId(path.id)
+            yield* existing(checkpointer, sessionId)
+            const { state } = yield* states.get(sessionId)
+            const at = urlParams.at === undefined ? state.leaf : yield* nodeSeq("at", urlParams.at)
+            const branch = yield* onABranch(sessionId, state, at)
+            const entries = conversationThrough(branch, at)
+            const end = nextCheckpoint(branch, at)
+            const compaction = branch.compaction !== undefined && (end === undefined || branch.compaction.seq < end)
+              ? {
+                seq: branch.compaction.seq,
+                summary: branch.compaction.event.summary,
+                keptFromSeq: branch.compaction.event.keptFromSeq ?? branch.compaction.seq + 1
+              }
+              : null
+            return jsonResponse({ at, leaf: branch.leaf, entries, compaction })
+          }))
+        .handleRaw("changes", ({ path }) =>
+          Effect.gen(function*() {
+            const sessionId = yield* checkedSessionId(path.id)
+            yield* existing(checkpointer, sessionId)
+            const seq = yield* nodeSeq("seq", path.seq)
+            const { state } = yield* states.get(sessionId)
+            const branch = yield* onABranch(sessionId, state, seq)
+            if (!branch.anchors.toArray().some((anchor) => anchor.seq === seq)) {
+              return yield* Effect.fail(badRequest(`seq ${seq} of session "${sessionId}" is not a checkpoint`))
+            }
+            const files = yield* Effect.forEach(checkpointChanges(branch, seq), (change) => describeChange(checkpointer, sessionId, change))
+            return jsonResponse({ seq, files })
           }))
         .handleRaw("events", ({ path, request }) =>
           Effect.gen(function*() {

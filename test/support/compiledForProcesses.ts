@@ -8,6 +8,7 @@ import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { build } from "esbuild"
 import type { TestProject } from "vitest/node"
+import { writeViewer } from "../../src/server/viewerAssets.js"
 
 const root = resolve(import.meta.dirname, "..", "..")
 
@@ -30,7 +31,12 @@ export default async function setup(project: TestProject) {
   mkdirSync(out, { recursive: true })
   writeFileSync(join(out, "package.json"), JSON.stringify({ type: "module", private: true }))
   await build({
-    entryPoints: [...typescriptUnder("src"), ...typescriptUnder("test/workers"), ...typescriptUnder("test/support")],
+    // The viewer is browser code: bundled below, as the built package has it.
+    entryPoints: [
+      ...typescriptUnder("src").filter((file) => !file.startsWith(join(root, "src", "viewer") + "/")),
+      ...typescriptUnder("test/workers"),
+      ...typescriptUnder("test/support")
+    ],
     outdir: out,
     outbase: root,
     format: "esm",
@@ -39,6 +45,7 @@ export default async function setup(project: TestProject) {
     sourcemap: "inline",
     logLevel: "silent"
   })
+  await writeViewer(join(root, "src", "viewer"), join(out, "src", "viewer"))
   project.provide("compiledRoot", out)
   return () => rmSync(out, { recursive: true, force: true })
 }

@@ -1,5 +1,5 @@
 /**
- * A unified diff of two texts, as the terminal shows an edit: `--- a/path`, `+++ b/path`, then
+ * A unified diff of two texts, as the terminal and the viewer show an edit: `--- a/path`, `+++ b/path`, then
  * hunks with three lines of context. Pure. The lines between the common head and tail are
  * matched by a longest-common-subsequence table when that table is small; past that (two large,
  * wholly different middles) they are shown as removed then added — still a correct diff, only

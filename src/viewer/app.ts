@@ -1,0 +1,456 @@
+/**
+ * The session viewer: the sessions, a session's tree of checkpoints, the conversation at the
+ * selected checkpoint and the files its turn changed, kept up to date while an agent writes.
+ * It talks only to the session server's API (api.ts, follow.ts) and builds the page with dom.ts.
+ */
+import {
+  type Api,
+  ApiError,
+  type Changes,
+  type Conversation,
+  forgetToken,
+  makeApi,
+  refusalsOf,
+  type Restore,
+  savedToken,
+  saveToken,
+  type Tree
+} from "./api.js"
+import { ago, bytes, type Child, el, fill } from "./dom.js"
+import { follow, type Frame, parseFrames } from "./follow.js"
+import { type PlanView, renderPlan } from "./plan.js"
+import { renderChanges, renderConversation } from "./render.js"
+import { renderTree } from "./tree.js"
+
+interface SessionRow {
+  readonly id: string
+  readonly mtime: string
+  details?: { readonly firstPrompt: string | undefined; readonly prompts: number; readonly bytes: number }
+}
+
+interface PendingQuestion {
+  readonly requestId: string
+  readonly name: string
+  readonly input: unknown
+}
+
+const root = document.getElementById("app")!
+const status = document.getElementById("status")!
+
+let api: Api | undefined
+let token: string | undefined
+let sessions: Array<SessionRow> = []
+let selected: string | undefined
+let tree: Tree | undefined
+/** The selected checkpoint; undefined: the current leaf. */
+let at: number | undefined
+let conversation: Conversation | undefined
+let changes: Changes | undefined
+let questions: Array<PendingQuestion> = []
+let following: { stop: () => void } | undefined
+let message: { readonly text: string; readonly error: boolean } | undefined
+/** A move shown before it is made (restore, undo, redo, fork). */
+let plan: PlanView | undefined
+/** The checkpoint being named, if a label is being entered. */
+let labelling: number | undefined
+
+const panes = {
+  sessions: el("nav", { class: "sessions", "aria-label": "Sessions" }),
+  tree: el("section", { class: "tree", "aria-label": "Checkpoints" }),
+  detail: el("section", { class: "detail", "aria-label": "Conversation and changes" })
+}
+const notice = el("div", { class: "notice", role: "alert" })
+
+const say = (text: string, error = false) => {
+  message = { text, error }
+  fill(notice, message.text)
+  notice.className = error ? "notice error" : "notice"
+}
+
+const failed = (error: unknown) => {
+  if (error instanceof ApiError && error.status === 401) return showGate("That token was refused: enter the server's token.")
+  say(error instanceof ApiError ? `${error.tag}: ${error.message}` : String(error), true)
+}
+
+// --- The token -------------------------------------------------------------------------
+
+const showGate = (why?: string) => {
+  following?.stop()
+  following = undefined
+  forgetToken()
+  api = undefined
+  const input = el("input", { id: "token", type: "password", autocomplete: "off", required: true, "aria-describedby": "token-help" })
+  const form = el(
+    "form",
+    {
+      class: "gate",
+      onsubmit: (event: Event) => {
+        event.preventDefault()
+        const value = input.value.trim()
+        if (value === "") return
+        saveToken(value)
+        start(value)
+      }
+    },
+    el("h2", {}, "Open the sessions"),
+    el("label", { for: "token" }, "Token"),
+    input,
+    el("p", { id: "token-help", class: "help" }, "The token `lite-agent serve` printed (or LITE_AGENT_TOKEN). It is kept for this tab only."),
+    why === undefined ? null : el("p", { class: "error", role: "alert" }, why),
+    el("button", { type: "submit" }, "Open")
+  )
+  fill(root, form)
+  fill(status, "")
+  input.focus()
+}
+
+// --- Loading ---------------------------------------------------------------------------
+
+const loadSessions = async () => {
+  if (api === undefined) return
+  const listed = await api.sessions()
+  const known = new Map(sessions.map((row) => [row.id, row]))
+  sessions = listed.sessions.map((session) => ({ ...known.get(session.id), ...session }))
+  renderSessions()
+  // Each row's first prompt, prompts and size, a few at a time.
+  const missing = sessions.filter((row) => row.details === undefined)
+  for (let index = 0; index < missing.length; index += 4) {
+    await Promise.all(missing.slice(index, index + 4).map((row) => loadDetails(row)))
+    renderSessions()
+  }
+}
+
+const loadDetails = async (row: SessionRow) => {
+  if (api === undefined) return
+  const [summary, rowTree] = await Promise.all([api.summary(row.id), api.tree(row.id)])
+  const first = rowTree.checkpoints.reduce<{ seq: number; prompt: string } | undefined>(
+    (earliest, checkpoint) => (earliest === undefined || checkpoint.seq < earliest.seq ? checkpoint : earliest),
+    undefined
+  )
+  row.details = { firstPrompt: first?.prompt, prompts: rowTree.checkpoints.length, bytes: summary.stats.logBytes + summary.stats.snapshotBytes }
+}
+
+const loadSelected = async () => {
+  if (api === undefined || selected === undefined) return
+  const id = selected
+  const [nextTree, nextConversation] = await Promise.all([api.tree(id), api.conversation(id, at)])
+  if (id !== selected) return
+  tree = nextTree
+  conversation = nextConversation
+  const checkpoint = at ?? latestCheckpoint(nextTree)
+  changes = checkpoint === undefined ? undefined : await api.changes(id, checkpoint)
+  renderSelected()
+}
+
+/** The last checkpoint of the current branch. */
+const latestCheckpoint = (of: Tree) =>
+  of.checkpoints.filter((checkpoint) => checkpoint.current).reduce<number | undefined>((latest, checkpoint) => Math.max(latest ?? 0, checkpoint.seq), undefined)
+
+// --- Following ---------------------------------------------------------------------------
+
+let refreshTimer: ReturnType<typeof setTimeout> | undefined
+const refreshSoon = () => {
+  if (refreshTimer !== undefined) return
+  refreshTimer = setTimeout(() => {
+    refreshTimer = undefined
+    const row = sessions.find((each) => each.id === selected)
+    if (row !== undefined) delete row.details
+    Promise.all([loadSelected(), loadSessions()]).catch(failed)
+  }, 150)
+}
+
+const onFrame = (frame: Frame) => {
+  if (frame.event === "permission_request") {
+    const question = JSON.parse(frame.data) as PendingQuestion
+    if (!questions.some((each) => each.requestId === question.requestId)) questions = [...questions, question]
+    renderSelected()
+    return
+  }
+  // A question is answered once its decision or the call's result is in the log.
+  if (questions.length > 0 && (frame.event === "PermissionDecided" || frame.event === "ToolResult")) {
+    const data = JSON.parse(frame.data) as { event?: { toolUseId?: string } }
+    questions = questions.filter((question) => question.requestId !== data.event?.toolUseId)
+  }
+  refreshSoon()
+}
+
+const followSelected = async () => {
+  following?.stop()
+  following = undefined
+  questions = []
+  if (api === undefined || token === undefined || selected === undefined) return
+  const summary = await api.summary(selected)
+  following = follow(token, selected, summary.head, {
+    onFrame,
+    onState: (state) => {
+      if (state === "refused") return showGate("That token was refused: enter the server's token.")
+      fill(status, state === "live" ? "live" : "reconnecting…")
+      status.className = `status ${state}`
+    }
+  })
+}
+
+// --- Rendering ---------------------------------------------------------------------------
+
+const select = (id: string) => {
+  selected = id
+  at = undefined
+  tree = undefined
+  conversation = undefined
+  changes = undefined
+  plan = undefined
+  labelling = undefined
+  location.hash = `#${encodeURIComponent(id)}`
+  renderSessions()
+  renderSelected()
+  loadSelected().catch(failed)
+  followSelected().catch(failed)
+}
+
+const renderSessions = () => {
+  const now = Date.now()
+  fill(
+    panes.sessions,
+    el("h2", {}, "Sessions"),
+    sessions.length === 0
+      ? el("p", { class: "empty" }, "No sessions yet.")
+      : el(
+        "ul",
+        { class: "session-list" },
+        sessions.map((row) =>
+          el(
+            "li",
+            {},
+            el(
+              "button",
+              {
+                type: "button",
+                class: row.id === selected ? "session selected" : "session",
+                "aria-current": row.id === selected ? "true" : undefined,
+                "data-session": row.id,
+                onclick: () => select(row.id)
+              },
+              el("span", { class: "prompt" }, row.details === undefined ? row.id : row.details.firstPrompt ?? "(no prompt yet)"),
+              el(
+                "span",
+                { class: "meta" },
+                ago(now - Date.parse(row.mtime)),
+                row.details === undefined
+                  ? null
+                  : ` · ${row.details.prompts} prompt${row.details.prompts === 1 ? "" : "s"} · ${bytes(row.details.bytes)}`
+              )
+            )
+          )
+        )
+      )
+  )
+}
+
+const renderQuestions = (): Child =>
+  questions.length === 0 ? null : el(
+    "section",
+    { class: "questions", "aria-label": "Waiting for permission" },
+    questions.map((question) =>
+      el(
+        "div",
+        { class: "question" },
+        el("p", {}, `The agent asks to run ${question.name}:`),
+        el("pre", {}, JSON.stringify(question.input, null, 2)),
+        el("button", { type: "button", onclick: () => answer(question, "allow") }, "Allow"),
+        el("button", { type: "button", onclick: () => answer(question, "deny") }, "Deny")
+      )
+    )
+  )
+
+const answer = (question: PendingQuestion, behavior: "allow" | "deny") => {
+  if (api === undefined || selected === undefined) return
+  api.answer(selected, question.requestId, behavior).then(() => {
+    questions = questions.filter((each) => each.requestId !== question.requestId)
+    renderSelected()
+  }, failed)
+}
+
+// --- Actions -------------------------------------------------------------------------------
+
+const describeMove = (result: Restore) =>
+  `${result.restoredFiles.length} file${result.restoredFiles.length === 1 ? "" : "s"} put back` +
+  `${result.conversationRestored ? ", the conversation moved" : ""}` +
+  `${result.notCovered.length === 0 ? "" : `, ${result.notCovered.length} left as they are (not covered)`}`
+
+/**
+ * Show what a move would do (its dry run), and make it on confirmation. A dry run refused with
+ * 409 shows its refusals and cannot be confirmed.
+ */
+const planMove = <R extends Restore>(title: string, run: (dryRun: boolean) => Promise<R>, done: (result: R) => void) => {
+  const show = (result: Restore | undefined, refusals: Restore["refusals"]) => {
+    plan = {
+      title,
+      result,
+      refusals,
+      onConfirm: () => {
+        run(false).then((moved) => {
+          plan = undefined
+          done(moved)
+          loadSelected().catch(failed)
+        }, (error: unknown) => {
+          const refused = refusalsOf(error)
+          if (refused.length > 0) show(result, refused)
+          else failed(error)
+        })
+      },
+      onCancel: () => {
+        plan = undefined
+        renderSelected()
+      }
+    }
+    renderSelected()
+    panes.detail.querySelector<HTMLElement>(".plan")?.focus()
+  }
+  run(true).then((result) => show(result, []), (error: unknown) => {
+    const refused = refusalsOf(error)
+    if (refused.length > 0) show(undefined, refused)
+    else failed(error)
+  })
+}
+
+const restoreTo = (id: string, seq: number) =>
+  planMove(`Restore to before checkpoint #${seq}`, (dryRun) => api!.restore(id, seq, dryRun), (result) => say(`Restored: ${describeMove(result)}.`))
+
+const undoOrRedo = (id: string, which: "undo" | "redo") =>
+  planMove(which === "undo" ? "Undo the last move" : "Redo the move undone", (dryRun) => api![which](id, dryRun), (result) =>
+    say(`${which === "undo" ? "Undone" : "Redone"}: ${describeMove(result)}.`))
+
+const forkFrom = (id: string, seq: number) =>
+  planMove(`Fork from before checkpoint #${seq}`, (dryRun) => api!.fork(id, seq, dryRun), (result) => {
+    say(`Forked into session ${result.sessionId}: ${describeMove(result)}.`)
+    loadSessions().then(() => select(result.sessionId), failed)
+  })
+
+/** Compact the session; its answer is the compaction's events, the last of which says how it ended. */
+const compact = (id: string) => {
+  say("Compacting…")
+  api!.compact(id).then((events) => {
+    const last = parseFrames(`${events}\n\n`).frames.filter((frame) => frame.event === "compaction").at(-1)
+    const outcome = last === undefined ? undefined : JSON.parse(last.data) as {
+      phase: string
+      result?: { compacted: boolean; reason?: string }
+      detail?: string
+    }
+    if (outcome?.phase === "done" && outcome.result?.compacted === true) say("Compacted: the model now sees a summary of the earlier conversation.")
+    else if (outcome?.phase === "done") say(`Nothing compacted: ${outcome.result?.reason ?? outcome.detail ?? "nothing to summarise"}.`)
+    else say(`The compaction did not finish (${outcome?.phase ?? "no answer"}): ${outcome?.detail ?? ""}`, true)
+    loadSelected().catch(failed)
+  }, failed)
+}
+
+const renderLabelForm = (id: string, seq: number) => {
+  const input = el("input", { id: "label", type: "text", maxlength: 200 })
+  const form = el(
+    "form",
+    {
+      class: "label-form",
+      onsubmit: (event: Event) => {
+        event.preventDefault()
+        api!.label(id, seq, input.value.trim()).then(() => {
+          labelling = undefined
+          say(input.value.trim() === "" ? `Checkpoint #${seq} has no label now.` : `Checkpoint #${seq} is labelled "${input.value.trim()}".`)
+          loadSelected().catch(failed)
+        }, failed)
+      }
+    },
+    el("label", { for: "label" }, `Label for checkpoint #${seq} (empty removes it)`),
+    input,
+    el("button", { type: "submit" }, "Save label"),
+    el("button", {
+      type: "button",
+      onclick: () => {
+        labelling = undefined
+        renderSelected()
+      }
+    }, "Cancel")
+  )
+  queueMicrotask(() => input.focus())
+  return form
+}
+
+const renderActions = (id: string, shown: Tree, seq: number | undefined) =>
+  el(
+    "div",
+    { class: "actions", role: "toolbar", "aria-label": "Actions" },
+    seq === undefined ? null : [
+      el("button", { type: "button", onclick: () => restoreTo(id, seq) }, "Restore to before this checkpoint"),
+      el("button", { type: "button", onclick: () => forkFrom(id, seq) }, "Fork from here"),
+      el("button", {
+        type: "button",
+        onclick: () => {
+          labelling = seq
+          renderSelected()
+        }
+      }, "Label…")
+    ],
+    el("button", { type: "button", disabled: shown.undo === null, onclick: () => undoOrRedo(id, "undo") }, "Undo"),
+    el("button", { type: "button", disabled: shown.redo === null, onclick: () => undoOrRedo(id, "redo") }, "Redo"),
+    el("button", { type: "button", onclick: () => compact(id) }, "Compact")
+  )
+
+const renderSelected = () => {
+  if (selected === undefined) {
+    fill(panes.tree, el("p", { class: "empty" }, "Choose a session."))
+    fill(panes.detail)
+    return
+  }
+  if (tree === undefined) {
+    fill(panes.tree, el("p", { class: "empty" }, "Loading…"))
+    fill(panes.detail)
+    return
+  }
+  const shownAt = at ?? latestCheckpoint(tree)
+  // Keyboard focus stays in the tree when it is redrawn.
+  const treeFocused = panes.tree.contains(document.activeElement)
+  fill(
+    panes.tree,
+    el("h2", {}, "Checkpoints"),
+    renderTree(tree, shownAt, (seq) => {
+      at = seq
+      plan = undefined
+      labelling = undefined
+      loadSelected().catch(failed)
+    })
+  )
+  if (treeFocused) panes.tree.querySelector<HTMLElement>("[role=treeitem][tabindex='0']")?.focus()
+  const checkpoint = tree.checkpoints.find((each) => each.seq === shownAt)
+  fill(
+    panes.detail,
+    renderQuestions(),
+    el(
+      "header",
+      { class: "checkpoint" },
+      el("h2", {}, checkpoint === undefined ? "No checkpoint yet" : `Checkpoint #${checkpoint.seq}`),
+      checkpoint === undefined ? null : el("p", { class: "prompt" }, checkpoint.prompt, checkpoint.label === undefined ? null : el("span", { class: "label" }, checkpoint.label))
+    ),
+    renderActions(selected, tree, checkpoint?.seq),
+    plan === undefined ? null : renderPlan(plan),
+    labelling === undefined ? null : renderLabelForm(selected, labelling),
+    changes === undefined ? null : renderChanges(changes),
+    conversation === undefined ? null : renderConversation(conversation, shownAt)
+  )
+}
+
+// --- Start ---------------------------------------------------------------------------------
+
+const start = (given: string) => {
+  token = given
+  api = makeApi(given)
+  fill(root, notice, el("div", { class: "panes" }, panes.sessions, panes.tree, panes.detail))
+  if (message !== undefined) say(message.text, message.error)
+  renderSessions()
+  renderSelected()
+  loadSessions().then(() => {
+    const wanted = decodeURIComponent(location.hash.slice(1))
+    if (wanted !== "" && sessions.some((row) => row.id === wanted)) select(wanted)
+  }, failed)
+}
+
+const saved = savedToken()
+if (saved === undefined) showGate()
+else start(saved)

@@ -1,0 +1,283 @@
+/**
+ * The viewer in a real browser: Debian's Chromium, driven by playwright-core, against a real
+ * `lite-agent serve` (a process of its own, with the scripted model and the file store) over a
+ * session with a branch, made through the server's API. One server and one browser for the file.
+ * Screenshots of the main views go to test-output/viewer/.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { join, resolve } from "node:path"
+import { type Browser, chromium, type Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { live, makeTempDir, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
+
+const TOKEN = "viewer-token-0123456789abcdef"
+const CHROMIUM = "/usr/bin/chromium"
+const SHOTS = resolve(import.meta.dirname, "..", "test-output", "viewer")
+
+let server: Worker
+let url: string
+let browser: Browser
+let workdir: string
+let sessions: string
+
+const api = async (method: "GET" | "POST", path: string, body?: unknown) => {
+  const response = await fetch(`${url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+  // A turn answers with its events as Server-Sent Events, read to the end: the turn is then over.
+  const text = await response.text()
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`)
+  return (response.headers.get("content-type") ?? "").startsWith("application/json") ? JSON.parse(text) as unknown : text
+}
+
+const turnsFile = (name: string, turns: unknown) => {
+  const file = join(sessions, `${name}.json`)
+  writeFileSync(file, JSON.stringify(turns))
+  return file
+}
+
+/** The row of the tree's checkpoint whose prompt has `text` (a click there selects that checkpoint alone). */
+const checkpointRow = (page: Page, text: string) => page.locator("[role=treeitem] > .row").filter({ hasText: text })
+
+/** A page that has entered the token and opened session "s1". */
+const openSession = async (page: Page) => {
+  await page.goto(url)
+  await page.getByLabel("Token").fill(TOKEN)
+  await page.getByRole("button", { name: "Open" }).click()
+  await page.locator("[data-session=s1]").click()
+  await page.getByRole("tree").waitFor()
+}
+
+beforeAll(async () => {
+  expect(existsSync(CHROMIUM), "Chromium is installed (apt-get install chromium; .ci/run does it)").toBe(true)
+  mkdirSync(SHOTS, { recursive: true })
+  workdir = makeTempDir("viewer-work")
+  sessions = makeTempDir("viewer-sessions")
+  const turns = turnsFile("serve-turns", [
+    { toolCalls: [{ name: "write_file", input: { path: "hello.ts", content: "export const hello = (name: string) => `hello ${name}`\n" } }] },
+    { text: "Created hello.ts. <script>window.__hacked = true</script><img src=x onerror=\"window.__hacked = true\">" },
+    { toolCalls: [{ name: "edit_file", input: { path: "hello.ts", old_string: "hello ${name}", new_string: "Hello, ${name}!" } }] },
+    { text: "Capitalised the greeting." },
+    { toolCalls: [{ name: "write_file", input: { path: "notes.md", content: "# notes\n" } }] },
+    { text: "Wrote notes instead." },
+    // Two compactions: the first (the page's, keeping recent messages) finds nothing worth writing.
+    { text: "A summary not written." },
+    { text: "Summary: hello.ts made." }
+  ])
+  server = startWorker("../../src/cli/main.ts", [
+    "serve",
+    "--port",
+    "0",
+    "--token",
+    TOKEN,
+    "--model",
+    `scripted:${turns}`,
+    "--workdir",
+    workdir,
+    "--checkpointer",
+    `file:${sessions}`,
+    "--permission-mode",
+    "bypassPermissions"
+  ])
+  url = /listening on (\S+)/.exec(await server.waitForLine((line) => line.startsWith("lite-agent serve: listening on ")))![1]!
+  // A session with a branch: two prompts, a restore to before the second, another prompt.
+  await api("POST", "/sessions/s1/messages", { text: "Create hello.ts <b>in bold</b>" })
+  await api("POST", "/sessions/s1/messages", { text: "Capitalise the greeting" })
+  const tree = await api("GET", "/sessions/s1/tree") as { checkpoints: Array<{ seq: number; prompt: string }> }
+  const second = tree.checkpoints.find((checkpoint) => checkpoint.prompt === "Capitalise the greeting")!.seq
+  await api("POST", "/sessions/s1/restore", { seq: second })
+  await api("POST", "/sessions/s1/messages", { text: "Write notes instead" })
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] })
+})
+
+afterAll(async () => {
+  await browser?.close()
+  for (const child of live) child.kill("SIGKILL")
+  removeTempDirs()
+})
+
+describe("the viewer", () => {
+  it("serves its page without the token, with a strict Content-Security-Policy; the sessions need the token", async () => {
+    const page = await fetch(url)
+    expect(page.status).toBe(200)
+    const csp = page.headers.get("content-security-policy") ?? ""
+    expect(csp).toContain("default-src 'none'")
+    expect(csp).toContain("script-src 'self'")
+    expect(csp).toContain("connect-src 'self'")
+    expect(csp).not.toContain("unsafe-inline")
+    expect(await page.text()).toContain('<script type="module" src="/viewer/app.js"></script>')
+    expect((await fetch(`${url}/viewer/app.js`)).headers.get("content-type")).toContain("text/javascript")
+    expect((await fetch(`${url}/sessions`)).status).toBe(401)
+  })
+
+  it("asks for the token, refuses a wrong one, and keeps a right one for the tab", async () => {
+    const context = await browser.newContext()
+    const page = await context.newPage()
+    await page.goto(url)
+    await page.screenshot({ path: join(SHOTS, "token.png") })
+    await page.getByLabel("Token").fill("not-the-token")
+    await page.getByRole("button", { name: "Open" }).click()
+    await expect.poll(() => page.getByRole("alert").filter({ hasText: "That token was refused" }).count()).toBe(1)
+    expect(await page.locator("[data-session]").count()).toBe(0)
+    await page.getByLabel("Token").fill(TOKEN)
+    await page.getByRole("button", { name: "Open" }).click()
+    await page.locator("[data-session=s1]").waitFor()
+    // Kept for the tab: a reload needs no token.
+    await page.reload()
+    await page.locator("[data-session=s1]").waitFor()
+    expect(await page.getByLabel("Token").count()).toBe(0)
+    await context.close()
+  })
+
+  it("lists the sessions; shows the tree with its branch, the conversation and a checkpoint's diff", async () => {
+    const context = await browser.newContext({ viewport: { width: 1400, height: 900 } })
+    const page = await context.newPage()
+    await openSession(page)
+    const row = page.locator("[data-session=s1]")
+    await expect.poll(() => row.textContent()).toContain("Create hello.ts <b>in bold</b>")
+    expect(await row.textContent()).toContain("3 prompts")
+    // The branch: the first checkpoint goes on to two, the one left by the restore nested.
+    const nodes = page.getByRole("treeitem")
+    expect(await nodes.count()).toBe(3)
+    const first = page.getByRole("treeitem").filter({ hasText: "Create hello.ts" }).first()
+    expect(await first.getAttribute("aria-expanded")).toBe("true")
+    const other = first.getByRole("group").getByRole("treeitem")
+    expect(await other.textContent()).toContain("Capitalise the greeting")
+    const current = checkpointRow(page, "Write notes instead")
+    expect(await current.textContent()).toContain("current")
+    expect(await other.textContent()).not.toContain("current")
+    // The other branch's checkpoint: its conversation and its diff.
+    await checkpointRow(page, "Capitalise the greeting").click()
+    await expect.poll(() => page.locator(".changes .path").allTextContents()).toEqual(["hello.ts"])
+    const diff = page.locator(".changes pre.diff")
+    expect(await diff.locator(".removed").allTextContents()).toContain("-export const hello = (name: string) => `hello ${name}`\n")
+    expect(await diff.locator(".added").allTextContents()).toContain("+export const hello = (name: string) => `Hello, ${name}!`\n")
+    const conversation = page.getByRole("region", { name: "Conversation", exact: true })
+    expect(await conversation.textContent()).toContain("Capitalised the greeting.")
+    expect(await conversation.textContent()).not.toContain("Wrote notes instead.")
+    await page.screenshot({ path: join(SHOTS, "session.png") })
+    // The keyboard moves through the tree and selects.
+    await other.focus()
+    await page.keyboard.press("ArrowDown")
+    await page.keyboard.press("Enter")
+    await expect.poll(() => page.locator(".changes .path").allTextContents()).toEqual(["notes.md"])
+    await context.close()
+  })
+
+  it("shows session text as text: markup and scripts in prompts and answers do nothing", async () => {
+    const page = await browser.newPage()
+    let dialogs = 0
+    page.on("dialog", (dialog) => {
+      dialogs++
+      void dialog.dismiss()
+    })
+    await openSession(page)
+    await checkpointRow(page, "Create hello.ts").click()
+    const conversation = page.getByRole("region", { name: "Conversation", exact: true })
+    await expect.poll(() => conversation.textContent()).toContain("<script>window.__hacked = true</script>")
+    expect(await conversation.textContent()).toContain("Create hello.ts <b>in bold</b>")
+    expect(await conversation.locator("b, script, img").count()).toBe(0)
+    expect(await page.evaluate(() => (globalThis as { __hacked?: boolean }).__hacked)).toBeUndefined()
+    expect(dialogs).toBe(0)
+    await page.close()
+  })
+
+  it("follows the session live: what another process appends shows up", async () => {
+    const page = await browser.newPage()
+    await openSession(page)
+    await page.locator(".status.live").waitFor()
+    const other = startWorker("../../src/cli/main.ts", [
+      "-p",
+      "A prompt from another process",
+      "--session",
+      "s1",
+      "--model",
+      `scripted:${turnsFile("other", [{ text: "Answered in another process." }])}`,
+      "--workdir",
+      workdir,
+      "--checkpointer",
+      `file:${sessions}`,
+      "--permission-mode",
+      "plan"
+    ])
+    expect((await other.closed).code).toBe(0)
+    await page.getByRole("treeitem").filter({ hasText: "A prompt from another process" }).waitFor()
+    await expect.poll(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Answered in another process.")
+    await page.close()
+  })
+
+  it("restores through its plan (the file on disk changes), and undoes the restore", async () => {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } })
+    await openSession(page)
+    await checkpointRow(page, "Write notes instead").click()
+    await page.getByRole("button", { name: "Restore to before this checkpoint" }).click()
+    const plan = page.getByRole("dialog", { name: "Restore to before checkpoint" })
+    await plan.waitFor()
+    expect(await plan.locator("tr[data-path='notes.md']").textContent()).toContain("deleted")
+    await page.screenshot({ path: join(SHOTS, "restore-plan.png") })
+    expect(existsSync(join(workdir, "notes.md"))).toBe(true)
+    await plan.getByRole("button", { name: "Confirm" }).click()
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("Restored: 1 file put back, the conversation moved")
+    expect(existsSync(join(workdir, "notes.md"))).toBe(false)
+    // Undo: the same plan first, then the file is back.
+    await page.getByRole("button", { name: "Undo" }).click()
+    const undo = page.getByRole("dialog", { name: "Undo the last move" })
+    expect(await undo.locator("tr[data-path='notes.md']").textContent()).toContain("written back")
+    await undo.getByRole("button", { name: "Confirm" }).click()
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("Undone: 1 file put back")
+    expect(readFileSync(join(workdir, "notes.md"), "utf8")).toBe("# notes\n")
+    await page.close()
+  })
+
+  it("shows a refused restore's reason for each file, and it cannot be confirmed", async () => {
+    const page = await browser.newPage()
+    await openSession(page)
+    // Someone edits the file the restore would delete.
+    writeFileSync(join(workdir, "notes.md"), "# notes\nedited by hand\n")
+    try {
+      await checkpointRow(page, "Write notes instead").click()
+      await page.getByRole("button", { name: "Restore to before this checkpoint" }).click()
+      const plan = page.getByRole("dialog", { name: "Restore to before checkpoint" })
+      await plan.waitFor()
+      const refused = plan.locator("[data-path='notes.md']")
+      await expect.poll(() => refused.first().textContent()).toContain("modified_externally")
+      expect(await plan.getByRole("button", { name: "Confirm" }).isDisabled()).toBe(true)
+      await plan.getByRole("button", { name: "Cancel" }).click()
+      expect(await page.getByRole("dialog").count()).toBe(0)
+      expect(readFileSync(join(workdir, "notes.md"), "utf8")).toBe("# notes\nedited by hand\n")
+    } finally {
+      writeFileSync(join(workdir, "notes.md"), "# notes\n")
+      await page.close()
+    }
+  })
+
+  it("labels a checkpoint; compacts, saying when there was nothing to compact; shows a compaction's summary as such", async () => {
+    const page = await browser.newPage()
+    await openSession(page)
+    await checkpointRow(page, "Create hello.ts").click()
+    await page.getByRole("button", { name: "Label…" }).click()
+    await page.getByLabel(/Label for checkpoint/).fill("the start")
+    await page.getByRole("button", { name: "Save label" }).click()
+    await expect.poll(() => checkpointRow(page, "Create hello.ts").locator(".label").textContent()).toBe("the start")
+    // Everything is recent (the default keeps 20,000 tokens verbatim): nothing to compact, and the page says why.
+    await page.getByRole("button", { name: "Compact" }).click()
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("Nothing compacted")
+    // Compacted by another client: the summary shows, marked as such, where the messages it replaces end.
+    expect(String(await api("POST", "/sessions/s1/compact", { keepRecentTokens: 0 }))).toContain('"compacted":true')
+    await checkpointRow(page, "A prompt from another process").click()
+    const summary = page.locator(".message.compaction")
+    await summary.waitFor()
+    expect(await summary.textContent()).toContain("Summary: hello.ts made.")
+    expect(await summary.textContent()).toContain("Compaction summary")
+    await page.close()
+  })
+
+  it("builds the page from nothing that parses text as HTML", () => {
+    const sources = ["app.ts", "dom.ts", "render.ts", "tree.ts", "follow.ts", "api.ts", "plan.ts"].map((file) =>
+      readFileSync(resolve(import.meta.dirname, "..", "src", "viewer", file), "utf8")
+    )
+    for (const source of sources) expect(source).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write|DOMParser/)
+  })
+})
