@@ -1,12 +1,13 @@
 /**
  * Benchmarks, run by hand: `npm run bench`. Figures are ratios against a baseline measured
  * in the same run, because the machines are noisy. `npm run bench -- file sqlite` runs only
- * those sections (core, file, sqlite, postgres, server, agent, long, workspace, tree, cli).
+ * those sections (core, file, sqlite, postgres, server, agent, long, workspace, tree, cli, viewer).
  */
 import { Effect, Stream } from "effect"
 import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core.js"
 import { runAgentBench } from "./agent.js"
 import { runCliBench } from "./cli.js"
+import { runViewerBench } from "./viewer.js"
 import { runFileBench } from "./file.js"
 import { runLongSessionBench } from "./longSession.js"
 import { runPostgresBench } from "./postgres.js"
@@ -15,7 +16,7 @@ import { runSqliteBench } from "./sqlite.js"
 import { runTreeBench } from "./tree.js"
 import { runWorkspaceBench } from "./workspace.js"
 
-const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long", "workspace", "tree", "cli"]
+const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long", "workspace", "tree", "cli", "viewer"]
 const wanted = process.argv.slice(2)
 const unknown = wanted.filter((name) => !SECTIONS.includes(name))
 if (unknown.length > 0) throw new Error(`unknown bench section(s): ${unknown.join(", ")}; the sections are ${SECTIONS.join(", ")}`)
@@ -113,6 +114,14 @@ if (runs("cli")) {
     "Start-up of the command (the built package; medians of 15 runs, alternating with the baseline)",
     ["command", "time", "node -e \"\" (baseline)", "ratio"],
     await runCliBench()
+  )
+}
+
+if (runs("viewer")) {
+  printTable(
+    "The viewer: bytes shipped, and the first render of a session in headless Chromium (medians of 9, alternating with the baseline)",
+    ["measurement", "value", "empty session (baseline)", "ratio"],
+    await runViewerBench()
   )
 }
 

@@ -64,7 +64,10 @@ beforeAll(async () => {
     { text: "Wrote notes instead." },
     // Two compactions: the first (the page's, keeping recent messages) finds nothing worth writing.
     { text: "A summary not written." },
-    { text: "Summary: hello.ts made." }
+    { text: "Summary: hello.ts made." },
+    // A turn whose command needs a person's yes (acceptEdits: the file tools run, shell asks).
+    { toolCalls: [{ name: "shell", input: { command: "echo allowed > asked.txt" } }] },
+    { text: "Ran it." }
   ])
   server = startWorker("../../src/cli/main.ts", [
     "serve",
@@ -79,7 +82,7 @@ beforeAll(async () => {
     "--checkpointer",
     `file:${sessions}`,
     "--permission-mode",
-    "bypassPermissions"
+    "acceptEdits"
   ])
   url = /listening on (\S+)/.exec(await server.waitForLine((line) => line.startsWith("lite-agent serve: listening on ")))![1]!
   // A session with a branch: two prompts, a restore to before the second, another prompt.
@@ -271,6 +274,91 @@ describe("the viewer", () => {
     await summary.waitFor()
     expect(await summary.textContent()).toContain("Summary: hello.ts made.")
     expect(await summary.textContent()).toContain("Compaction summary")
+    await page.close()
+  })
+
+  it("forks from a checkpoint through its plan, and opens the fork", async () => {
+    const page = await browser.newPage()
+    await openSession(page)
+    await checkpointRow(page, "Capitalise the greeting").click()
+    await page.getByRole("button", { name: "Fork from here" }).click()
+    const plan = page.getByRole("dialog", { name: "Fork from before checkpoint" })
+    await plan.waitFor()
+    await plan.getByRole("button", { name: "Confirm" }).click()
+    await expect.poll(() => page.getByRole("alert").textContent()).toMatch(/Forked into session \S+/)
+    const forkId = /Forked into session (\S+?):/.exec((await page.getByRole("alert").textContent()) ?? "")![1]!
+    // The fork is listed and open. It shares the whole tree (nothing is lost) and stands just before the checkpoint.
+    await page.locator(`[data-session="${forkId}"][aria-current=true]`).waitFor()
+    const forkTree = await api("GET", `/sessions/${forkId}/tree`) as { checkpoints: Array<{ prompt: string; current: boolean }> }
+    expect(forkTree.checkpoints.filter((checkpoint) => checkpoint.current).map((checkpoint) => checkpoint.prompt)).toEqual([
+      "Create hello.ts <b>in bold</b>"
+    ])
+    await expect.poll(() => page.locator("[role=treeitem].current > .row .prompt").allTextContents()).toEqual(["Create hello.ts <b>in bold</b>"])
+    expect((await page.locator("[role=treeitem] > .row .prompt").allTextContents()).sort()).toEqual(
+      forkTree.checkpoints.map((checkpoint) => checkpoint.prompt).sort()
+    )
+    await page.close()
+  })
+
+  it("answers a running turn's permission question from the page", async () => {
+    const page = await browser.newPage()
+    await openSession(page)
+    // A turn that will ask before its shell command, started without waiting for it.
+    const started = await fetch(`${url}/sessions/s2/messages?detach=true`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ text: "Run the command" })
+    })
+    expect(started.status).toBe(202)
+    await page.reload()
+    await page.locator("[data-session=s2]").click()
+    const question = page.getByRole("region", { name: "Waiting for permission" })
+    await expect.poll(() => question.textContent()).toContain("echo allowed > asked.txt")
+    await page.screenshot({ path: join(SHOTS, "permission.png") })
+    expect(existsSync(join(workdir, "asked.txt"))).toBe(false)
+    await question.getByRole("button", { name: "Allow" }).click()
+    await expect.poll(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Ran it.")
+    expect(readFileSync(join(workdir, "asked.txt"), "utf8")).toBe("allowed\n")
+    expect(await page.getByRole("region", { name: "Waiting for permission" }).count()).toBe(0)
+    await page.close()
+  })
+
+  it("follows on after the server restarts: the page reconnects and misses nothing", async () => {
+    const page = await browser.newPage()
+    await openSession(page)
+    await page.locator(".status.live").waitFor()
+    const port = new URL(url).port
+    server.child.kill("SIGKILL")
+    await server.closed
+    await page.locator(".status.reconnecting").waitFor()
+    // Written while no server runs: the page must still get it once one is back.
+    const other = startWorker("../../src/cli/main.ts", [
+      "-p",
+      "Written while the server was down",
+      "--session",
+      "s1",
+      "--model",
+      `scripted:${turnsFile("down", [{ text: "Answered while the server was down." }])}`,
+      "--workdir",
+      workdir,
+      "--checkpointer",
+      `file:${sessions}`,
+      "--permission-mode",
+      "plan"
+    ])
+    expect((await other.closed).code).toBe(0)
+    server = startWorker("../../src/cli/main.ts", [
+      "serve",
+      "--port",
+      port,
+      "--token",
+      TOKEN,
+      "--checkpointer",
+      `file:${sessions}`
+    ])
+    await server.waitForLine((line) => line.startsWith("lite-agent serve: listening on "))
+    await page.locator(".status.live").waitFor()
+    await checkpointRow(page, "Written while the server was down").waitFor()
     await page.close()
   })
 

@@ -10,14 +10,13 @@ import {
   type Conversation,
   forgetToken,
   makeApi,
-  refusalsOf,
-  type Restore,
   savedToken,
   saveToken,
   type Tree
 } from "./api.js"
 import { ago, bytes, type Child, el, fill } from "./dom.js"
-import { follow, type Frame, parseFrames } from "./follow.js"
+import { follow, type Frame } from "./follow.js"
+import { makeActions } from "./actions.js"
 import { type PlanView, renderPlan } from "./plan.js"
 import { renderChanges, renderConversation } from "./render.js"
 import { renderTree } from "./tree.js"
@@ -130,15 +129,21 @@ const loadDetails = async (row: SessionRow) => {
   row.details = { firstPrompt: first?.prompt, prompts: rowTree.checkpoints.length, bytes: summary.stats.logBytes + summary.stats.snapshotBytes }
 }
 
+/** Which load is the latest: an answer to an earlier one (another session, another checkpoint) is dropped. */
+let loads = 0
+
 const loadSelected = async () => {
   if (api === undefined || selected === undefined) return
+  const load = ++loads
   const id = selected
-  const [nextTree, nextConversation] = await Promise.all([api.tree(id), api.conversation(id, at)])
-  if (id !== selected) return
+  const wanted = at
+  const [nextTree, nextConversation] = await Promise.all([api.tree(id), api.conversation(id, wanted)])
+  const checkpoint = wanted ?? latestCheckpoint(nextTree)
+  const nextChanges = checkpoint === undefined ? undefined : await api.changes(id, checkpoint)
+  if (load !== loads) return
   tree = nextTree
   conversation = nextConversation
-  const checkpoint = at ?? latestCheckpoint(nextTree)
-  changes = checkpoint === undefined ? undefined : await api.changes(id, checkpoint)
+  changes = nextChanges
   renderSelected()
 }
 
@@ -270,128 +275,21 @@ const answer = (question: PendingQuestion, behavior: "allow" | "deny") => {
   }, failed)
 }
 
-// --- Actions -------------------------------------------------------------------------------
-
-const describeMove = (result: Restore) =>
-  `${result.restoredFiles.length} file${result.restoredFiles.length === 1 ? "" : "s"} put back` +
-  `${result.conversationRestored ? ", the conversation moved" : ""}` +
-  `${result.notCovered.length === 0 ? "" : `, ${result.notCovered.length} left as they are (not covered)`}`
-
-/**
- * Show what a move would do (its dry run), and make it on confirmation. A dry run refused with
- * 409 shows its refusals and cannot be confirmed.
- */
-const planMove = <R extends Restore>(title: string, run: (dryRun: boolean) => Promise<R>, done: (result: R) => void) => {
-  const show = (result: Restore | undefined, refusals: Restore["refusals"]) => {
-    plan = {
-      title,
-      result,
-      refusals,
-      onConfirm: () => {
-        run(false).then((moved) => {
-          plan = undefined
-          done(moved)
-          loadSelected().catch(failed)
-        }, (error: unknown) => {
-          const refused = refusalsOf(error)
-          if (refused.length > 0) show(result, refused)
-          else failed(error)
-        })
-      },
-      onCancel: () => {
-        plan = undefined
-        renderSelected()
-      }
-    }
-    renderSelected()
-    panes.detail.querySelector<HTMLElement>(".plan")?.focus()
+const actions = makeActions({
+  api: () => api!,
+  say,
+  failed,
+  reload: () => loadSelected().catch(failed),
+  openSession: (id) => loadSessions().then(() => select(id), failed),
+  render: () => renderSelected(),
+  focusPlan: () => panes.detail.querySelector<HTMLElement>(".plan")?.focus(),
+  setPlan: (next) => {
+    plan = next
+  },
+  setLabelling: (seq) => {
+    labelling = seq
   }
-  run(true).then((result) => show(result, []), (error: unknown) => {
-    const refused = refusalsOf(error)
-    if (refused.length > 0) show(undefined, refused)
-    else failed(error)
-  })
-}
-
-const restoreTo = (id: string, seq: number) =>
-  planMove(`Restore to before checkpoint #${seq}`, (dryRun) => api!.restore(id, seq, dryRun), (result) => say(`Restored: ${describeMove(result)}.`))
-
-const undoOrRedo = (id: string, which: "undo" | "redo") =>
-  planMove(which === "undo" ? "Undo the last move" : "Redo the move undone", (dryRun) => api![which](id, dryRun), (result) =>
-    say(`${which === "undo" ? "Undone" : "Redone"}: ${describeMove(result)}.`))
-
-const forkFrom = (id: string, seq: number) =>
-  planMove(`Fork from before checkpoint #${seq}`, (dryRun) => api!.fork(id, seq, dryRun), (result) => {
-    say(`Forked into session ${result.sessionId}: ${describeMove(result)}.`)
-    loadSessions().then(() => select(result.sessionId), failed)
-  })
-
-/** Compact the session; its answer is the compaction's events, the last of which says how it ended. */
-const compact = (id: string) => {
-  say("Compacting…")
-  api!.compact(id).then((events) => {
-    const last = parseFrames(`${events}\n\n`).frames.filter((frame) => frame.event === "compaction").at(-1)
-    const outcome = last === undefined ? undefined : JSON.parse(last.data) as {
-      phase: string
-      result?: { compacted: boolean; reason?: string }
-      detail?: string
-    }
-    if (outcome?.phase === "done" && outcome.result?.compacted === true) say("Compacted: the model now sees a summary of the earlier conversation.")
-    else if (outcome?.phase === "done") say(`Nothing compacted: ${outcome.result?.reason ?? outcome.detail ?? "nothing to summarise"}.`)
-    else say(`The compaction did not finish (${outcome?.phase ?? "no answer"}): ${outcome?.detail ?? ""}`, true)
-    loadSelected().catch(failed)
-  }, failed)
-}
-
-const renderLabelForm = (id: string, seq: number) => {
-  const input = el("input", { id: "label", type: "text", maxlength: 200 })
-  const form = el(
-    "form",
-    {
-      class: "label-form",
-      onsubmit: (event: Event) => {
-        event.preventDefault()
-        api!.label(id, seq, input.value.trim()).then(() => {
-          labelling = undefined
-          say(input.value.trim() === "" ? `Checkpoint #${seq} has no label now.` : `Checkpoint #${seq} is labelled "${input.value.trim()}".`)
-          loadSelected().catch(failed)
-        }, failed)
-      }
-    },
-    el("label", { for: "label" }, `Label for checkpoint #${seq} (empty removes it)`),
-    input,
-    el("button", { type: "submit" }, "Save label"),
-    el("button", {
-      type: "button",
-      onclick: () => {
-        labelling = undefined
-        renderSelected()
-      }
-    }, "Cancel")
-  )
-  queueMicrotask(() => input.focus())
-  return form
-}
-
-const renderActions = (id: string, shown: Tree, seq: number | undefined) =>
-  el(
-    "div",
-    { class: "actions", role: "toolbar", "aria-label": "Actions" },
-    seq === undefined ? null : [
-      el("button", { type: "button", onclick: () => restoreTo(id, seq) }, "Restore to before this checkpoint"),
-      el("button", { type: "button", onclick: () => forkFrom(id, seq) }, "Fork from here"),
-      el("button", {
-        type: "button",
-        onclick: () => {
-          labelling = seq
-          renderSelected()
-        }
-      }, "Label…")
-    ],
-    el("button", { type: "button", disabled: shown.undo === null, onclick: () => undoOrRedo(id, "undo") }, "Undo"),
-    el("button", { type: "button", disabled: shown.redo === null, onclick: () => undoOrRedo(id, "redo") }, "Redo"),
-    el("button", { type: "button", onclick: () => compact(id) }, "Compact")
-  )
+})
 
 const renderSelected = () => {
   if (selected === undefined) {
@@ -411,9 +309,13 @@ const renderSelected = () => {
     panes.tree,
     el("h2", {}, "Checkpoints"),
     renderTree(tree, shownAt, (seq) => {
+      // Shown selected at once (the actions are then this checkpoint's); its files and messages follow.
       at = seq
       plan = undefined
       labelling = undefined
+      changes = undefined
+      conversation = undefined
+      renderSelected()
       loadSelected().catch(failed)
     })
   )
@@ -428,9 +330,9 @@ const renderSelected = () => {
       el("h2", {}, checkpoint === undefined ? "No checkpoint yet" : `Checkpoint #${checkpoint.seq}`),
       checkpoint === undefined ? null : el("p", { class: "prompt" }, checkpoint.prompt, checkpoint.label === undefined ? null : el("span", { class: "label" }, checkpoint.label))
     ),
-    renderActions(selected, tree, checkpoint?.seq),
+    actions.renderActions(selected, tree, checkpoint?.seq),
     plan === undefined ? null : renderPlan(plan),
-    labelling === undefined ? null : renderLabelForm(selected, labelling),
+    labelling === undefined ? null : actions.renderLabelForm(selected, labelling),
     changes === undefined ? null : renderChanges(changes),
     conversation === undefined ? null : renderConversation(conversation, shownAt)
   )
@@ -450,6 +352,12 @@ const start = (given: string) => {
     if (wanted !== "" && sessions.some((row) => row.id === wanted)) select(wanted)
   }, failed)
 }
+
+// Back and forward (and a link to `#<session id>`) open that session.
+addEventListener("hashchange", () => {
+  const wanted = decodeURIComponent(location.hash.slice(1))
+  if (api !== undefined && wanted !== selected && sessions.some((row) => row.id === wanted)) select(wanted)
+})
 
 const saved = savedToken()
 if (saved === undefined) showGate()

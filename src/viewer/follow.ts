@@ -79,7 +79,7 @@ export const follow = (token: string, sessionId: string, sinceSeq: number, handl
       if (stopped) return
       handlers.onState("reconnecting")
       await new Promise((resolve) => setTimeout(resolve, pause))
-      pause = Math.min(pause * 2, 5000)
+      pause = Math.min(pause * 2, 2000)
     }
   }
   void connect()
