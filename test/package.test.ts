@@ -12,7 +12,7 @@
  * The app's install skips install scripts: better-sqlite3's native module is the one this
  * repository's install compiled (compiling it again takes minutes), copied into the app.
  */
-import { execFile, execFileSync } from "node:child_process"
+import { execFile, execFileSync, spawn } from "node:child_process"
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
@@ -185,6 +185,9 @@ describe("the workspace packages", () => {
     expect(unresolved).toEqual([])
     // The CLI's scripted examples ship with it (its docs run them).
     expect(files.has("examples/cli/hello.json")).toBe(true)
+    // So does the viewer, built: the page the server serves (no TypeScript of it to compile, no CDN).
+    for (const file of ["dist/viewer/index.html", "dist/viewer/app.js", "dist/viewer/viewer.css"]) expect(files.has(file)).toBe(true)
+    expect([...files].filter((path) => path.startsWith("dist/viewer/"))).toHaveLength(3)
   })
 })
 
@@ -341,6 +344,25 @@ describe("what each entry point loads", () => {
       writeFileSync(late, JSON.stringify([{ text: "late but here", delayMs: 300 }]))
       const waited = await viaBin(["-p", "hi", "--model", `scripted:${late}`, "--checkpointer", `file:${sessions}`, "--permission-mode", "plan"])
       expect(waited.stdout).toBe("late but here\n")
+      // `serve` from the snapshot finds the installed viewer's files (the bundle's import.meta.url is the package's).
+      const serving = spawn(bin, ["serve", "--port", "0", "--checkpointer", `file:${sessions}`], { cwd: app, env: offlineEnv({ LITE_AGENT_HOME: home }) })
+      try {
+        const listening = await new Promise<string>((resolveUrl, reject) => {
+          let output = ""
+          serving.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+            output += chunk
+            const found = /listening on (\S+)/.exec(output)
+            if (found !== null) resolveUrl(found[1]!)
+          })
+          serving.on("close", (code) => reject(new Error(`serve ended (${code}) before listening: ${output}`)))
+        })
+        const page = await fetch(listening)
+        expect(page.status).toBe(200)
+        expect(await page.text()).toContain("/viewer/app.js")
+        expect((await fetch(`${listening}/viewer/app.js`)).status).toBe(200)
+      } finally {
+        serving.kill("SIGKILL")
+      }
       const blob = join(cache, blobs()[0]!)
       const main = join(app, "node_modules", "@lite-agent", "sdk", "dist", "cli", "main.js")
       await createHello(`sqlite:${join(sessions, "sessions.db")}`, (args) => node(["--snapshot-blob", blob, main, ...args], { LITE_AGENT_HOME: home }))

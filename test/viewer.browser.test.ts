@@ -38,6 +38,28 @@ const turnsFile = (name: string, turns: unknown) => {
   return file
 }
 
+/** Polls until the page shows what is expected: it waits on the page, however loaded the machine. */
+const eventually = <T>(look: () => Promise<T> | T) => expect.poll(look, { timeout: 60_000, interval: 50 })
+
+/** A turn of session s1 run by another process (`lite-agent -p`) on the same store. */
+const appendFromAnotherProcess = async (prompt: string, answer: string) => {
+  const other = startWorker("../../src/cli/main.ts", [
+    "-p",
+    prompt,
+    "--session",
+    "s1",
+    "--model",
+    `scripted:${turnsFile(`other-${prompt.length}`, [{ text: answer }])}`,
+    "--workdir",
+    workdir,
+    "--checkpointer",
+    `file:${sessions}`,
+    "--permission-mode",
+    "plan"
+  ])
+  expect((await other.closed).code).toBe(0)
+}
+
 /** The row of the tree's checkpoint whose prompt has `text` (a click there selects that checkpoint alone). */
 const checkpointRow = (page: Page, text: string) => page.locator("[role=treeitem] > .row").filter({ hasText: text })
 
@@ -122,7 +144,7 @@ describe("the viewer", () => {
     await page.screenshot({ path: join(SHOTS, "token.png") })
     await page.getByLabel("Token").fill("not-the-token")
     await page.getByRole("button", { name: "Open" }).click()
-    await expect.poll(() => page.getByRole("alert").filter({ hasText: "That token was refused" }).count()).toBe(1)
+    await eventually(() => page.getByRole("alert").filter({ hasText: "That token was refused" }).count()).toBe(1)
     expect(await page.locator("[data-session]").count()).toBe(0)
     await page.getByLabel("Token").fill(TOKEN)
     await page.getByRole("button", { name: "Open" }).click()
@@ -139,7 +161,7 @@ describe("the viewer", () => {
     const page = await context.newPage()
     await openSession(page)
     const row = page.locator("[data-session=s1]")
-    await expect.poll(() => row.textContent()).toContain("Create hello.ts <b>in bold</b>")
+    await eventually(() => row.textContent()).toContain("Create hello.ts <b>in bold</b>")
     expect(await row.textContent()).toContain("3 prompts")
     // The branch: the first checkpoint goes on to two, the one left by the restore nested.
     const nodes = page.getByRole("treeitem")
@@ -153,7 +175,7 @@ describe("the viewer", () => {
     expect(await other.textContent()).not.toContain("current")
     // The other branch's checkpoint: its conversation and its diff.
     await checkpointRow(page, "Capitalise the greeting").click()
-    await expect.poll(() => page.locator(".changes .path").allTextContents()).toEqual(["hello.ts"])
+    await eventually(() => page.locator(".changes .path").allTextContents()).toEqual(["hello.ts"])
     const diff = page.locator(".changes pre.diff")
     expect(await diff.locator(".removed").allTextContents()).toContain("-export const hello = (name: string) => `hello ${name}`\n")
     expect(await diff.locator(".added").allTextContents()).toContain("+export const hello = (name: string) => `Hello, ${name}!`\n")
@@ -165,7 +187,7 @@ describe("the viewer", () => {
     await other.focus()
     await page.keyboard.press("ArrowDown")
     await page.keyboard.press("Enter")
-    await expect.poll(() => page.locator(".changes .path").allTextContents()).toEqual(["notes.md"])
+    await eventually(() => page.locator(".changes .path").allTextContents()).toEqual(["notes.md"])
     await context.close()
   })
 
@@ -179,7 +201,7 @@ describe("the viewer", () => {
     await openSession(page)
     await checkpointRow(page, "Create hello.ts").click()
     const conversation = page.getByRole("region", { name: "Conversation", exact: true })
-    await expect.poll(() => conversation.textContent()).toContain("<script>window.__hacked = true</script>")
+    await eventually(() => conversation.textContent()).toContain("<script>window.__hacked = true</script>")
     expect(await conversation.textContent()).toContain("Create hello.ts <b>in bold</b>")
     expect(await conversation.locator("b, script, img").count()).toBe(0)
     expect(await page.evaluate(() => (globalThis as { __hacked?: boolean }).__hacked)).toBeUndefined()
@@ -191,23 +213,9 @@ describe("the viewer", () => {
     const page = await browser.newPage()
     await openSession(page)
     await page.locator(".status.live").waitFor()
-    const other = startWorker("../../src/cli/main.ts", [
-      "-p",
-      "A prompt from another process",
-      "--session",
-      "s1",
-      "--model",
-      `scripted:${turnsFile("other", [{ text: "Answered in another process." }])}`,
-      "--workdir",
-      workdir,
-      "--checkpointer",
-      `file:${sessions}`,
-      "--permission-mode",
-      "plan"
-    ])
-    expect((await other.closed).code).toBe(0)
+    await appendFromAnotherProcess("A prompt from another process", "Answered in another process.")
     await page.getByRole("treeitem").filter({ hasText: "A prompt from another process" }).waitFor()
-    await expect.poll(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Answered in another process.")
+    await eventually(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Answered in another process.")
     await page.close()
   })
 
@@ -222,14 +230,14 @@ describe("the viewer", () => {
     await page.screenshot({ path: join(SHOTS, "restore-plan.png") })
     expect(existsSync(join(workdir, "notes.md"))).toBe(true)
     await plan.getByRole("button", { name: "Confirm" }).click()
-    await expect.poll(() => page.getByRole("alert").textContent()).toContain("Restored: 1 file put back, the conversation moved")
+    await eventually(() => page.getByRole("alert").textContent()).toContain("Restored: 1 file put back, the conversation moved")
     expect(existsSync(join(workdir, "notes.md"))).toBe(false)
     // Undo: the same plan first, then the file is back.
     await page.getByRole("button", { name: "Undo" }).click()
     const undo = page.getByRole("dialog", { name: "Undo the last move" })
     expect(await undo.locator("tr[data-path='notes.md']").textContent()).toContain("written back")
     await undo.getByRole("button", { name: "Confirm" }).click()
-    await expect.poll(() => page.getByRole("alert").textContent()).toContain("Undone: 1 file put back")
+    await eventually(() => page.getByRole("alert").textContent()).toContain("Undone: 1 file put back")
     expect(readFileSync(join(workdir, "notes.md"), "utf8")).toBe("# notes\n")
     await page.close()
   })
@@ -245,7 +253,7 @@ describe("the viewer", () => {
       const plan = page.getByRole("dialog", { name: "Restore to before checkpoint" })
       await plan.waitFor()
       const refused = plan.locator("[data-path='notes.md']")
-      await expect.poll(() => refused.first().textContent()).toContain("modified_externally")
+      await eventually(() => refused.first().textContent()).toContain("modified_externally")
       expect(await plan.getByRole("button", { name: "Confirm" }).isDisabled()).toBe(true)
       await plan.getByRole("button", { name: "Cancel" }).click()
       expect(await page.getByRole("dialog").count()).toBe(0)
@@ -262,18 +270,29 @@ describe("the viewer", () => {
     await checkpointRow(page, "Create hello.ts").click()
     await page.getByRole("button", { name: "Label…" }).click()
     await page.getByLabel(/Label for checkpoint/).fill("the start")
+    // What another process writes meanwhile redraws the page; what was typed stays.
+    await appendFromAnotherProcess("Appended while a label was typed", "Answered while a label was typed.")
+    await checkpointRow(page, "Appended while a label was typed").waitFor()
+    expect(await page.getByLabel(/Label for checkpoint/).inputValue()).toBe("the start")
     await page.getByRole("button", { name: "Save label" }).click()
-    await expect.poll(() => checkpointRow(page, "Create hello.ts").locator(".label").textContent()).toBe("the start")
+    await eventually(async () => {
+      const label = checkpointRow(page, "Create hello.ts").locator(".label")
+      return (await label.count()) > 0 ? label.textContent() : `no label; notice: ${await page.locator(".notice").textContent()}`
+    }).toBe("the start")
     // Everything is recent (the default keeps 20,000 tokens verbatim): nothing to compact, and the page says why.
     await page.getByRole("button", { name: "Compact" }).click()
-    await expect.poll(() => page.getByRole("alert").textContent()).toContain("Nothing compacted")
+    await eventually(() => page.getByRole("alert").textContent()).toContain("Nothing compacted")
     // Compacted by another client: the summary shows, marked as such, where the messages it replaces end.
     expect(String(await api("POST", "/sessions/s1/compact", { keepRecentTokens: 0 }))).toContain('"compacted":true')
-    await checkpointRow(page, "A prompt from another process").click()
+    // At the last checkpoint (the compaction came after its turn); not at the one before.
+    await checkpointRow(page, "Appended while a label was typed").click()
     const summary = page.locator(".message.compaction")
     await summary.waitFor()
     expect(await summary.textContent()).toContain("Summary: hello.ts made.")
     expect(await summary.textContent()).toContain("Compaction summary")
+    await checkpointRow(page, "A prompt from another process").click()
+    await eventually(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Answered in another process.")
+    expect(await page.locator(".message.compaction").count()).toBe(0)
     await page.close()
   })
 
@@ -285,7 +304,7 @@ describe("the viewer", () => {
     const plan = page.getByRole("dialog", { name: "Fork from before checkpoint" })
     await plan.waitFor()
     await plan.getByRole("button", { name: "Confirm" }).click()
-    await expect.poll(() => page.getByRole("alert").textContent()).toMatch(/Forked into session \S+/)
+    await eventually(() => page.getByRole("alert").textContent()).toMatch(/Forked into session \S+/)
     const forkId = /Forked into session (\S+?):/.exec((await page.getByRole("alert").textContent()) ?? "")![1]!
     // The fork is listed and open. It shares the whole tree (nothing is lost) and stands just before the checkpoint.
     await page.locator(`[data-session="${forkId}"][aria-current=true]`).waitFor()
@@ -293,7 +312,7 @@ describe("the viewer", () => {
     expect(forkTree.checkpoints.filter((checkpoint) => checkpoint.current).map((checkpoint) => checkpoint.prompt)).toEqual([
       "Create hello.ts <b>in bold</b>"
     ])
-    await expect.poll(() => page.locator("[role=treeitem].current > .row .prompt").allTextContents()).toEqual(["Create hello.ts <b>in bold</b>"])
+    await eventually(() => page.locator("[role=treeitem].current > .row .prompt").allTextContents()).toEqual(["Create hello.ts <b>in bold</b>"])
     expect((await page.locator("[role=treeitem] > .row .prompt").allTextContents()).sort()).toEqual(
       forkTree.checkpoints.map((checkpoint) => checkpoint.prompt).sort()
     )
@@ -313,11 +332,15 @@ describe("the viewer", () => {
     await page.reload()
     await page.locator("[data-session=s2]").click()
     const question = page.getByRole("region", { name: "Waiting for permission" })
-    await expect.poll(() => question.textContent()).toContain("echo allowed > asked.txt")
+    await eventually(async () =>
+      (await question.count()) > 0
+        ? question.textContent()
+        : `no question; notice: ${await page.locator(".notice").textContent()}; status: ${await page.locator("#status").textContent()}`
+    ).toContain("echo allowed > asked.txt")
     await page.screenshot({ path: join(SHOTS, "permission.png") })
     expect(existsSync(join(workdir, "asked.txt"))).toBe(false)
     await question.getByRole("button", { name: "Allow" }).click()
-    await expect.poll(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Ran it.")
+    await eventually(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Ran it.")
     expect(readFileSync(join(workdir, "asked.txt"), "utf8")).toBe("allowed\n")
     expect(await page.getByRole("region", { name: "Waiting for permission" }).count()).toBe(0)
     await page.close()

@@ -96,7 +96,12 @@ export const makeActions = (context: ActionContext) => {
     }, failed)
   }
 
+  /** The label being entered: the same form across redraws (a live update must not wipe what is typed). */
+  let labelForm: { readonly key: string; readonly form: HTMLFormElement } | undefined
+
   const renderLabelForm = (id: string, seq: number) => {
+    const key = `${id}\u0000${seq}`
+    if (labelForm?.key === key) return labelForm.form
     const input = el("input", { id: "label", type: "text", maxlength: 200 })
     const form = el(
       "form",
@@ -105,6 +110,7 @@ export const makeActions = (context: ActionContext) => {
         onsubmit: (event: Event) => {
           event.preventDefault()
           context.api().label(id, seq, input.value.trim()).then(() => {
+            labelForm = undefined
             context.setLabelling(undefined)
             say(input.value.trim() === "" ? `Checkpoint #${seq} has no label now.` : `Checkpoint #${seq} is labelled "${input.value.trim()}".`)
             context.reload()
@@ -117,12 +123,14 @@ export const makeActions = (context: ActionContext) => {
       el("button", {
         type: "button",
         onclick: () => {
+          labelForm = undefined
           context.setLabelling(undefined)
           context.render()
         }
       }, "Cancel")
     )
     queueMicrotask(() => input.focus())
+    labelForm = { key, form }
     return form
   }
 
@@ -136,6 +144,7 @@ export const makeActions = (context: ActionContext) => {
         el("button", {
           type: "button",
           onclick: () => {
+            labelForm = undefined
             context.setLabelling(seq)
             context.render()
           }

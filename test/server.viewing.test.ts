@@ -1,0 +1,117 @@
+/**
+ * The routes the viewer reads besides the tree: a branch's conversation (`?at=`) and the files a
+ * checkpoint's turn changed, with their diffs — and what they say when there is no diff to show
+ * (binary, over the cap, a link), or when the seq is not one they can answer for.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createLiteAgent, fileCheckpointer, type LiteAgent, type PromiseCheckpointerWithIntegrity } from "../src/index.js"
+import { scripted } from "../src/provider.js"
+import { type RunningSessionServer, serveSessions } from "../src/server.js"
+import { request } from "./support/sse.js"
+
+const TOKEN = "viewing-token-0123456789"
+
+let dir: string
+let checkpointer: PromiseCheckpointerWithIntegrity
+let agent: LiteAgent
+let server: RunningSessionServer
+let tree: { checkpoints: Array<{ seq: number; prompt: string }> }
+
+const seqOf = (prompt: string) => tree.checkpoints.find((checkpoint) => checkpoint.prompt === prompt)!.seq
+const get = async (path: string) => request(`${server.url}${path}`, { token: TOKEN })
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "lite-agent-viewing-"))
+  const workdir = join(dir, "work")
+  mkdirSync(workdir)
+  checkpointer = fileCheckpointer({ dir: join(dir, "sessions") })
+  agent = createLiteAgent({
+    model: scripted([
+      { toolCalls: [{ name: "write_file", input: { path: "a.txt", content: "one\ntwo\nthree\n" } }] },
+      { text: "wrote a.txt" },
+      {
+        toolCalls: [
+          { name: "edit_file", input: { path: "a.txt", old_string: "two", new_string: "TWO" } },
+          // What the file tools cannot write: a binary file, one over the diff's cap, a link.
+          { name: "shell", input: { command: "printf 'a\\000b' > bin.dat && head -c 300000 /dev/zero | tr '\\000' x > big.txt && ln -s a.txt link" } }
+        ]
+      },
+      { text: "changed things" },
+      { text: "nothing this time" }
+    ]),
+    workdir,
+    checkpointer,
+    sessionId: "v"
+  })
+  await agent.send("first")
+  await agent.send("second")
+  await agent.send("third")
+  server = await serveSessions({ checkpointer, token: TOKEN })
+  tree = (await get("/sessions/v/tree")).json as typeof tree
+})
+
+afterAll(async () => {
+  await server?.close()
+  await agent?.close()
+  await checkpointer?.close()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+describe("GET /sessions/:id/checkpoints/:seq/changes", () => {
+  it("a new file: a diff from /dev/null", async () => {
+    const { json } = await get(`/sessions/v/checkpoints/${seqOf("first")}/changes`)
+    expect(json).toEqual({
+      seq: seqOf("first"),
+      files: [{
+        path: "a.txt",
+        before: { kind: "absent" },
+        after: { kind: "file", size: 14 },
+        diff: ["--- /dev/null", "+++ b/a.txt", "@@ -0,0 +1,3 @@", "+one", "+two", "+three"],
+        note: null
+      }]
+    })
+  })
+
+  it("an edit as a diff; a binary file, one over the cap and a link said plainly, without a diff", async () => {
+    const { json } = await get(`/sessions/v/checkpoints/${seqOf("second")}/changes`)
+    const files = (json as { files: Array<{ path: string; before: unknown; after: unknown; diff: unknown; note: unknown }> }).files
+    expect(files.map((file) => file.path)).toEqual(["a.txt", "big.txt", "bin.dat", "link"])
+    const [edited, big, binary, link] = files
+    expect(edited!.diff).toEqual(["--- a/a.txt", "+++ b/a.txt", "@@ -1,3 +1,3 @@", " one", "-two", "+TWO", " three"])
+    expect(big).toMatchObject({ after: { kind: "file", size: 300000 }, diff: null, note: "over 256 KiB: no diff shown" })
+    expect(binary).toMatchObject({ after: { kind: "file", size: 3 }, diff: null, note: "binary: no diff shown" })
+    expect(link).toMatchObject({ before: { kind: "absent" }, after: { kind: "link", target: "a.txt" }, diff: null, note: null })
+  })
+
+  it("a turn that changed nothing lists nothing; a seq that is not a checkpoint is a 400 that says so", async () => {
+    expect((await get(`/sessions/v/checkpoints/${seqOf("third")}/changes`)).json).toEqual({ seq: seqOf("third"), files: [] })
+    const notACheckpoint = await get(`/sessions/v/checkpoints/${seqOf("third") + 1}/changes`)
+    expect(notACheckpoint.status).toBe(400)
+    expect(notACheckpoint.json).toMatchObject({ error: "BadRequest", message: expect.stringContaining("is not a checkpoint") })
+    for (const bad of ["0", "-1", "two", "1.5"]) {
+      const answer = await get(`/sessions/v/checkpoints/${bad}/changes`)
+      expect(answer.status).toBe(400)
+      expect(answer.json).toMatchObject({ error: "BadRequest", message: expect.stringContaining("seq must be a positive integer") })
+    }
+    expect((await get("/sessions/nobody/checkpoints/1/changes")).status).toBe(404)
+  })
+})
+
+describe("GET /sessions/:id/conversation", () => {
+  it("at a checkpoint: the messages up to the end of its turn; without one, the whole current branch", async () => {
+    const contents = (json: unknown) =>
+      (json as { entries: Array<{ event: { _tag: string; content: unknown } }> }).entries
+        .filter((entry) => entry.event._tag === "UserMessage")
+        .map((entry) => entry.event.content)
+    const atFirst = await get(`/sessions/v/conversation?at=${seqOf("first")}`)
+    expect(contents(atFirst.json)).toEqual(["first"])
+    expect(atFirst.json).toMatchObject({ at: seqOf("first"), compaction: null })
+    expect(contents((await get("/sessions/v/conversation")).json)).toEqual(["first", "second", "third"])
+    const bad = await get("/sessions/v/conversation?at=nope")
+    expect(bad.status).toBe(400)
+    expect(bad.json).toMatchObject({ error: "BadRequest", message: 'at must be a positive integer (a seq), got "nope"' })
+  })
+})
