@@ -264,7 +264,7 @@ describe("the viewer", () => {
     }
   })
 
-  it("labels a checkpoint; compacts, saying when there was nothing to compact; shows a compaction's summary as such", async () => {
+  it("labels a checkpoint and a branch; compacts, saying when there was nothing to compact; shows a compaction's summary as such", async () => {
     const page = await browser.newPage()
     await openSession(page)
     await checkpointRow(page, "Create hello.ts").click()
@@ -276,9 +276,18 @@ describe("the viewer", () => {
     expect(await page.getByLabel(/Label for checkpoint/).inputValue()).toBe("the start")
     await page.getByRole("button", { name: "Save label" }).click()
     await eventually(async () => {
-      const label = checkpointRow(page, "Create hello.ts").locator(".label")
+      const label = checkpointRow(page, "Create hello.ts").locator(".label:not(.branch)")
       return (await label.count()) > 0 ? label.textContent() : `no label; notice: ${await page.locator(".notice").textContent()}`
     }).toBe("the start")
+    // A branch's name: on the tip of the branch its last checkpoint ends.
+    await checkpointRow(page, "Capitalise the greeting").click()
+    await page.getByRole("button", { name: "Label branch…" }).click()
+    await page.getByLabel(/Label for the branch ending at/).fill("greeting")
+    await page.getByRole("button", { name: "Save label" }).click()
+    await eventually(() => checkpointRow(page, "Capitalise the greeting").locator(".label.branch").count()).toBe(1)
+    expect(await checkpointRow(page, "Capitalise the greeting").locator(".label.branch").textContent()).toBe("branch: greeting")
+    const labelled = await api("GET", "/sessions/s1/tree") as { branches: Array<{ label?: string; checkpoint: number | null }> }
+    expect(labelled.branches.filter((branch) => branch.label === "greeting")).toHaveLength(1)
     // Everything is recent (the default keeps 20,000 tokens verbatim): nothing to compact, and the page says why.
     await page.getByRole("button", { name: "Compact" }).click()
     await eventually(() => page.getByRole("alert").textContent()).toContain("Nothing compacted")

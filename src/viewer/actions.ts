@@ -99,7 +99,12 @@ export const makeActions = (context: ActionContext) => {
   /** The label being entered: the same form across redraws (a live update must not wipe what is typed). */
   let labelForm: { readonly key: string; readonly form: HTMLFormElement } | undefined
 
-  const renderLabelForm = (id: string, seq: number) => {
+  /** A node's name in words: a checkpoint, or the tip of a branch (labelled as the branch's name). */
+  const nodeName = (shown: Tree, seq: number) =>
+    shown.checkpoints.some((checkpoint) => checkpoint.seq === seq) ? `checkpoint #${seq}` : `the branch ending at #${seq}`
+
+  const renderLabelForm = (id: string, shown: Tree, seq: number) => {
+    const name = nodeName(shown, seq)
     const key = `${id}\u0000${seq}`
     if (labelForm?.key === key) return labelForm.form
     const input = el("input", { id: "label", type: "text", maxlength: 200 })
@@ -112,12 +117,13 @@ export const makeActions = (context: ActionContext) => {
           context.api().label(id, seq, input.value.trim()).then(() => {
             labelForm = undefined
             context.setLabelling(undefined)
-            say(input.value.trim() === "" ? `Checkpoint #${seq} has no label now.` : `Checkpoint #${seq} is labelled "${input.value.trim()}".`)
+            const label = input.value.trim()
+            say(label === "" ? `The label of ${name} is removed.` : `${name[0]!.toUpperCase()}${name.slice(1)} is labelled "${label}".`)
             context.reload()
           }, failed)
         }
       },
-      el("label", { for: "label" }, `Label for checkpoint #${seq} (empty removes it)`),
+      el("label", { for: "label" }, `Label for ${name} (empty removes it)`),
       input,
       el("button", { type: "submit" }, "Save label"),
       el("button", {
@@ -134,26 +140,29 @@ export const makeActions = (context: ActionContext) => {
     return form
   }
 
-  const renderActions = (id: string, shown: Tree, seq: number | undefined) =>
-    el(
+  const startLabelling = (seq: number) => () => {
+    labelForm = undefined
+    context.setLabelling(seq)
+    context.render()
+  }
+
+  const renderActions = (id: string, shown: Tree, seq: number | undefined) => {
+    // The branch this checkpoint ends, if it is a branch's last: its tip can be named too.
+    const ended = seq === undefined ? undefined : shown.branches.find((branch) => branch.checkpoint === seq)
+    return el(
       "div",
       { class: "actions", role: "toolbar", "aria-label": "Actions" },
       seq === undefined ? null : [
         el("button", { type: "button", onclick: () => restoreTo(id, seq) }, "Restore to before this checkpoint"),
         el("button", { type: "button", onclick: () => forkFrom(id, seq) }, "Fork from here"),
-        el("button", {
-          type: "button",
-          onclick: () => {
-            labelForm = undefined
-            context.setLabelling(seq)
-            context.render()
-          }
-        }, "Label…")
+        el("button", { type: "button", onclick: startLabelling(seq) }, "Label…"),
+        ended === undefined || ended.leaf === seq ? null : el("button", { type: "button", onclick: startLabelling(ended.leaf) }, "Label branch…")
       ],
       el("button", { type: "button", disabled: shown.undo === null, onclick: () => undoOrRedo(id, "undo") }, "Undo"),
       el("button", { type: "button", disabled: shown.redo === null, onclick: () => undoOrRedo(id, "redo") }, "Redo"),
       el("button", { type: "button", onclick: () => compact(id) }, "Compact")
     )
+  }
 
   return { renderActions, renderLabelForm }
 }

@@ -332,7 +332,7 @@ const renderSelected = () => {
     ),
     actions.renderActions(selected, tree, checkpoint?.seq),
     plan === undefined ? null : renderPlan(plan),
-    labelling === undefined ? null : actions.renderLabelForm(selected, labelling),
+    labelling === undefined ? null : actions.renderLabelForm(selected, tree, labelling),
     changes === undefined ? null : renderChanges(changes),
     conversation === undefined ? null : renderConversation(conversation, shownAt)
   )

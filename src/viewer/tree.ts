@@ -18,7 +18,7 @@ export const renderTree = (tree: Tree, selected: number | undefined, onSelect: (
   }
 
   const item = (checkpoint: Checkpoint) => {
-    const label = checkpoint.label ?? branchLabels.get(checkpoint.seq)
+    const branchLabel = branchLabels.get(checkpoint.seq)
     return el(
       "li",
       {
@@ -35,7 +35,8 @@ export const renderTree = (tree: Tree, selected: number | undefined, onSelect: (
         el("span", { class: "seq" }, `#${checkpoint.seq}`),
         " ",
         el("span", { class: "prompt" }, checkpoint.prompt),
-        label === undefined ? null : el("span", { class: "label" }, label),
+        checkpoint.label === undefined ? null : el("span", { class: "label" }, checkpoint.label),
+        branchLabel === undefined ? null : el("span", { class: "label branch" }, `branch: ${branchLabel}`),
         checkpoint.current ? el("span", { class: "badge" }, "current") : null
       )
     )
