@@ -49,7 +49,8 @@ esbuild.buildSync({
   minify: true,
   keepNames: true,
   // Loaded on demand, from the installed package: native, or optional peers.
-  external: ["better-sqlite3", "pg", "@effect/sql", "@effect/sql-pg", "@effect/sql-sqlite-node", "@parcel/watcher"],
+  // esbuild: only a source checkout bundles the viewer on the fly (src/server/viewerAssets.ts).
+  external: ["better-sqlite3", "pg", "@effect/sql", "@effect/sql-pg", "@effect/sql-sqlite-node", "@parcel/watcher", "esbuild"],
   banner: { js: requireBanner },
   define: { "import.meta.url": "__liteAgentImportMetaUrl" },
   logLevel: "error"

@@ -153,7 +153,8 @@ export const makeApp = (
     const built = yield* Layer.build(Layer.mergeAll(implemented, HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer))
     const api = yield* Effect.provide(HttpApiBuilder.httpApp, built)
     const openApi = HttpServerResponse.unsafeJson(OpenApi.fromApi(SessionApi))
-    const viewer = yield* Effect.promise(loadViewerAssets)
+    // A viewer that cannot be loaded (a damaged installation) is a 404 page, not a server that does not start.
+    const viewer = yield* Effect.promise(() => loadViewerAssets().catch(() => undefined))
     const app = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const pathname = new URL(request.url, "http://localhost").pathname

@@ -134,8 +134,9 @@ const onABranch = (sessionId: string, state: Session.SessionState, seq: number) 
     : Effect.succeed(branch)
 }
 
-/** Text shown as a diff, at most this large on either side. */
+/** Text shown as a diff, at most this large on either side, for at most this many files of a turn. */
 const DIFF_MAX_BYTES = 256 * 1024
+const DIFF_MAX_FILES = 100
 
 const pathJson = (recorded: RecordedPath) => {
   switch (recorded.kind) {
@@ -271,7 +272,18 @@ export const sessionHandlers = (
             if (!branch.anchors.toArray().some((anchor) => anchor.seq === seq)) {
               return yield* Effect.fail(badRequest(`seq ${seq} of session "${sessionId}" is not a checkpoint`))
             }
-            const files = yield* Effect.forEach(checkpointChanges(branch, seq), (change) => describeChange(checkpointer, sessionId, change))
+            // Diffs for the first files only: a turn that changed thousands (a checkout) lists the rest without one.
+            const changed = checkpointChanges(branch, seq)
+            const files = yield* Effect.forEach(changed, (change, index) =>
+              index < DIFF_MAX_FILES
+                ? describeChange(checkpointer, sessionId, change)
+                : Effect.succeed({
+                  path: change.path,
+                  before: pathJson(change.before),
+                  after: pathJson(change.after),
+                  diff: null,
+                  note: `no diff shown: the turn changed ${changed.length} files, diffs are shown for the first ${DIFF_MAX_FILES}`
+                }))
             return jsonResponse({ seq, files })
           }))
         .handleRaw("events", ({ path, request }) =>

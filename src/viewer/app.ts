@@ -139,7 +139,9 @@ const loadSelected = async () => {
   const wanted = at
   const [nextTree, nextConversation] = await Promise.all([api.tree(id), api.conversation(id, wanted)])
   const checkpoint = wanted ?? latestCheckpoint(nextTree)
-  const nextChanges = checkpoint === undefined ? undefined : await api.changes(id, checkpoint)
+  // A finished turn's changes do not change: asked again only for the last one (it may be running).
+  const known = changes !== undefined && changes.seq === checkpoint && checkpoint !== latestCheckpoint(nextTree) && id === selected
+  const nextChanges = checkpoint === undefined ? undefined : known ? changes : await api.changes(id, checkpoint)
   if (load !== loads) return
   tree = nextTree
   conversation = nextConversation
@@ -171,28 +173,46 @@ const onFrame = (frame: Frame) => {
     renderSelected()
     return
   }
-  // A question is answered once its decision or the call's result is in the log.
-  if (questions.length > 0 && (frame.event === "PermissionDecided" || frame.event === "ToolResult")) {
-    const data = JSON.parse(frame.data) as { event?: { toolUseId?: string } }
-    questions = questions.filter((question) => question.requestId !== data.event?.toolUseId)
+  // A question is answered, here or by anyone, once its decision or the call's result is in the log.
+  if (questions.length > 0 && frame.event === "event") {
+    const data = JSON.parse(frame.data) as { event?: { _tag?: string; toolUseId?: string } }
+    if (data.event?._tag === "PermissionDecided" || data.event?._tag === "ToolResult") {
+      questions = questions.filter((question) => question.requestId !== data.event?.toolUseId)
+    }
   }
   refreshSoon()
 }
 
+/** Which follow is the latest: a session chosen while another's was being set up replaces it. */
+let follows = 0
+
+/**
+ * Follow the selected session from its head, then load it: what lands after the head read is
+ * then a refresh, never missed. After a reconnection the page loads again (events may have
+ * landed while it was away; the stream resumes from the last one it saw either way).
+ */
 const followSelected = async () => {
   following?.stop()
   following = undefined
   questions = []
   if (api === undefined || token === undefined || selected === undefined) return
-  const summary = await api.summary(selected)
-  following = follow(token, selected, summary.head, {
+  const mine = ++follows
+  const id = selected
+  const summary = await api.summary(id)
+  if (mine !== follows) return
+  let connected = false
+  following = follow(token, id, summary.head, summary.generation, {
     onFrame,
     onState: (state) => {
       if (state === "refused") return showGate("That token was refused: enter the server's token.")
+      if (state === "gone") return say(`Session ${id} is gone: it was deleted.`, true)
       fill(status, state === "live" ? "live" : "reconnecting…")
       status.className = `status ${state}`
+      if (state === "live" && connected) refreshSoon()
+      if (state === "live") connected = true
     }
   })
+  await loadSelected()
 }
 
 // --- Rendering ---------------------------------------------------------------------------
@@ -208,7 +228,6 @@ const select = (id: string) => {
   location.hash = `#${encodeURIComponent(id)}`
   renderSessions()
   renderSelected()
-  loadSelected().catch(failed)
   followSelected().catch(failed)
 }
 

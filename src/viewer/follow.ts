@@ -13,7 +13,8 @@ export interface Frame {
 
 export interface FollowHandlers {
   readonly onFrame: (frame: Frame) => void
-  readonly onState: (state: "live" | "reconnecting" | "refused") => void
+  /** `refused`: the token was; `gone`: the session is not there (deleted); both end the following. */
+  readonly onState: (state: "live" | "reconnecting" | "refused" | "gone") => void
 }
 
 /** Parse SSE text into frames; returns the frames and what is left of an unfinished one. */
@@ -39,9 +40,14 @@ export const parseFrames = (buffer: string): { readonly frames: Array<Frame>; re
   return { frames, rest }
 }
 
-/** Follow `sessionId` from after `sinceSeq` until `stop()`. */
-export const follow = (token: string, sessionId: string, sinceSeq: number, handlers: FollowHandlers) => {
+/**
+ * Follow `sessionId` from after `sinceSeq` until `stop()`. `generation` (the log's, from its
+ * summary and then from each event) makes a resume exact: a log rewritten meanwhile (a truncate)
+ * comes back as a `reset` frame and the events from its start.
+ */
+export const follow = (token: string, sessionId: string, sinceSeq: number, generation: string, handlers: FollowHandlers) => {
   let lastId = String(sinceSeq)
+  let lastGeneration = generation
   let stopped = false
   let controller: AbortController | undefined
   let pause = 500
@@ -50,12 +56,12 @@ export const follow = (token: string, sessionId: string, sinceSeq: number, handl
     while (!stopped) {
       controller = new AbortController()
       try {
-        const response = await fetch(`/sessions/${encodeURIComponent(sessionId)}/events`, {
+        const response = await fetch(`/sessions/${encodeURIComponent(sessionId)}/events?generation=${encodeURIComponent(lastGeneration)}`, {
           headers: { authorization: `Bearer ${token}`, accept: "text/event-stream", "last-event-id": lastId },
           signal: controller.signal
         })
-        if (response.status === 401) {
-          handlers.onState("refused")
+        if (response.status === 401 || response.status === 404) {
+          handlers.onState(response.status === 401 ? "refused" : "gone")
           return
         }
         if (!response.ok || response.body === null) throw new Error(`HTTP ${response.status}`)
@@ -66,10 +72,18 @@ export const follow = (token: string, sessionId: string, sinceSeq: number, handl
         for (;;) {
           const { done, value } = await reader.read()
           if (done) break
-          const { frames, rest } = parseFrames(buffer + value)
+          // Parsed only when a frame may have ended: a long frame in many chunks is not re-split each time.
+          const ended = /\r?\n\r?\n/.test(buffer.slice(-3) + value)
+          buffer += value
+          if (!ended) continue
+          const { frames, rest } = parseFrames(buffer)
           buffer = rest
           for (const frame of frames) {
             if (frame.id !== undefined) lastId = frame.id
+            if (frame.event === "event" || frame.event === "reset") {
+              const data = JSON.parse(frame.data) as { generation?: unknown }
+              if (typeof data.generation === "string") lastGeneration = data.generation
+            }
             handlers.onFrame(frame)
           }
         }

@@ -26,12 +26,14 @@ export const renderTree = (tree: Tree, selected: number | undefined, onSelect: (
         tabindex: checkpoint.seq === selected ? 0 : -1,
         "aria-selected": checkpoint.seq === selected ? "true" : "false",
         "data-seq": checkpoint.seq,
+        // Named by its own row, not by the branches nested under it.
+        "aria-labelledby": `node-${checkpoint.seq}`,
         class: `node${checkpoint.current ? " current" : ""}${checkpoint.seq === selected ? " selected" : ""}`
       },
       // The row is what a click selects: a branch nested under the item has rows of its own.
       el(
         "div",
-        { class: "row", onclick: () => onSelect(checkpoint.seq) },
+        { class: "row", id: `node-${checkpoint.seq}`, onclick: () => onSelect(checkpoint.seq) },
         el("span", { class: "seq" }, `#${checkpoint.seq}`),
         " ",
         el("span", { class: "prompt" }, checkpoint.prompt),
@@ -51,10 +53,7 @@ export const renderTree = (tree: Tree, selected: number | undefined, onSelect: (
       // Where branches part, the current one goes on in the same list.
       const next: Checkpoint | undefined = children.find((child) => child.current) ?? children[0]
       const branches = children.filter((child) => child !== next)
-      if (branches.length > 0) {
-        li.setAttribute("aria-expanded", "true")
-        li.append(el("ul", { role: "group" }, branches.map((branch) => chain(branch))))
-      }
+      if (branches.length > 0) li.append(el("ul", { role: "group" }, branches.map((branch) => chain(branch))))
       items.push(li)
       node = next
     }
