@@ -9,22 +9,19 @@ import { connect } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ConfigurationError, fileCheckpointer, memoryCheckpointer, type PromiseCheckpointer, UserMessage } from "../src/index.js"
 import { serveSessions } from "../src/server.js"
-import { live, makeTempDir, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
+import { live, makeTempDir, removeTempDirs, startServe } from "./support/processes.js"
 import { connectSse, request } from "./support/sse.js"
 
 const TOKEN = "followers-token-0123456789abcdef"
 const prompt = (content: string) => new UserMessage({ content, origin: "user" })
 
 let dir: string
-let server: Worker
 let url: string
 let writer: PromiseCheckpointer
 beforeAll(async () => {
   dir = makeTempDir("followers")
   writer = fileCheckpointer({ dir })
-  server = startWorker("../../src/cli/main.ts", ["serve", "--port", "0", "--token", TOKEN, "--checkpointer", `file:${dir}`])
-  const line = await server.waitForLine((text) => text.startsWith("lite-agent serve: listening on "))
-  url = /listening on (\S+)/.exec(line)![1]!
+  ;({ url } = await startServe(["--port", "0", "--token", TOKEN, "--checkpointer", `file:${dir}`]))
 })
 afterAll(async () => {
   await writer?.close()

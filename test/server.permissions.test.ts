@@ -7,12 +7,11 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { goneWithin, live, makeTempDir, pidWrittenTo, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
+import { goneWithin, live, makeTempDir, pidWrittenTo, removeTempDirs, startServe } from "./support/processes.js"
 import { connectSse, request, type SseMessage } from "./support/sse.js"
 
 const TOKEN = "permissions-token-0123456789"
 
-let worker: Worker
 let url: string
 let workdir: string
 
@@ -27,8 +26,7 @@ beforeAll(async () => {
     { toolCalls: [{ name: "shell", input: { command: "echo $$ > leaving.pid; exec sleep 60" } }] },
     { text: "never said: the client left" }
   ]))
-  worker = startWorker("../../src/cli/main.ts", [
-    "serve",
+  ;({ url } = await startServe([
     "--port",
     "0",
     "--token",
@@ -39,9 +37,7 @@ beforeAll(async () => {
     workdir,
     "--checkpointer",
     `file:${makeTempDir("serve-permissions-sessions")}`
-  ])
-  const line = await worker.waitForLine((text) => text.startsWith("lite-agent serve: listening on "))
-  url = /listening on (\S+)/.exec(line)![1]!
+  ]))
 })
 afterAll(() => {
   for (const child of live) child.kill("SIGKILL")

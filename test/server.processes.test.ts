@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { sessionWithInterruptedRestore } from "./support/interruptedRestore.js"
-import { live, makeTempDir, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
+import { live, makeTempDir, removeTempDirs, startServe, type Worker } from "./support/processes.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
 import { RestoreRefusedError } from "../src/index.js"
 import { answer, refusal } from "./support/sessionClient.js"
@@ -39,9 +39,7 @@ interface Served {
  * permission questions here: every tool runs (test/server.permissions.test.ts asks).
  */
 const serve = async (args: ReadonlyArray<string>): Promise<Served> => {
-  const worker = startWorker("../../src/cli/main.ts", ["serve", "--port", "0", "--token", TOKEN, "--permission-mode", "bypassPermissions", ...args])
-  const line = await worker.waitForLine((text) => text.startsWith("lite-agent serve: listening on "))
-  return { worker, url: /listening on (\S+)/.exec(line)![1]! }
+  return startServe(["--port", "0", "--token", TOKEN, "--permission-mode", "bypassPermissions", ...args])
 }
 
 const turnsFile = (dir: string, turns: unknown) => {

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { type Browser, chromium, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { live, makeTempDir, removeTempDirs, startWorker, type Worker } from "./support/processes.js"
+import { live, makeTempDir, removeTempDirs, startServe, startWorker, type Worker } from "./support/processes.js"
 
 const TOKEN = "viewer-token-0123456789abcdef"
 const CHROMIUM = "/usr/bin/chromium"
@@ -91,8 +91,7 @@ beforeAll(async () => {
     { toolCalls: [{ name: "shell", input: { command: "echo allowed > asked.txt" } }] },
     { text: "Ran it." }
   ])
-  server = startWorker("../../src/cli/main.ts", [
-    "serve",
+  ;({ worker: server, url } = await startServe([
     "--port",
     "0",
     "--token",
@@ -105,8 +104,7 @@ beforeAll(async () => {
     `file:${sessions}`,
     "--permission-mode",
     "acceptEdits"
-  ])
-  url = /listening on (\S+)/.exec(await server.waitForLine((line) => line.startsWith("lite-agent serve: listening on ")))![1]!
+  ]))
   // A session with a branch: two prompts, a restore to before the second, another prompt.
   await api("POST", "/sessions/s1/messages", { text: "Create hello.ts <b>in bold</b>" })
   await api("POST", "/sessions/s1/messages", { text: "Capitalise the greeting" })
@@ -378,16 +376,7 @@ describe("the viewer", () => {
       "plan"
     ])
     expect((await other.closed).code).toBe(0)
-    server = startWorker("../../src/cli/main.ts", [
-      "serve",
-      "--port",
-      port,
-      "--token",
-      TOKEN,
-      "--checkpointer",
-      `file:${sessions}`
-    ])
-    await server.waitForLine((line) => line.startsWith("lite-agent serve: listening on "))
+    ;({ worker: server } = await startServe(["--port", port, "--token", TOKEN, "--checkpointer", `file:${sessions}`]))
     await page.locator(".status.live").waitFor()
     await checkpointRow(page, "Written while the server was down").waitFor()
     await page.close()

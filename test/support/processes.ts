@@ -164,3 +164,10 @@ export const expectCleanExit = async (worker: Worker) => {
 }
 
 export { contentOf } from "./contents.js"
+
+/** `lite-agent serve <args>`, run from the sources, once it listens: its process and its URL. */
+export const startServe = async (args: ReadonlyArray<string>): Promise<{ readonly worker: Worker; readonly url: string }> => {
+  const worker = startWorker("../../src/cli/main.ts", ["serve", ...args])
+  const line = await worker.waitForLine((text) => text.startsWith("lite-agent serve: listening on "))
+  return { worker, url: /listening on (\S+)/.exec(line)![1]! }
+}
