@@ -206,12 +206,21 @@ describe("the viewer", () => {
     await page.close()
   })
 
-  it("follows the session live: what another process appends shows up", async () => {
+  it("follows the session live: what another process appends shows up, and keyboard focus stays where it was", async () => {
     const page = await browser.newPage()
     await openSession(page)
     await page.locator(".status.live").waitFor()
+    // Focus on a tree item the arrow keys moved to (not the selected one).
+    await checkpointRow(page, "Create hello.ts").click()
+    await page.locator("[role=treeitem][aria-selected=true]").focus()
+    await page.keyboard.press("ArrowDown")
+    const focusedSeq = () => page.locator(":focus").getAttribute("data-seq")
+    const movedTo = await focusedSeq()
+    expect(movedTo).not.toBeNull()
     await appendFromAnotherProcess("A prompt from another process", "Answered in another process.")
     await page.getByRole("treeitem").filter({ hasText: "A prompt from another process" }).waitFor()
+    expect(await focusedSeq()).toBe(movedTo)
+    await checkpointRow(page, "A prompt from another process").click()
     await eventually(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Answered in another process.")
     await page.close()
   })

@@ -322,8 +322,10 @@ const renderSelected = () => {
     return
   }
   const shownAt = at ?? latestCheckpoint(tree)
-  // Keyboard focus stays in the tree when it is redrawn.
-  const treeFocused = panes.tree.contains(document.activeElement)
+  // Keyboard focus stays where it was across a redraw (a live update redraws both panes).
+  const focused = document.activeElement
+  const focusedSeq = panes.tree.contains(focused) ? (focused as HTMLElement).dataset["seq"] : undefined
+  const focusedControl = panes.detail.contains(focused) && focused !== null ? controlKey(focused) : undefined
   fill(
     panes.tree,
     el("h2", {}, "Checkpoints"),
@@ -338,7 +340,11 @@ const renderSelected = () => {
       loadSelected().catch(failed)
     })
   )
-  if (treeFocused) panes.tree.querySelector<HTMLElement>("[role=treeitem][tabindex='0']")?.focus()
+  if (focusedSeq !== undefined) {
+    const item = panes.tree.querySelector<HTMLElement>(`[role=treeitem][data-seq="${focusedSeq}"]`)
+    panes.tree.querySelectorAll<HTMLElement>("[role=treeitem]").forEach((each) => (each.tabIndex = each === item ? 0 : -1))
+    item?.focus()
+  }
   const checkpoint = tree.checkpoints.find((each) => each.seq === shownAt)
   fill(
     panes.detail,
@@ -355,7 +361,18 @@ const renderSelected = () => {
     changes === undefined ? null : renderChanges(changes),
     conversation === undefined ? null : renderConversation(conversation, shownAt)
   )
+  if (focusedControl !== undefined) {
+    // The same element when it was kept (the label form), else the control with the same name in the same place.
+    const again = focused instanceof HTMLElement && focused.isConnected
+      ? focused
+      : Array.from(panes.detail.querySelectorAll<HTMLElement>("button, input")).find((each) => controlKey(each) === focusedControl)
+    again?.focus()
+  }
 }
+
+/** A control by where it is (its labelled container) and what it says: the same control after a redraw. */
+const controlKey = (element: Element) =>
+  `${element.closest("[aria-label]")?.getAttribute("aria-label") ?? ""}\u0000${element.id}\u0000${element.textContent ?? ""}`
 
 // --- Start ---------------------------------------------------------------------------------
 
