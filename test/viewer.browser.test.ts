@@ -63,13 +63,14 @@ const appendFromAnotherProcess = async (prompt: string, answer: string) => {
 /** The row of the tree's checkpoint whose prompt has `text` (a click there selects that checkpoint alone). */
 const checkpointRow = (page: Page, text: string) => page.locator("[role=treeitem] > .row").filter({ hasText: text })
 
-/** A page that has entered the token and opened session "s1". */
-const openSession = async (page: Page) => {
+/** A page that has entered the token and opened session "s1" — at the checkpoint whose prompt has `at`, when given. */
+const openSession = async (page: Page, at?: string) => {
   await page.goto(url)
   await page.getByLabel("Token").fill(TOKEN)
   await page.getByRole("button", { name: "Open" }).click()
   await page.locator("[data-session=s1]").click()
   await page.getByRole("tree").waitFor()
+  if (at !== undefined) await checkpointRow(page, at).click()
 }
 
 beforeAll(async () => {
@@ -195,8 +196,7 @@ describe("the viewer", () => {
       dialogs++
       void dialog.dismiss()
     })
-    await openSession(page)
-    await checkpointRow(page, "Create hello.ts").click()
+    await openSession(page, "Create hello.ts")
     const conversation = page.getByRole("region", { name: "Conversation", exact: true })
     await eventually(() => conversation.textContent()).toContain("<script>window.__hacked = true</script>")
     expect(await conversation.textContent()).toContain("Create hello.ts <b>in bold</b>")
@@ -227,8 +227,7 @@ describe("the viewer", () => {
 
   it("restores through its plan (the file on disk changes), and undoes the restore", async () => {
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } })
-    await openSession(page)
-    await checkpointRow(page, "Write notes instead").click()
+    await openSession(page, "Write notes instead")
     await page.getByRole("button", { name: "Restore to before this checkpoint" }).click()
     const plan = page.getByRole("dialog", { name: "Restore to before checkpoint" })
     await plan.waitFor()
@@ -272,8 +271,7 @@ describe("the viewer", () => {
 
   it("labels a checkpoint and a branch; compacts, saying when there was nothing to compact; shows a compaction's summary as such", async () => {
     const page = await browser.newPage()
-    await openSession(page)
-    await checkpointRow(page, "Create hello.ts").click()
+    await openSession(page, "Create hello.ts")
     await page.getByRole("button", { name: "Label…" }).click()
     await page.getByLabel(/Label for checkpoint/).fill("the start")
     // What another process writes meanwhile redraws the page; what was typed stays.
@@ -313,8 +311,7 @@ describe("the viewer", () => {
 
   it("forks from a checkpoint through its plan, and opens the fork", async () => {
     const page = await browser.newPage()
-    await openSession(page)
-    await checkpointRow(page, "Capitalise the greeting").click()
+    await openSession(page, "Capitalise the greeting")
     await page.getByRole("button", { name: "Fork from here" }).click()
     const plan = page.getByRole("dialog", { name: "Fork from before checkpoint" })
     await plan.waitFor()

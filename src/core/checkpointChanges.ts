@@ -5,10 +5,11 @@
  * as the session recorded it (by hash: the bytes are in the snapshot store). Pure.
  */
 import { HashMap, Option } from "effect"
-import { type FileSnapshotState, LeafMoved } from "./events.js"
-import { type FileHistoryEntry, pathAtCheckpoint, pathAtLeaf, type PathOutcome } from "./pathHistory.js"
+import { LeafMoved } from "./events.js"
+import { type FileHistoryEntry, pathAtCheckpoint, pathAtLeaf, type PathOutcome, type PathRestore, snapshotAction } from "./pathHistory.js"
 import type { ConversationEntry, SessionState } from "./sessionState.js"
 import { NOT_A_NODE } from "./sessionState.js"
+import { pathsChangedAfter } from "./session.js"
 import { step } from "./sessionFold.js"
 import { tree } from "./sessionTree.js"
 
@@ -50,15 +51,31 @@ export const branchThrough = (state: SessionState, seq: number): SessionState | 
 }
 
 /** The seq of the checkpoint after `seq` on the folded branch, if any: where the turn of `seq` ends (else it goes on to the tip). */
-export const nextCheckpoint = (branch: SessionState, seq: number): number | undefined =>
+const nextCheckpoint = (branch: SessionState, seq: number): number | undefined =>
   branch.anchors.toArray().find((anchor) => anchor.seq > seq)?.seq
 
-/** The branch's conversation (the whole of its messages, compacted ones included) up to the end of the turn of `seq`. */
-export const conversationThrough = (branch: SessionState, seq: number): ReadonlyArray<ConversationEntry> => {
+/**
+ * The branch's conversation (the whole of its messages, compacted ones included) up to the end of
+ * the turn of `seq`, and that end (the next checkpoint's seq; undefined: the turn runs to the tip).
+ */
+export const conversationThrough = (
+  branch: SessionState,
+  seq: number
+): { readonly entries: ReadonlyArray<ConversationEntry>; readonly end: number | undefined } => {
   const end = nextCheckpoint(branch, seq)
   const entries = branch.messages.toArray()
-  return end === undefined ? entries : entries.filter((entry) => entry.seq < end)
+  return { entries: end === undefined ? entries : entries.filter((entry) => entry.seq < end), end }
 }
+
+/** What restoring `action` would put back: what the path held. */
+const heldBy = (action: PathRestore): RecordedPath =>
+  action.kind === "write"
+    ? { kind: "file", sha256: action.sha256, size: action.size, mode: action.mode, data: action.data }
+    : action.kind === "link"
+    ? { kind: "link", target: action.target }
+    : action.kind === "directory"
+    ? { kind: "directory" }
+    : { kind: "absent" }
 
 const recorded = (outcome: PathOutcome | undefined, history: ReadonlyArray<FileHistoryEntry>): RecordedPath => {
   // No record after the point: the path is as its history last left it.
@@ -68,27 +85,15 @@ const recorded = (outcome: PathOutcome | undefined, history: ReadonlyArray<FileH
       return { kind: "unknown", reason: resolved.refusal.detail }
     case "notCovered":
       return { kind: "unknown", reason: resolved.reason }
-    case "restore": {
-      const action = resolved.action
-      if (action.kind === "write") return { kind: "file", sha256: action.sha256, size: action.size, mode: action.mode, data: action.data }
-      if (action.kind === "link") return { kind: "link", target: action.target }
-      if (action.kind === "directory") return { kind: "directory" }
-      return { kind: "absent" }
-    }
+    case "restore":
+      return heldBy(resolved.action)
   }
 }
 
-const snapshotted = (state: FileSnapshotState): RecordedPath => {
-  switch (state._tag) {
-    case "content":
-      return { kind: "file", sha256: state.sha256, size: state.size, mode: state.mode, data: state.data }
-    case "stored":
-      return { kind: "file", sha256: state.sha256, size: state.size, mode: state.mode, data: undefined }
-    case "missing":
-      return { kind: "absent" }
-    case "unavailable":
-      return { kind: "unknown", reason: state.reason }
-  }
+/** What a file tool's snapshot says the path held (unknown when the snapshot is unusable). */
+const snapshotted = (entry: Extract<FileHistoryEntry, { kind: "snapshot" }>): RecordedPath => {
+  const action = snapshotAction(entry)
+  return "kind" in action ? heldBy(action) : { kind: "unknown", reason: action.detail }
 }
 
 /** The same recorded content; what is unknown is never the same as anything. */
@@ -113,10 +118,9 @@ const isUsersEdit = (entry: FileHistoryEntry) => entry.kind === "captured" && en
 export const checkpointChanges = (branch: SessionState, seq: number): ReadonlyArray<PathChangeInTurn> => {
   const end = nextCheckpoint(branch, seq)
   const inTurn = (entrySeq: number) => entrySeq > seq && (end === undefined || entrySeq < end)
-  const paths = new Set<string>()
-  for (const change of branch.pathChanges.toArray()) if (inTurn(change.seq)) paths.add(change.path)
   const changes: Array<PathChangeInTurn> = []
-  for (const path of Array.from(paths).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
+  // Read from the branch's end back to the checkpoint: what changed after it, sorted.
+  for (const path of pathsChangedAfter(branch, seq)) {
     const whole = Option.match(HashMap.get(branch.files, path), { onNone: () => [], onSome: (entries) => entries.toArray() })
     // The path's records up to the turn's end, without the person's edits made during it.
     const history = whole.filter((entry) => (end === undefined || entry.seq < end) && !(inTurn(entry.seq) && isUsersEdit(entry)))
@@ -124,7 +128,7 @@ export const checkpointChanges = (branch: SessionState, seq: number): ReadonlyAr
     // A file tool's snapshot taken in the turn is what the file held before it, even if the tool was cut short.
     const firstInTurn = history.find((entry) => inTurn(entry.seq))
     const before = firstInTurn?.kind === "snapshot"
-      ? snapshotted(firstInTurn.state)
+      ? snapshotted(firstInTurn)
       : recorded(pathAtCheckpoint(history, seq, branch.coveredFrom), history)
     const after = recorded(undefined, history)
     if (!same(before, after)) changes.push({ path, before, after })

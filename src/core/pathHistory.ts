@@ -70,7 +70,8 @@ export type PathOutcome =
   | { readonly kind: "refused"; readonly refusal: Refused }
   | { readonly kind: "notCovered"; readonly reason: string }
 
-const snapshotAction = (first: Extract<FileHistoryEntry, { kind: "snapshot" }>): PathRestore | Refused => {
+/** How a file tool's snapshot puts the path back, or why it cannot (a truncated or unusable snapshot). */
+export const snapshotAction = (first: Extract<FileHistoryEntry, { kind: "snapshot" }>): PathRestore | Refused => {
   switch (first.state._tag) {
     case "missing":
       return { kind: "delete" }

@@ -153,13 +153,14 @@ export const makeApp = (
     const built = yield* Layer.build(Layer.mergeAll(implemented, HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer))
     const api = yield* Effect.provide(HttpApiBuilder.httpApp, built)
     const openApi = HttpServerResponse.unsafeJson(OpenApi.fromApi(SessionApi))
-    // A viewer that cannot be loaded (a damaged installation) is a 404 page, not a server that does not start.
-    const viewer = yield* Effect.promise(() => loadViewerAssets().catch(() => undefined))
+    // Loaded when first asked for, once (no server start pays for a page nobody opens); a viewer
+    // that cannot be loaded (a damaged installation) is a 404 page, not a failing server.
+    const viewer = yield* Effect.cached(Effect.promise(() => loadViewerAssets().catch(() => undefined)))
     const app = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const pathname = new URL(request.url, "http://localhost").pathname
       if (request.method === "GET" && pathname === OPENAPI_PATH) return openApi
-      if (request.method === "GET" && Object.hasOwn(VIEWER_FILES, pathname)) return viewerResponse(viewer, pathname)
+      if (request.method === "GET" && Object.hasOwn(VIEWER_FILES, pathname)) return viewerResponse(yield* viewer, pathname)
       // A body declared over the limit is refused before any route reads (or drains) it.
       if (Number(request.headers["content-length"] ?? 0) > settings.maxBodyBytes) return tooLarge(settings.maxBodyBytes)
       const response = yield* api.pipe(

@@ -25,7 +25,6 @@ import {
   branchThrough,
   checkpointChanges,
   conversationThrough,
-  nextCheckpoint,
   type PathChangeInTurn,
   type RecordedPath
 } from "../core/checkpointChanges.js"
@@ -188,11 +187,8 @@ const describeChange = (checkpointer: CheckpointerService, sessionId: string, ch
     return { ...base, diff: unifiedDiff(change.path, texts[0], texts[1]), note: null }
   })
 
-/** A JSON answer encoded as the log encodes events (snapshot bytes as base64). */
+/** A JSON answer encoded as the log encodes events (snapshot bytes as base64): a restore's result exactly as the agent gave it, a conversation's events. */
 const jsonResponse = (value: unknown) => HttpServerResponse.text(jsonText(value), { contentType: "application/json" })
-
-/** A restore's result exactly as the agent gave it (snapshot bytes as base64). */
-const restoreResponse = (result: unknown) => HttpServerResponse.text(jsonText(result), { contentType: "application/json" })
 
 /** Sessions as JSON, their events as SSE. */
 export const sessionHandlers = (
@@ -251,8 +247,7 @@ export const sessionHandlers = (
             const { state } = yield* states.get(sessionId)
             const at = urlParams.at === undefined ? state.leaf : yield* nodeSeq("at", urlParams.at)
             const branch = yield* onABranch(sessionId, state, at)
-            const entries = conversationThrough(branch, at)
-            const end = nextCheckpoint(branch, at)
+            const { end, entries } = conversationThrough(branch, at)
             const compaction = branch.compaction !== undefined && (end === undefined || branch.compaction.seq < end)
               ? {
                 seq: branch.compaction.seq,
@@ -336,7 +331,7 @@ export const agentHandlers = (
           const sessionId = yield* checkedSessionId(id)
           const options = yield* requestBody(request, MoveBody, reason)
           yield* existing(checkpointer, sessionId)
-          return restoreResponse(yield* (reason === "undo" ? a.undo(sessionId, options) : a.redo(sessionId, options)))
+          return jsonResponse(yield* (reason === "undo" ? a.undo(sessionId, options) : a.redo(sessionId, options)))
         })
       return handlers
         .handleRaw("messages", ({ path, request, urlParams }) =>
@@ -390,14 +385,14 @@ export const agentHandlers = (
             const sessionId = yield* checkedSessionId(path.id)
             const { seq, ...options } = yield* requestBody(request, RestoreBody, "restore")
             yield* existing(checkpointer, sessionId)
-            return restoreResponse(yield* a.restore(sessionId, seq, options))
+            return jsonResponse(yield* a.restore(sessionId, seq, options))
           }))
         .handle("undoRestore", ({ path }) =>
           Effect.gen(function*() {
             const a = yield* withAgent
             const sessionId = yield* checkedSessionId(path.id)
             yield* existing(checkpointer, sessionId)
-            return restoreResponse(yield* a.undoInterruptedRestore(sessionId))
+            return jsonResponse(yield* a.undoInterruptedRestore(sessionId))
           }))
         .handleRaw("switch", ({ path, request }) =>
           Effect.gen(function*() {
@@ -405,7 +400,7 @@ export const agentHandlers = (
             const sessionId = yield* checkedSessionId(path.id)
             const { leaf, ...options } = yield* requestBody(request, SwitchBody, "switch")
             yield* existing(checkpointer, sessionId)
-            return restoreResponse(yield* a.switchBranch(sessionId, leaf, options))
+            return jsonResponse(yield* a.switchBranch(sessionId, leaf, options))
           }))
         .handleRaw("fork", ({ path, request }) =>
           Effect.gen(function*() {
@@ -413,7 +408,7 @@ export const agentHandlers = (
             const sessionId = yield* checkedSessionId(path.id)
             const { seq, ...options } = yield* requestBody(request, ForkBody, "fork")
             yield* existing(checkpointer, sessionId)
-            return restoreResponse(yield* a.fork(sessionId, seq, options))
+            return jsonResponse(yield* a.fork(sessionId, seq, options))
           }))
         .handleRaw("label", ({ path, request }) =>
           Effect.gen(function*() {
