@@ -148,7 +148,7 @@ const measureTree = async (files: number): Promise<TreeFigures> => {
   let state = Session.fold(await checkpointer.read("all"))
   // The engine's events are folded in as its callers append them: right after the head.
   const captureOnce = async () => {
-    const captured = await Effect.runPromise(engine.capture("engine", state, { _tag: "checkpoint" }))
+    const captured = (await Effect.runPromise(engine.capture("engine", state, { _tag: "checkpoint" }))).events
     state = Session.fold(captured.map((event, index) => ({ seq: state.head + index + 1, ts: 0, event })), state)
   }
   // Its first capture walks the tree (and starts watching it).

@@ -12,6 +12,7 @@ export * from "./core/events.js"
 export * from "./core/encoding.js"
 export * from "./core/sessionId.js"
 export * from "./core/userCheckpoint.js"
+export { bytesOfPath, displayPath, pathOfBytes } from "./core/pathNames.js"
 export * as Session from "./core/session.js"
 export type { FollowItem, SessionStats, SessionVersion, SnapshotBlob, SnapshotInfo, SweepOptions } from "./core/Checkpointer.js"
 export type {

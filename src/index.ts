@@ -32,7 +32,8 @@ export type {
   CompactOptions
 } from "./agent/compaction.js"
 export type { TokenFigure, TokenMethod } from "./agent/tokens.js"
-export type { AgentEvent, LiteAgentResult, ToolCallRecord } from "./agent/AgentEvents.js"
+export type { AgentEvent, CaptureProblem, LiteAgentResult, ToolCallRecord } from "./agent/AgentEvents.js"
+export { bytesOfPath, displayPath, pathOfBytes } from "./core/pathNames.js"
 export { type CanUseTool, type PermissionContext, PermissionResult } from "./agent/permissions.js"
 export type { BackgroundTaskInfo } from "./agent/MaintenanceLock.js"
 export type { SendOptions } from "./agent/turn.js"

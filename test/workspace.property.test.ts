@@ -184,14 +184,14 @@ describe("the watcher's captures against a walk's", () => {
           const watched = await Effect.runPromise(Scope.extend(make(workdir), scope))
           let state = Session.emptySessionState
           const capture = async (engine: typeof watched, from: typeof state) =>
-            Effect.runPromise(engine.capture("s", from, { _tag: "checkpoint" }))
+            Effect.runPromise(Effect.map(engine.capture("s", from, { _tag: "checkpoint" }), (captured) => captured.events))
           const fold = (events: Awaited<ReturnType<typeof capture>>) =>
             Session.fold(events.map((event, index) => ({ seq: state.head + index + 1, ts: 0, event })), state)
           state = fold(await capture(watched, state))
           for (const round of rounds) {
             for (const c of round) apply(workdir, c)
             // A fresh engine knows nothing of the watcher's reports: it walks.
-            const walked = await Effect.runPromise(Effect.scoped(Effect.flatMap(make(workdir), (fresh) => fresh.capture("s", state, { _tag: "checkpoint" }))))
+            const walked = (await Effect.runPromise(Effect.scoped(Effect.flatMap(make(workdir), (fresh) => fresh.capture("s", state, { _tag: "checkpoint" }))))).events
             const reported = await capture(watched, state)
             const changes = (events: typeof reported) => events.flatMap((event) => event.changes).map((c) => JSON.stringify({ ...c, state: c.state._tag === "content" ? { ...c.state, data: undefined } : c.state }))
             expect(changes(reported).sort()).toEqual(changes(walked).sort())

@@ -4,7 +4,7 @@
  * event before the `send` that caused it resolves).
  */
 import { Effect, PubSub, Stream } from "effect"
-import type { JsonValue, PermissionMode, SessionEvent, TokenUsage } from "../core/events.js"
+import type { CaptureCause, JsonValue, PermissionMode, SessionEvent, TokenUsage } from "../core/events.js"
 import type { RestoreProgress } from "../tools/TimeTravel.js"
 import type { CompactionEvent } from "./compaction.js"
 
@@ -30,6 +30,20 @@ export interface LiteAgentResult {
   readonly steps: number
   /** The model's finish reason for its last message ("stop", "length", …), or "step_limit". */
   readonly stopReason: string
+  /**
+   * What the turn's workspace captures could not see: paths they could not read (recorded
+   * `unavailable`, left alone by a restore and reported) or, at path ".", a capture that failed
+   * as a whole (a restore refuses with `capture_failed` until the next capture). Empty when
+   * every capture saw everything.
+   */
+  readonly captureProblems: ReadonlyArray<CaptureProblem>
+}
+
+/** A path a workspace capture could not read ("." for the whole workdir), and whose capture it was. */
+export interface CaptureProblem {
+  readonly cause: CaptureCause
+  readonly path: string
+  readonly detail: string
 }
 
 /** What `subscribe` and `query` deliver. */

@@ -64,9 +64,13 @@ export const makeBackgroundTasks = (settings: BackgroundTasksSettings): Backgrou
       const pending = inbox.get(writer.sessionId) ?? []
       if (pending.length === 0) return 0
       // What the tasks changed in the workdir since the last capture, theirs (logged before their completions).
-      const captured = settings.capture === undefined ? [] : yield* settings.capture.capture(writer.sessionId, writer.state, { _tag: "task", taskId: pending[0]!.taskId }).pipe(
-        Effect.catchAll((error) => Effect.as(Effect.logWarning("workspace capture after a background task failed; the next capture records its changes", error), []))
-      )
+      const taken = settings.capture === undefined
+        ? { events: [], problems: [] }
+        : yield* settings.capture.capture(writer.sessionId, writer.state, { _tag: "task", taskId: pending[0]!.taskId })
+      if (taken.problems.length > 0) {
+        yield* Effect.logWarning(`the workspace capture after a background task could not read ${taken.problems.length} path(s); they are recorded as unavailable`)
+      }
+      const captured = taken.events
       inbox.delete(writer.sessionId)
       const appended = yield* Effect.either(writer.append([...captured, ...pending]))
       if (appended._tag === "Left") {

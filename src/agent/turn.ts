@@ -8,6 +8,7 @@
  */
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import { Effect, Either, Schema } from "effect"
+import { displayPath } from "../core/pathNames.js"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { type CheckpointerError, type ConfigurationError, InvalidEventError, type InvalidSessionIdError } from "../core/errors.js"
 import {
@@ -29,7 +30,7 @@ import { validateSessionId } from "../core/sessionId.js"
 import { RestoreInterruptedError } from "../tools/errors.js"
 import * as FileTools from "../tools/FileTools.js"
 import type { SessionStatesService } from "../tools/SessionStates.js"
-import type { Emit, LiteAgentResult, ToolCallRecord } from "./AgentEvents.js"
+import type { CaptureProblem, Emit, LiteAgentResult, ToolCallRecord } from "./AgentEvents.js"
 import type { BackgroundTasks } from "./BackgroundTasks.js"
 import type { AgentBusyError, ModelError } from "./errors.js"
 import { MaintenanceLock } from "./MaintenanceLock.js"
@@ -106,17 +107,20 @@ export const makeRunTurn = (
       writer: SessionWriter,
       cause: CaptureCause,
       events: ReadonlyArray<SessionEvent>,
+      problems: Array<CaptureProblem>,
       changedOnly = false
     ) =>
       Effect.gen(function*() {
-        const taken = settings.capture === undefined
-          ? []
-          : yield* settings.capture.capture(writer.sessionId, writer.state, cause).pipe(
-            Effect.catchAll((error) =>
-              Effect.as(Effect.logWarning(`workspace capture failed; changes are recorded by the next capture`, error), [])
-            )
+        const taken = settings.capture === undefined ? { events: [], problems: [] } : yield* settings.capture.capture(writer.sessionId, writer.state, cause)
+        for (const problem of taken.problems) problems.push({ cause, ...problem })
+        if (taken.problems.length > 0) {
+          const first = taken.problems[0]!
+          yield* Effect.logWarning(
+            `the workspace capture could not read ${taken.problems.length} path(s) (${displayPath(first.path).slice(0, 200)}: ${first.detail}); ` +
+              "they are recorded as unavailable and in the turn's captureProblems"
           )
-        const captured = changedOnly ? taken.filter((event) => event.changes.length > 0) : taken
+        }
+        const captured = changedOnly ? taken.events.filter((event) => event.changes.length > 0 || event.failure !== undefined) : taken.events
         for (const event of captured.slice(0, -1)) yield* writer.commit([event])
         yield* writer.commit([...captured.slice(-1), ...events])
       })
@@ -131,12 +135,13 @@ export const makeRunTurn = (
       outcome: ToolOutcome,
       emit: Emit,
       toolCalls: Array<ToolCallRecord>,
+      problems: Array<CaptureProblem>,
       run: { readonly ran: boolean; readonly before?: ReadonlyArray<SessionEvent> } = { ran: true }
     ) =>
       Effect.gen(function*() {
         const { sessionId } = writer
         const result = new ToolResult({ toolUseId: call.id, toolName: call.name, content: outcome.content, isError: outcome.isError })
-        if (run.ran && CHANGING_TOOLS.has(call.name)) yield* commitWithCapture(writer, { _tag: "tool", toolUseId: call.id }, [result])
+        if (run.ran && CHANGING_TOOLS.has(call.name)) yield* commitWithCapture(writer, { _tag: "tool", toolUseId: call.id }, [result], problems)
         else yield* writer.commit([...(run.before ?? []), result])
         yield* emit({ type: "tool_end", sessionId, toolUseId: call.id, name: call.name, isError: outcome.isError, output: outcome.content })
         toolCalls.push({ id: call.id, name: call.name, input: call.input, output: outcome.content, isError: outcome.isError })
@@ -162,7 +167,8 @@ export const makeRunTurn = (
           : []
         if (metadata.length > 0) yield* writer.commit(metadata)
         // The checkpoint's capture: what changed since the last turn (the user's own edits), right before the prompt.
-        yield* commitWithCapture(writer, { _tag: "checkpoint" }, [user])
+        const captureProblems: Array<CaptureProblem> = []
+        yield* commitWithCapture(writer, { _tag: "checkpoint" }, [user], captureProblems)
 
         const toolCalls: Array<ToolCallRecord> = []
         let usage: TokenUsage = { inputTokens: 0, outputTokens: 0 }
@@ -213,7 +219,7 @@ export const makeRunTurn = (
           let stopped: PermissionDecided | undefined
           for (const call of modelStep.toolCalls) {
             if (stopped !== undefined) {
-              yield* commitResult(writer, call, { content: NOT_RUN_STOPPED, isError: true }, emit, toolCalls, { ran: false })
+              yield* commitResult(writer, call, { content: NOT_RUN_STOPPED, isError: true }, emit, toolCalls, captureProblems, { ran: false })
               continue
             }
             const decision = yield* decide(
@@ -223,7 +229,7 @@ export const makeRunTurn = (
               emit
             )
             if (decision?.behavior === "deny") {
-              yield* commitResult(writer, call, { content: deniedResult(decision), isError: true }, emit, toolCalls, {
+              yield* commitResult(writer, call, { content: deniedResult(decision), isError: true }, emit, toolCalls, captureProblems, {
                 ran: false,
                 before: [decision]
               })
@@ -234,7 +240,7 @@ export const makeRunTurn = (
             // tool runs: what changed meanwhile is the user's (a `checkpoint` capture, as before a
             // prompt), not the tool's — so a restore refuses to overwrite it.
             if (decision?.decidedBy === "callback" && CHANGING_TOOLS.has(call.name)) {
-              yield* commitWithCapture(writer, { _tag: "checkpoint" }, [decision], true)
+              yield* commitWithCapture(writer, { _tag: "checkpoint" }, [decision], captureProblems, true)
             } else if (decision !== undefined) yield* writer.commit([decision])
             yield* emit({ type: "tool_start", sessionId, toolUseId: call.id, name: call.name, input: call.input })
             const outcome = yield* runToolCall(
@@ -243,14 +249,14 @@ export const makeRunTurn = (
             ).pipe(Effect.provideService(FileTools.FileTools, fileTools))
             // The file tools appended their snapshot and change records; fold them in first.
             yield* writer.foldToolRecords(call.id)
-            yield* commitResult(writer, call, outcome, emit, toolCalls)
+            yield* commitResult(writer, call, outcome, emit, toolCalls, captureProblems)
           }
           if (stopped !== undefined) {
             stopReason = "permission_denied"
             break
           }
         }
-        const result: LiteAgentResult = { sessionId, text, toolCalls, usage, head: writer.state.head, steps: step, stopReason }
+        const result: LiteAgentResult = { sessionId, text, toolCalls, usage, head: writer.state.head, steps: step, stopReason, captureProblems }
         yield* emit({ type: "result", result })
         return result
       })

@@ -4,6 +4,7 @@
  * starting with `/` is a command. Ctrl-C stops what is running (a turn, a compaction) and
  * leaves the session usable; at an empty prompt, twice, or Ctrl-D, it exits.
  */
+import { displayPath } from "../core/pathNames.js"
 import { createInterface, type Interface } from "node:readline"
 import { Cause, Effect, Exit, Fiber, type ManagedRuntime, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
@@ -193,7 +194,7 @@ export const runInteractive = async (
     for (const checkpoint of list) {
       const time = new Date(checkpoint.ts).toISOString().replace("T", " ").slice(0, 19)
       const unavailable = checkpoint.unavailableFiles.length === 0 ? "" : `; cannot restore: ${checkpoint.unavailableFiles.join(", ")}`
-      print(`  ${String(checkpoint.seq).padStart(4)}  ${time}  "${shorten(checkpoint.prompt, 50)}"  changed after: ${checkpoint.files.join(", ") || "-"}${unavailable}`)
+      print(`  ${String(checkpoint.seq).padStart(4)}  ${time}  "${shorten(checkpoint.prompt, 50)}"  changed after: ${checkpoint.files.map(displayPath).join(", ") || "-"}${unavailable}`)
     }
     const interrupted = await runtime.runPromise(agent.interruptedRestore(sessionId))
     if (interrupted !== undefined) {

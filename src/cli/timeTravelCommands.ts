@@ -3,6 +3,7 @@
  * Each change of the workspace shows its plan first — every file it writes or deletes, every
  * refusal, what it leaves as it is — and asks before doing it (`--yes` skips the question).
  */
+import { displayPath } from "../core/pathNames.js"
 import { Cause, Effect, Exit, type ManagedRuntime, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import type { LiteAgent, LiteAgentService } from "../agent/LiteAgent.js"
@@ -84,11 +85,11 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
         : file.action === "directory"
         ? "directory put back"
         : "unchanged"
-      print(`  ${file.path}: ${file.refusal === undefined ? action : `REFUSED (${file.refusal.reason}: ${file.refusal.detail})`}`)
+      print(`  ${displayPath(file.path)}: ${file.refusal === undefined ? action : `REFUSED (${file.refusal.reason}: ${file.refusal.detail})`}`)
     }
     for (const refusal of plan.refusals.filter((refusal) => refusal.path === undefined)) print(`  REFUSED (${refusal.reason}: ${refusal.detail})`)
     for (const command of plan.commandsNotUndone) print(`  not undone: ${command.tool} ${shorten(JSON.stringify(command.input), 60)}`)
-    for (const left of plan.notCovered) print(`  ${left.path}: left as it is (not covered: ${left.reason})`)
+    for (const left of plan.notCovered) print(`  ${displayPath(left.path)}: left as it is (not covered: ${left.reason})`)
   }
 
   /** Plan, show, ask, do: the shape of every command here that changes the workspace. */
@@ -113,7 +114,7 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
     print(done(exit.value))
   }
 
-  const filesChanged = (result: RestoreResult) => result.restoredFiles.join(", ") || "no files"
+  const filesChanged = (result: RestoreResult) => result.restoredFiles.map(displayPath).join(", ") || "no files"
 
   const undoInterrupted = async (args: ReadonlyArray<string>) => {
     if (args.some((arg) => arg !== "--undo" && arg !== "--yes")) return print("usage: /restore --undo [--yes]")
@@ -125,7 +126,7 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
       ? `the restore to checkpoint ${interrupted.value.checkpoint}`
       : `the ${interrupted.value.move.reason} to seq ${interrupted.value.move.to}`
     print(`undo ${what} that was cut short: its files go back to before it:`)
-    for (const path of interrupted.value.files) print(`  ${path}`)
+    for (const path of interrupted.value.files) print(`  ${displayPath(path)}`)
     if (!args.includes("--yes")) {
       const answer = await ask("undo? [y/N] ")
       if (!/^y(es)?$/i.test(answer.trim())) return print("nothing was changed")

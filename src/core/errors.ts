@@ -195,7 +195,8 @@ export const RefusalReason = Schema.Literal(
   "no_interrupted_restore",
   "nothing_to_undo",
   "nothing_to_redo",
-  "not_a_branch"
+  "not_a_branch",
+  "capture_failed"
 )
 export type RefusalReason = typeof RefusalReason.Type
 

@@ -135,6 +135,11 @@ export const planRestore = (
   }
 
   if (!options.files) return done()
+  const failed = captureFailedRefusal(state)
+  if (failed !== undefined) {
+    refusals.push(failed)
+    return done()
+  }
 
   // Only the paths changed after the checkpoint (a whole-workspace capture knows every path of the workdir).
   const plan = { files, refusals, unverifiedFiles, notCovered }
@@ -143,6 +148,15 @@ export const planRestore = (
   }
   return done()
 }
+
+/** A branch whose last capture failed cannot say what changed since the one before: refuse rather than miss a change. */
+const captureFailedRefusal = (state: SessionState): Refusal | undefined =>
+  state.captureFailed === undefined ? undefined : {
+    reason: "capture_failed",
+    detail: `the workspace capture at seq ${state.captureFailed.seq} failed (${state.captureFailed.detail}): ` +
+      "what changed since the capture before it is not known until the next capture (the next prompt takes one); " +
+      "restore only the conversation with files: false"
+  }
 
 /** The state a path's restore leaves there, as the session records states (what a preflight compares the disk with). */
 export const stateLeftBy = (action: PathRestore): RecordedState => {
@@ -240,6 +254,8 @@ export const planMove = (
   }
   const fork = mine
   const plan = { files: [] as Array<FilePlan>, refusals: [] as Array<Refusal>, unverifiedFiles: [] as Array<string>, notCovered: [] as Array<NotCovered> }
+  const failed = captureFailedRefusal(current)
+  if (failed !== undefined) return { ...plan, refusals: [failed], leafAfter: target.leaf, head: current.head, commandsNotUndone: [] }
   const paths = new Set([...pathsChangedAfter(current, fork), ...pathsChangedAfter(target, fork)])
   for (const path of Array.from(paths).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
     const mine = historyOf(current, path)

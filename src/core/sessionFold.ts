@@ -43,6 +43,11 @@ const addFileEntry = (draft: Draft, path: string, entry: FileHistoryEntry) => {
 }
 
 const applyCapture = (draft: Draft, seq: number, event: WorkspaceCaptured) => {
+  if (event.failure !== undefined) {
+    draft.captureFailed = Data.struct({ seq, detail: event.failure })
+    return
+  }
+  draft.captureFailed = undefined
   let workspace = draft.workspace
   for (const change of event.changes) {
     addFileEntry(draft, change.path, {
@@ -104,6 +109,7 @@ const branchOf = (draft: Draft): BranchState => ({
   coveredFrom: draft.coveredFrom,
   lastCheckpointCapture: draft.lastCheckpointCapture,
   lastCapture: draft.lastCapture,
+  captureFailed: draft.captureFailed,
   pathChanges: draft.pathChanges
 })
 

@@ -102,6 +102,7 @@ export type BranchState = Pick<
   | "coveredFrom"
   | "lastCheckpointCapture"
   | "lastCapture"
+  | "captureFailed"
   | "pathChanges"
 >
 
@@ -211,6 +212,8 @@ export interface SessionStateFields {
   readonly lastCheckpointCapture: number | undefined
   /** The seq of the session's last capture, whatever its cause. */
   readonly lastCapture: number | undefined
+  /** The branch's last capture failed as a whole: what changed since the one before is unknown until the next. */
+  readonly captureFailed: { readonly seq: number; readonly detail: string } | undefined
 }
 
 export class SessionState extends Data.Class<SessionStateFields> {}
@@ -255,7 +258,8 @@ export const emptySessionState: SessionState = new SessionState({
   coverage: undefined,
   coveredFrom: undefined,
   lastCheckpointCapture: undefined,
-  lastCapture: undefined
+  lastCapture: undefined,
+  captureFailed: undefined
 })
 
 /** Whether two states of a path, as the session knows them (undefined: nothing there), are the same. */

@@ -1,12 +1,17 @@
 /**
  * The agent's working directory: every file the tools and restore touch goes through here.
  *
- * Path safety is decided at the time of use: a relative path is refused when it is empty,
- * absolute, contains NUL, or leaves the workdir with `..`; then every existing component on
- * the way is checked with `lstat` — a symlink anywhere (the file itself included) is refused,
- * and the real path of the parent directory must still be inside the workdir. Nothing is
- * ever written through a symlink: writes go to a temporary file in the same directory and
- * are renamed over the target, which replaces a link rather than following it.
+ * Path safety: a relative path is refused when it is empty, absolute, contains NUL, or leaves
+ * the workdir with `..`. Names are bytes (`../core/pathNames.ts`): a backslash is part of a name.
+ * Every operation then reaches its directory one name at a time from the workdir, each step an
+ * `open` with `O_DIRECTORY | O_NOFOLLOW` relative to the directory handle before it (through
+ * `/proc/self/fd/<fd>/<name>`, Linux's way to say `openat`), and acts on the last name relative
+ * to that handle. A link on the way is refused, and a directory swapped for a link while the
+ * operation runs cannot send it outside the workdir: the handle stays on the directory it
+ * opened. Nothing is ever written through a symlink: writes go to a temporary file made
+ * (`O_EXCL | O_NOFOLLOW`) in the same directory and renamed over the target, which replaces a
+ * link rather than following it. Without `/proc` (not Linux) the step falls back to a path
+ * checked against the handle's device and inode right before each use.
  */
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
@@ -14,8 +19,12 @@ import * as path from "node:path"
 import { Context, Effect, Layer } from "effect"
 import { ConfigurationError } from "../core/errors.js"
 import { quoteValue } from "../core/internal/options.js"
+import { pathOfBytes } from "../core/pathNames.js"
 import { errnoOf as codeOf, messageOf } from "../backends/internal/causes.js"
+import { type DirectoryHandle, fsPath, openDirectory, PathBlocked, withDirectory } from "./directoryHandles.js"
 import { UnsafePathError, WorkspaceIOError } from "./errors.js"
+
+export { fsPath } from "./directoryHandles.js"
 
 export interface FileState {
   readonly kind: "file"
@@ -88,219 +97,216 @@ export const isWriteTemp = (name: string): boolean => /^\.lite-agent-[0-9a-f]{12
 export const relativePathProblem = (relative: string): string | undefined => {
   if (typeof relative !== "string" || relative.length === 0) return "the path is empty"
   if (relative.includes("\u0000")) return "the path contains NUL"
-  if (path.isAbsolute(relative) || /^[a-zA-Z]:[\\/]/.test(relative)) return "absolute paths are not allowed"
-  const normalized = path.posix.normalize(relative.replace(/\\/g, "/"))
+  if (path.isAbsolute(relative)) return "absolute paths are not allowed"
+  const normalized = path.posix.normalize(relative)
   if (normalized === ".." || normalized.startsWith("../")) return "the path leaves the workdir"
   if (normalized === "." || normalized === "") return "the path names the workdir itself"
   return undefined
 }
 
-/** The workdir-relative form of a path, with `/` separators (how paths are recorded). */
-export const normalizeRelative = (relative: string): string =>
-  path.posix.normalize(relative.replace(/\\/g, "/")).replace(/\/+$/, "")
+/** The workdir-relative form of a path, with `/` separators (how paths are recorded; a backslash is part of a name). */
+export const normalizeRelative = (relative: string): string => path.posix.normalize(relative).replace(/\/+$/, "")
 
-export const make = (workdir: string): WorkspaceService => {
-  const root = fs.realpathSync(workdir)
-  const io = (operation: string, relative: string) => (cause: unknown) =>
-    new WorkspaceIOError({ operation, path: relative, detail: messageOf(cause) })
+/** The names in a directory as paths (names that are not UTF-8 kept as their bytes), with their types. */
+export const readDirectory = (directory: string | Buffer): Array<{ readonly name: string; readonly isDirectory: boolean }> =>
+  fs.readdirSync(directory, { withFileTypes: true, encoding: "buffer" }).map((entry) => ({
+    name: pathOfBytes(entry.name),
+    isDirectory: entry.isDirectory()
+  }))
+
+export const make = (workdir: string): WorkspaceService => makeAt(fs.realpathSync(workdir))
+
+const O_NOFOLLOW = fs.constants.O_NOFOLLOW
+const tempName = () => `${TEMP_PREFIX}${randomBytes(6).toString("hex")}${TEMP_SUFFIX}`
+
+/** A regular file's bytes and mode, read through a handle opened without following a link. */
+const readFileAt = (at: string | Buffer): FileState => {
+  const fd = fs.openSync(at, fs.constants.O_RDONLY | O_NOFOLLOW)
+  try {
+    const stat = fs.fstatSync(fd)
+    return { kind: "file", data: fs.readFileSync(fd), mode: stat.mode & 0o7777 }
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+const lstatAt = (at: string | Buffer): fs.Stats | undefined => {
+  try {
+    return fs.lstatSync(at)
+  } catch (error) {
+    if (codeOf(error) === "ENOENT") return undefined
+    throw error
+  }
+}
+
+const makeAt = (root: string): WorkspaceService => {
   const unsafe = (relative: string, reason: string) => new UnsafePathError({ path: relative, reason })
 
   /**
-   * Resolve and check, at the time of use. `allowMissing` lets the last components not exist yet
-   * (a write creates them); an existing component must be a real directory, never a symlink.
+   * Run `body` in the directory of `relative` (opened without following a link, created when
+   * `create`), with the last name; `missing` when its directory is not there. A link or a
+   * non-directory on the way is an `UnsafePathError`, any other failure a `WorkspaceIOError`.
    */
-  const resolve = (relative: string): Effect.Effect<string, UnsafePathError> =>
+  const inDirectory = <A>(
+    operation: string,
+    relative: string,
+    options: { readonly create: boolean; readonly missing: () => A },
+    body: (directory: DirectoryHandle, name: string) => A
+  ): Effect.Effect<A, UnsafePathError | WorkspaceIOError> =>
     Effect.suspend(() => {
       const problem = relativePathProblem(relative)
       if (problem !== undefined) return Effect.fail(unsafe(relative, problem))
       const parts = normalizeRelative(relative).split("/")
-      let current = root
-      for (let index = 0; index < parts.length; index++) {
-        current = path.join(current, parts[index]!)
-        let stat: fs.Stats
-        try {
-          stat = fs.lstatSync(current)
-        } catch (error) {
-          if (codeOf(error) === "ENOENT") break
-          return Effect.fail(unsafe(relative, `cannot check ${parts.slice(0, index + 1).join("/")}: ${String(error)}`))
-        }
-        if (stat.isSymbolicLink()) {
-          return Effect.fail(unsafe(relative, `${parts.slice(0, index + 1).join("/")} is a symbolic link`))
-        }
-        if (index < parts.length - 1 && !stat.isDirectory()) {
-          return Effect.fail(unsafe(relative, `${parts.slice(0, index + 1).join("/")} is not a directory`))
-        }
-      }
-      const target = path.join(root, ...parts)
-      // The deepest existing directory must really be inside the workdir (no mount or link tricks).
-      let parent = path.dirname(target)
-      while (!fs.existsSync(parent)) parent = path.dirname(parent)
-      const realParent = fs.realpathSync(parent)
-      if (realParent !== root && !realParent.startsWith(root + path.sep)) {
-        return Effect.fail(unsafe(relative, "its directory resolves outside the workdir"))
-      }
-      return Effect.succeed(target)
+      const name = parts.pop()!
+      return Effect.try({
+        try: () => {
+          const directory = openDirectory(root, parts, options.create)
+          return directory === undefined ? options.missing() : withDirectory(directory, () => body(directory, name))
+        },
+        catch: (cause) =>
+          cause instanceof PathBlocked
+            ? unsafe(relative, cause.reason)
+            : cause instanceof UnsafePathError
+            ? cause
+            : new WorkspaceIOError({ operation, path: relative, detail: messageOf(cause) })
+      })
     })
 
+  const notALink = (relative: string, stat: fs.Stats | undefined) => {
+    if (stat?.isSymbolicLink() === true) throw unsafe(relative, `${normalizeRelative(relative)} is a symbolic link`)
+    return stat
+  }
+
+  const resolve = (relative: string) =>
+    inDirectory("check", relative, { create: false, missing: () => undefined }, (directory, name) => notALink(relative, lstatAt(directory.at(name)))).pipe(
+      Effect.catchTag("WorkspaceIOError", (error) => Effect.fail(unsafe(relative, `cannot check it: ${error.detail}`))),
+      Effect.as(path.join(root, normalizeRelative(relative)))
+    )
+
   const inspect = (relative: string) =>
-    Effect.flatMap(resolve(relative), (target) =>
-      Effect.try({
-        try: (): PathState => {
-          let stat: fs.Stats
-          try {
-            stat = fs.lstatSync(target)
-          } catch (error) {
-            if (codeOf(error) === "ENOENT") return { kind: "absent" }
-            throw error
-          }
-          if (!stat.isFile()) return { kind: "other", description: stat.isDirectory() ? "a directory" : "not a regular file" }
-          return { kind: "file", data: fs.readFileSync(target), mode: stat.mode & 0o7777 }
-        },
-        catch: io("read", relative)
-      }))
+    inDirectory("read", relative, { create: false, missing: (): PathState => ({ kind: "absent" }) }, (directory, name): PathState => {
+      const stat = notALink(relative, lstatAt(directory.at(name)))
+      if (stat === undefined) return { kind: "absent" }
+      if (!stat.isFile()) return { kind: "other", description: stat.isDirectory() ? "a directory" : "not a regular file" }
+      return readFileAt(directory.at(name))
+    })
 
   const stat = (relative: string) =>
-    Effect.flatMap(resolve(relative), (target) =>
-      Effect.try({
-        try: () => {
-          try {
-            const found = fs.lstatSync(target)
-            return found.isFile() ? { size: found.size, mode: found.mode & 0o7777 } : undefined
-          } catch (error) {
-            if (codeOf(error) === "ENOENT") return undefined
-            throw error
-          }
-        },
-        catch: io("stat", relative)
-      }))
+    inDirectory("stat", relative, { create: false, missing: () => undefined }, (directory, name) => {
+      const found = notALink(relative, lstatAt(directory.at(name)))
+      return found?.isFile() === true ? { size: found.size, mode: found.mode & 0o7777 } : undefined
+    })
+
+  /** Make a temporary entry in `directory` with `make`, then rename it over `name` (removed again if that fails). */
+  const replaceWith = (directory: DirectoryHandle, name: string, make: (temp: string | Buffer) => void) => {
+    const temp = directory.at(tempName())
+    try {
+      make(temp)
+      fs.renameSync(temp, directory.at(name))
+    } catch (error) {
+      fs.rmSync(temp, { force: true })
+      throw error
+    }
+  }
 
   const write = (relative: string, data: Uint8Array, mode: number) =>
-    Effect.flatMap(resolve(relative), (target) =>
-      Effect.try({
-        try: () => {
-          fs.mkdirSync(path.dirname(target), { recursive: true })
-          const temp = path.join(path.dirname(target), `${TEMP_PREFIX}${randomBytes(6).toString("hex")}${TEMP_SUFFIX}`)
-          try {
-            fs.writeFileSync(temp, data, { flag: "wx", mode })
-            fs.chmodSync(temp, mode)
-            // Right before the rename: the directory must still really be inside the workdir.
-            const realParent = fs.realpathSync(path.dirname(target))
-            if (realParent !== path.dirname(target)) throw new Error("its directory was replaced by a link")
-            fs.renameSync(temp, target)
-          } catch (error) {
-            fs.rmSync(temp, { force: true })
-            throw error
-          }
-        },
-        catch: io("write", relative)
-      }).pipe(
-        // A directory created just now could have been swapped for a link meanwhile: check again.
-        Effect.zipLeft(resolve(relative))
-      ))
+    inDirectory("write", relative, { create: true, missing: () => undefined }, (directory, name) => {
+      notALink(relative, lstatAt(directory.at(name)))
+      replaceWith(directory, name, (temp) => {
+        const fd = fs.openSync(temp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | O_NOFOLLOW, mode)
+        try {
+          fs.writeFileSync(fd, data)
+          fs.fchmodSync(fd, mode)
+        } finally {
+          fs.closeSync(fd)
+        }
+      })
+    })
 
   const remove = (relative: string) =>
-    Effect.flatMap(resolve(relative), (target) =>
-      Effect.try({ try: () => fs.rmSync(target, { force: true }), catch: io("delete", relative) }))
+    inDirectory("delete", relative, { create: false, missing: () => undefined }, (directory, name) => {
+      const found = notALink(relative, lstatAt(directory.at(name)))
+      if (found === undefined) return
+      if (found.isDirectory()) throw new Error("it is a directory")
+      fs.unlinkSync(directory.at(name))
+    })
 
   const chmod = (relative: string, mode: number) =>
-    Effect.flatMap(resolve(relative), (target) =>
-      Effect.try({ try: () => fs.chmodSync(target, mode), catch: io("chmod", relative) }))
+    inDirectory("chmod", relative, { create: false, missing: () => undefined }, (directory, name) => {
+      let fd: number
+      try {
+        fd = fs.openSync(directory.at(name), fs.constants.O_RDONLY | O_NOFOLLOW)
+      } catch (error) {
+        if (codeOf(error) === "ELOOP") throw unsafe(relative, `${normalizeRelative(relative)} is a symbolic link`)
+        throw error
+      }
+      try {
+        fs.fchmodSync(fd, mode)
+      } finally {
+        fs.closeSync(fd)
+      }
+    })
 
   const list = (relative: string) =>
-    Effect.flatMap(relative === "." || relative === "" ? Effect.succeed(root) : resolve(relative), (target) =>
-      Effect.try({
-        try: () =>
-          fs.readdirSync(target, { withFileTypes: true })
-            .map((entry) => (entry.isDirectory() ? `${entry.name}/` : entry.name))
-            .sort(),
-        catch: io("list", relative)
-      }))
-
-  /** `resolve` for a path that may itself be a link: its directory is checked, the last component is not followed. */
-  const resolveEntry = (relative: string) =>
     Effect.suspend(() => {
-      const problem = relativePathProblem(relative)
+      const listing = (directory: DirectoryHandle) =>
+        withDirectory(directory, () => readDirectory(directory.self()).map((entry) => (entry.isDirectory ? `${entry.name}/` : entry.name)).sort())
+      const whole = relative === "." || relative === ""
+      const problem = whole ? undefined : relativePathProblem(relative)
       if (problem !== undefined) return Effect.fail(unsafe(relative, problem))
-      const normalized = normalizeRelative(relative)
-      const parent = path.posix.dirname(normalized)
-      const name = path.posix.basename(normalized)
-      return Effect.map(parent === "." ? Effect.succeed(root) : resolve(parent), (directory) => path.join(directory, name))
+      return Effect.try({
+        try: () => {
+          const directory = openDirectory(root, whole ? [] : normalizeRelative(relative).split("/"), false)
+          if (directory === undefined) throw new Error("no such directory")
+          return listing(directory)
+        },
+        catch: (cause) =>
+          cause instanceof PathBlocked ? unsafe(relative, cause.reason) : new WorkspaceIOError({ operation: "list", path: relative, detail: messageOf(cause) })
+      })
     })
 
   const entry = (relative: string) =>
-    Effect.flatMap(resolveEntry(relative), (target) =>
-      Effect.try({
-        try: (): EntryState => {
-          let found: fs.Stats
-          try {
-            found = fs.lstatSync(target)
-          } catch (error) {
-            if (codeOf(error) === "ENOENT" || codeOf(error) === "ENOTDIR") return { kind: "absent" }
-            throw error
-          }
-          if (found.isSymbolicLink()) return { kind: "link", target: fs.readlinkSync(target) }
-          if (found.isDirectory()) return { kind: "directory", mode: found.mode & 0o7777 }
-          if (!found.isFile()) return { kind: "other", description: "not a regular file" }
-          return { kind: "file", data: fs.readFileSync(target), mode: found.mode & 0o7777 }
-        },
-        catch: io("read", relative)
-      }))
+    inDirectory("read", relative, { create: false, missing: (): EntryState => ({ kind: "absent" }) }, (directory, name): EntryState => {
+      const found = lstatAt(directory.at(name))
+      if (found === undefined) return { kind: "absent" }
+      if (found.isSymbolicLink()) return { kind: "link", target: readLinkAt(directory.at(name)) }
+      if (found.isDirectory()) return { kind: "directory", mode: found.mode & 0o7777 }
+      if (!found.isFile()) return { kind: "other", description: "not a regular file" }
+      return readFileAt(directory.at(name))
+    })
 
   const writeLink = (relative: string, linkTarget: string) =>
-    Effect.flatMap(resolveEntry(relative), (target) =>
-      Effect.try({
-        try: () => {
-          fs.mkdirSync(path.dirname(target), { recursive: true })
-          const temp = path.join(path.dirname(target), `${TEMP_PREFIX}${randomBytes(6).toString("hex")}${TEMP_SUFFIX}`)
-          try {
-            fs.symlinkSync(linkTarget, temp)
-            fs.renameSync(temp, target)
-          } catch (error) {
-            fs.rmSync(temp, { force: true })
-            throw error
-          }
-        },
-        catch: io("link", relative)
-      }).pipe(Effect.zipLeft(resolveEntry(relative))))
+    inDirectory("link", relative, { create: true, missing: () => undefined }, (directory, name) =>
+      replaceWith(directory, name, (temp) => fs.symlinkSync(fsPath(linkTarget), temp)))
 
   const makeDirectory = (relative: string, mode: number) =>
-    Effect.flatMap(resolve(relative), (target) =>
-      Effect.try({
-        try: () => {
-          fs.mkdirSync(target, { recursive: true })
-          fs.chmodSync(target, mode)
-        },
-        catch: io("create directory", relative)
-      }).pipe(Effect.zipLeft(resolve(relative))))
+    inDirectory("create directory", relative, { create: true, missing: () => undefined }, (parent, name) => {
+      const made = openDirectory(root, [...(parent.relative === "" ? [] : parent.relative.split("/")), name], true)!
+      withDirectory(made, () => fs.fchmodSync(made.fd, mode))
+    })
 
   const removeEntry = (relative: string) =>
-    Effect.flatMap(resolveEntry(relative), (target) =>
-      Effect.try({
-        try: () => {
-          let found: fs.Stats
-          try {
-            found = fs.lstatSync(target)
-          } catch (error) {
-            if (codeOf(error) === "ENOENT") return true
-            throw error
-          }
-          if (!found.isDirectory()) {
-            fs.rmSync(target, { force: true })
-            return true
-          }
-          try {
-            fs.rmdirSync(target)
-            return true
-          } catch (error) {
-            if (codeOf(error) === "ENOTEMPTY" || codeOf(error) === "EEXIST") return false
-            throw error
-          }
-        },
-        catch: io("delete", relative)
-      }))
+    inDirectory("delete", relative, { create: false, missing: () => true }, (directory, name) => {
+      const found = lstatAt(directory.at(name))
+      if (found === undefined) return true
+      if (!found.isDirectory()) {
+        fs.unlinkSync(directory.at(name))
+        return true
+      }
+      try {
+        fs.rmdirSync(directory.at(name))
+        return true
+      } catch (error) {
+        if (codeOf(error) === "ENOTEMPTY" || codeOf(error) === "EEXIST") return false
+        throw error
+      }
+    })
 
   return { root, resolve, inspect, stat, write, remove, chmod, list, entry, writeLink, makeDirectory, removeEntry }
 }
+
+/** A link's target as a path (a target that is not UTF-8 kept as its bytes). */
+const readLinkAt = (at: string | Buffer): string => pathOfBytes(fs.readlinkSync(at, { encoding: "buffer" }))
 
 /**
  * What is wrong with a workdir, if anything: it must be a path to an existing directory this

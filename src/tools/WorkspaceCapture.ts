@@ -20,7 +20,7 @@ import { type KnownPathState, sameKnownState, type SessionState } from "../core/
 import { messageOf } from "../backends/internal/causes.js"
 import { WorkspaceIOError } from "./errors.js"
 import { DEFAULT_SNAPSHOT_MAX_BYTES } from "./FileTools.js"
-import { makeScanner, type ScannedEntry } from "./workspaceScan.js"
+import { makeScanner, type ReadProblem, type ScannedEntry } from "./workspaceScan.js"
 import { makeWatcher } from "./workspaceWatch.js"
 
 export const WorkspaceOptions = Schema.Struct({
@@ -77,13 +77,22 @@ export interface WorkspaceCaptureService {
    * The events recording what changed since the session's last capture (as `state` folds it),
    * attributed to `cause`. None when nothing changed — except for a `checkpoint` capture, which
    * is always recorded (it marks the turn after it as covered). The caller appends the events
-   * right after `state.head`, in order.
+   * right after `state.head`, in order. `problems`: paths the capture could not read, recorded
+   * `unavailable` with why (a restore leaves them alone and says so); the next capture walks the
+   * whole workdir to look at them again. A capture that fails as a whole is one event saying so
+   * (`failure`, and a problem at "."): a restore refuses until the next capture, a walk of the
+   * whole workdir, has seen what changed.
    */
   readonly capture: (
     sessionId: string,
     state: SessionState,
     cause: CaptureCause
-  ) => Effect.Effect<ReadonlyArray<WorkspaceCaptured>, WorkspaceIOError>
+  ) => Effect.Effect<Captured>
+}
+
+export interface Captured {
+  readonly events: ReadonlyArray<WorkspaceCaptured>
+  readonly problems: ReadonlyArray<ReadProblem>
 }
 
 export class WorkspaceCapture extends Context.Tag("@lite-agent/tools/WorkspaceCapture")<WorkspaceCapture, WorkspaceCaptureService>() {}
@@ -141,12 +150,21 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
     )
     /** The session this service captured last, and the seq its last capture event has if nobody wrote one since. */
     let last: { readonly sessionId: string; readonly lastCapture: number | undefined } | undefined
+    /**
+     * Covered files with other hard links: a write through another link is never reported for
+     * their path (a watch is on the directory of the name written through), so every capture
+     * looks at them.
+     */
+    let linked = new Set<string>()
 
     /**
      * What changed since the session's last capture: a walk of the whole workdir (`paths`
      * undefined), or a look at the paths the watcher reported.
      */
-    const changesSince = (state: SessionState, paths: ReadonlySet<string> | undefined): ReadonlyArray<CapturedPath> => {
+    const changesSince = (
+      state: SessionState,
+      paths: ReadonlySet<string> | undefined
+    ): { readonly changes: ReadonlyArray<CapturedPath>; readonly problems: ReadonlyArray<ReadProblem> } => {
       const known = state.workspace
       const scanOptions = {
         ignore,
@@ -158,14 +176,20 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
         beforeList: (directory: string) => watcher?.watch([directory])
       }
       let found: ReadonlyMap<string, ScannedEntry>
+      let problems: ReadonlyArray<ReadProblem>
+      let unlisted: ReadonlySet<string>
       const gone: Array<string> = []
       if (paths === undefined || watcher === undefined) {
         // A full walk watches afresh: each directory from right before it is listed.
         watcher?.unwatch(watcher.watched())
-        found = scanner.scan(scanOptions).entries
+        const walked = scanner.scan(scanOptions)
+        found = walked.entries
+        problems = walked.problems
+        unlisted = walked.unlisted
         for (const path of HashMap.keys(known)) if (!found.has(path)) gone.push(path)
+        linked = new Set([...found].flatMap(([path, entry]) => (entry.kind === "file" && entry.linked ? [path] : [])))
       } else {
-        const looked = scanner.scanPaths(paths, {
+        const looked = scanner.scanPaths([...paths, ...linked], {
           ...scanOptions,
           // A directory not watched as what it is now (new, or removed and made again) is walked, and watched from then.
           isListed: (directory, ino) => {
@@ -175,6 +199,13 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
           }
         })
         found = looked.entries
+        problems = looked.problems
+        unlisted = looked.unlisted
+        for (const path of looked.gone) linked.delete(path)
+        for (const [path, entry] of found) {
+          if (entry.kind === "file" && entry.linked) linked.add(path)
+          else linked.delete(path)
+        }
         const wasDirectory = (path: string) => Option.getOrUndefined(HashMap.get(known, path))?._tag === "directory"
         for (const path of looked.gone) if (HashMap.has(known, path)) gone.push(path)
         // What the session knew under a directory that is gone, no longer one, or was walked afresh,
@@ -240,32 +271,53 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
         }
         changes.push({ path, state, ...firstSeen })
       }
+      // A directory that could not be listed: what the session knew under it is unknown now, not gone.
+      const unlistedAbove = (path: string) => {
+        if (unlisted.size === 0) return undefined
+        for (let at = path.indexOf("/"); at >= 0; at = path.indexOf("/", at + 1)) {
+          if (unlisted.has(path.slice(0, at))) return path.slice(0, at)
+        }
+        return undefined
+      }
       for (const path of gone) {
         const last = HashMap.unsafeGet(known, path)
-        if (scanner.exists(path)) {
+        const directory = unlistedAbove(path)
+        if (directory !== undefined) {
+          const reason = `its directory ${directory} could not be listed`
+          if (!(last._tag === "unavailable" && last.reason === reason)) changes.push({ path, state: { _tag: "unavailable", reason } })
+        } else if (scanner.exists(path)) {
           const reason = "it is no longer covered (ignored now, or inside an ignored directory)"
           if (!(last._tag === "unavailable" && last.reason === reason)) changes.push({ path, state: { _tag: "unavailable", reason } })
         } else changes.push({ path, state: { _tag: "missing" } })
       }
-      return changes
+      return { changes, problems }
     }
 
     const service: WorkspaceCaptureService = {
       enabled,
       capture: (sessionId, state, cause) =>
-        !enabled ? Effect.succeed([]) : Effect.gen(function*() {
+        !enabled ? Effect.succeed({ events: [], problems: [] }) : Effect.gen(function*() {
           // Every change made before now reported; then the watcher's word is good only if nothing
           // but this service captured this session since its own last capture, with the same rules.
           const reported = watcher === undefined ? undefined : yield* Effect.promise(() => watcher.settle())
-          const trusted = reported !== undefined && !reported.full && last?.sessionId === sessionId &&
+          const trusted = reported !== undefined && !reported.full && last?.sessionId === sessionId && state.captureFailed === undefined &&
             last.lastCapture === state.lastCapture && state.coverage === coverage && ![...reported.paths].some(isGitignore)
-          const events = yield* Effect.try({
-            try: () => captureEvents(cause, coverage, changesSince(state, trusted ? reported.paths : undefined)),
+          // Until this capture is through, the next one cannot trust the watcher (what it reported is taken).
+          last = undefined
+          const looked = yield* Effect.either(Effect.try({
+            try: () => changesSince(state, trusted ? reported.paths : undefined),
             catch: (error) => new WorkspaceIOError({ operation: "capture", path: workdir, detail: messageOf(error) })
-          })
-          // Its events are appended next, right after the state's head (the callers' rule).
-          last = { sessionId, lastCapture: events.length > 0 ? state.head + events.length : state.lastCapture }
-          return events
+          }))
+          if (looked._tag === "Left") {
+            const detail = looked.left.message
+            return { events: [new WorkspaceCaptured({ cause, changes: [], coverage, failure: detail })], problems: [{ path: ".", detail }] }
+          }
+          const { changes, problems } = looked.right
+          const events = captureEvents(cause, coverage, changes)
+          // Its events are appended next, right after the state's head (the callers' rule). What it
+          // could not read is looked at again by a walk of the whole workdir next time.
+          if (problems.length === 0) last = { sessionId, lastCapture: events.length > 0 ? state.head + events.length : state.lastCapture }
+          return { events, problems }
         })
     }
     return service

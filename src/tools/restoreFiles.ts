@@ -60,7 +60,11 @@ export const make = (workspace: WorkspaceService): FileApplier => {
     const putBack = Effect.gen(function*() {
       const failed: Array<string> = []
       for (const { before, kind, path } of [...replaced].reverse()) {
-        const undone = before.kind === "file"
+        // What is there now is of another kind than what goes back (a directory where a link was): it goes first.
+        const cleared = before.kind === "absent" || before.kind === "other"
+          ? Effect.void
+          : Effect.flatMap(workspace.entry(path), (now) => (now.kind === "absent" || now.kind === before.kind ? Effect.void : workspace.removeEntry(path)))
+        const putBackOne = before.kind === "file"
           ? workspace.write(path, before.data, before.mode)
           : before.kind === "absent"
           ? (kind === "write" ? workspace.remove(path) : workspace.removeEntry(path))
@@ -69,7 +73,7 @@ export const make = (workspace: WorkspaceService): FileApplier => {
           : before.kind === "directory"
           ? workspace.makeDirectory(path, before.mode)
           : Effect.void
-        if ((yield* Effect.either(undone))._tag === "Left") failed.push(path)
+        if ((yield* Effect.either(Effect.zipRight(cleared, putBackOne)))._tag === "Left") failed.push(path)
       }
       return failed
     })

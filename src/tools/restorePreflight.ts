@@ -145,6 +145,18 @@ export const inApplyOrder = (operations: ReadonlyArray<FileOperation>): Readonly
 }
 
 export const make = (workspace: WorkspaceService, checkpointer: CheckpointerService): Preflight => {
+  /** How what is on disk at a path compares with the restore's target and the states it may replace. */
+  const compared = (path: string, disk: OnDisk, target: Comparable, allowed: ReadonlyArray<Comparable>, whoLeftIt: string): Checked => {
+    const found = stateOf(disk)
+    if (sameState(found, target)) return { kind: "done" }
+    if (allowed.length === 0 || allowed.some((state) => sameState(found, state))) return { kind: "ready", disk, found }
+    const left = allowed[0]!._tag === "absent" ? "deleted it" : `left ${describeState(allowed[0]!)}`
+    return {
+      kind: "refused",
+      refusal: { reason: "modified_externally", path, detail: `${whoLeftIt} ${left}; the disk now has ${describeState(found)}` }
+    }
+  }
+
   const check: Preflight["check"] = (path, target, allowed, whoLeftIt) =>
     Effect.gen(function*() {
       const current = yield* Effect.either(workspace.entry(path))
@@ -162,14 +174,7 @@ export const make = (workspace: WorkspaceService, checkpointer: CheckpointerServ
       if (disk.kind === "link" && target._tag !== "link" && allowed.every((state) => state._tag !== "link")) {
         return { kind: "refused", refusal: { reason: "unsafe_path", path, detail: `${path} is a symbolic link` } } as const
       }
-      const found = stateOf(disk)
-      if (sameState(found, target)) return { kind: "done" } as const
-      if (allowed.length === 0 || allowed.some((state) => sameState(found, state))) return { kind: "ready", disk, found } as const
-      const left = allowed[0]!._tag === "absent" ? "deleted it" : `left ${describeState(allowed[0]!)}`
-      return {
-        kind: "refused",
-        refusal: { reason: "modified_externally", path, detail: `${whoLeftIt} ${left}; the disk now has ${describeState(found)}` }
-      } as const
+      return compared(path, disk, target, allowed, whoLeftIt)
     })
 
   const storedBytes: Preflight["storedBytes"] = (sessionId, sha256) =>
@@ -183,10 +188,27 @@ export const make = (workspace: WorkspaceService, checkpointer: CheckpointerServ
       const operations: Array<FileOperation> = []
       const recorded: Array<RestoreFile> = []
       const alreadyRestored = new Set<string>()
+      // Paths the plan makes something other than a link: one that is a link on disk now goes
+      // before anything under it is written, so what is under it is not there for this restore
+      // (a directory the agent replaced by a link comes back; nothing is done through the link).
+      const replacedByPlan = new Set(planned.flatMap((file) => (file.action.kind === "link" ? [] : [file.path])))
+      const underALinkThatGoes = (path: string) =>
+        Effect.gen(function*() {
+          for (let at = path.indexOf("/"); at >= 0; at = path.indexOf("/", at + 1)) {
+            const ancestor = path.slice(0, at)
+            if (!replacedByPlan.has(ancestor)) continue
+            const onDisk = yield* Effect.either(workspace.entry(ancestor))
+            if (onDisk._tag === "Right" && onDisk.right.kind === "link") return true
+          }
+          return false
+        })
       for (const file of planned) {
         const target = stateLeftBy(file.action)
         const allowed = [file.expected, statesBefore.get(file.path)].filter((state) => state !== undefined)
-        const checked = yield* check(file.path, target, allowed, "the agent")
+        let checked = yield* check(file.path, target, allowed, "the agent")
+        if (checked.kind === "refused" && checked.refusal.reason === "unsafe_path" && (yield* underALinkThatGoes(file.path))) {
+          checked = compared(file.path, { kind: "absent" }, target, allowed, "the agent")
+        }
         if (checked.kind === "done") {
           alreadyRestored.add(file.path)
           continue

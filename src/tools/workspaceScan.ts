@@ -19,7 +19,9 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import ignore, { type Ignore } from "ignore"
-import { isWriteTemp } from "./Workspace.js"
+import { errnoOf } from "../backends/internal/causes.js"
+import { pathOfBytes } from "../core/pathNames.js"
+import { fsPath, isWriteTemp } from "./Workspace.js"
 
 /** What a covered path holds. `data` is set only for a file read by this walk that `keepBytes` asked for. */
 export type ScannedEntry =
@@ -29,6 +31,8 @@ export type ScannedEntry =
     readonly mode: number
     readonly sha256: string
     readonly data: Uint8Array | undefined
+    /** It has other hard links: a change through one of them is never reported for this path, so it is looked at every time. */
+    readonly linked: boolean
   }
   | { readonly kind: "link"; readonly target: string }
   | { readonly kind: "directory"; readonly mode: number }
@@ -51,6 +55,15 @@ export interface ScanResult {
   /** Files read and hashed by this walk (their stat data was new, changed or racily clean). */
   readonly hashedFiles: number
   readonly hashedBytes: number
+  /** Paths the walk could not read (a name too long, no permission, an I/O error), each recorded `unavailable` with why. */
+  readonly problems: ReadonlyArray<ReadProblem>
+  /** Directories that could not be listed: what was under them is not known now. */
+  readonly unlisted: ReadonlySet<string>
+}
+
+export interface ReadProblem {
+  readonly path: string
+  readonly detail: string
 }
 
 /** How close to its hashing a file's mtime makes it racily clean (covers coarse kernel clocks and file systems). */
@@ -129,7 +142,7 @@ const readWhole = (fd: number, buffer: Buffer): boolean => {
 const readStable = (absolute: string, expectedIno: number | undefined): ReadOutcome => {
   let fd: number
   try {
-    fd = fs.openSync(absolute, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+    fd = fs.openSync(fsPath(absolute), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === "ENOENT") return "gone"
@@ -158,6 +171,16 @@ const readStable = (absolute: string, expectedIno: number | undefined): ReadOutc
   }
 }
 
+/**
+ * The names in a directory as paths: read as text, and again as bytes only when a name is not
+ * valid UTF-8 (Node puts U+FFFD in its place, which names no file).
+ */
+const namesIn = (absoluteDir: string): Array<string> => {
+  const names = fs.readdirSync(fsPath(absoluteDir))
+  if (!names.some((name) => name.includes("\uFFFD"))) return names
+  return fs.readdirSync(fsPath(absoluteDir), { encoding: "buffer" }).map(pathOfBytes)
+}
+
 export const makeScanner = (workdir: string): WorkspaceScanner => {
   const root = fs.realpathSync(workdir)
   /** Stat data and hash of each file as this scanner last hashed it. */
@@ -166,7 +189,7 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
   const ignoreLevelOf = (base: string, absoluteDir: string): IgnoreLevel | undefined => {
     let text: string
     try {
-      text = fs.readFileSync(path.join(absoluteDir, ".gitignore"), "utf8")
+      text = fs.readFileSync(fsPath(path.join(absoluteDir, ".gitignore")), "utf8")
     } catch {
       return undefined
     }
@@ -206,6 +229,14 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
   const session = (options: ScanOptions) => {
     const configured = options.ignore.length === 0 ? undefined : ignore().add([...options.ignore])
     const entries = new Map<string, ScannedEntry>()
+    const problems: Array<ReadProblem> = []
+    const unlisted = new Set<string>()
+    /** What could not be read at `relative`: recorded unavailable, with the reason, and reported. */
+    const unreadable = (relative: string, error: unknown): ScannedEntry => {
+      const detail = `it could not be read: ${errnoOf(error) ?? (error instanceof Error ? error.message : String(error))}`
+      problems.push({ path: relative, detail })
+      return { kind: "unavailable", reason: detail }
+    }
     let hashedFiles = 0
     let hashedBytes = 0
 
@@ -216,12 +247,18 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
       }
       const cached = hashes.get(relative)
       if (cached !== undefined && sameStat(cached, stat) && stat.mtimeMs < cached.hashedAtMs - RACY_WINDOW_MS) {
-        return { kind: "file", size: stat.size, mode, sha256: cached.sha256, data: undefined }
+        return { kind: "file", size: stat.size, mode, sha256: cached.sha256, data: undefined, linked: stat.nlink > 1 }
       }
       let expectedIno: number | undefined = stat.ino
       for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
         const hashedAtMs = Date.now()
-        const outcome = readStable(absolute, expectedIno)
+        let outcome: ReadOutcome
+        try {
+          outcome = readStable(absolute, expectedIno)
+        } catch (error) {
+          hashes.delete(relative)
+          return unreadable(relative, error)
+        }
         if (outcome === "gone") return { kind: "unavailable", reason: "it was removed while the workspace was read" }
         if (outcome === "not a file") return { kind: "unavailable", reason: "it was replaced while the workspace was read" }
         if (outcome === "changed") {
@@ -249,7 +286,8 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
           size: read.size,
           mode: read.mode & 0o7777,
           sha256,
-          data: options.keepBytes(relative, sha256) ? outcome.data : undefined
+          data: options.keepBytes(relative, sha256) ? outcome.data : undefined,
+          linked: read.nlink > 1
         }
       }
       hashes.delete(relative)
@@ -264,11 +302,13 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
       const absolute = `${root}/${relative}`
       let stat: fs.Stats
       try {
-        stat = fs.lstatSync(absolute)
+        stat = fs.lstatSync(fsPath(absolute))
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code
         if (code === "ENOENT" || code === "ENOTDIR" || code === "ELOOP") return false
-        throw error
+        if (isIgnored(relative, false, levels, configured)) return false
+        entries.set(relative, unreadable(relative, error))
+        return true
       }
       const isDirectory = stat.isDirectory()
       if (isIgnored(relative, isDirectory, levels, configured)) return false
@@ -278,10 +318,11 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
       } else if (stat.isSymbolicLink()) {
         let target: string
         try {
-          target = fs.readlinkSync(absolute)
+          target = pathOfBytes(fs.readlinkSync(fsPath(absolute), { encoding: "buffer" }))
         } catch (error) {
           if ((error as NodeJS.ErrnoException).code === "ENOENT" || (error as NodeJS.ErrnoException).code === "EINVAL") return false
-          throw error
+          entries.set(relative, unreadable(relative, error))
+          return true
         }
         entries.set(relative, { kind: "link", target })
       } else if (stat.isFile()) {
@@ -298,12 +339,15 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
       options.beforeList?.(relativeDir)
       let names: Array<string>
       try {
-        names = fs.readdirSync(absoluteDir)
+        names = namesIn(absoluteDir)
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code
         // Removed or replaced since its parent was listed: what is there now is the next walk's.
         if (code === "ENOENT" || code === "ENOTDIR") return
-        throw error
+        // Cannot be listed (no permission, a name too long): what is under it is unknown now.
+        unlisted.add(relativeDir)
+        unreadable(relativeDir, error)
+        return
       }
       const own = levelOf(relativeDir, absoluteDir)
       const here = own === undefined ? levels : [...levels, own]
@@ -314,7 +358,7 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
       }
     }
 
-    return { entries, look, walk, counts: () => ({ hashedFiles, hashedBytes }) }
+    return { entries, look, walk, counts: () => ({ hashedFiles, hashedBytes, problems, unlisted }) }
   }
 
   const scan = (options: ScanOptions): ScanResult => {
@@ -335,7 +379,13 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
       const known = realDirectories.get(directory)
       if (known !== undefined) return known
       const parent = directory.includes("/") ? directory.slice(0, directory.lastIndexOf("/")) : ""
-      const stat = isRealDirectory(parent) ? fs.lstatSync(`${root}/${directory}`, { throwIfNoEntry: false }) : undefined
+      let stat: fs.Stats | undefined
+      try {
+        stat = isRealDirectory(parent) ? fs.lstatSync(fsPath(`${root}/${directory}`), { throwIfNoEntry: false }) : undefined
+      } catch {
+        // Cannot be looked at (a name too long, no permission): nothing under it is reached this way.
+        stat = undefined
+      }
       const real = stat?.isDirectory() === true
       realDirectories.set(directory, real)
       return real
@@ -374,7 +424,13 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
     let current = root
     for (let index = 0; index < parts.length; index++) {
       current = `${current}/${parts[index]}`
-      const stat = fs.lstatSync(current, { throwIfNoEntry: false })
+      let stat: fs.Stats | undefined
+      try {
+        stat = fs.lstatSync(fsPath(current), { throwIfNoEntry: false })
+      } catch {
+        // Something is there that cannot be looked at: it is not known to be gone.
+        return true
+      }
       if (stat === undefined) return false
       if (index < parts.length - 1 && !stat.isDirectory()) return false
     }

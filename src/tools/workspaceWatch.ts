@@ -11,6 +11,14 @@
  */
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import { pathOfBytes } from "../core/pathNames.js"
+import { fsPath } from "./directoryHandles.js"
+
+/** A name as a path: plain text unless it is not UTF-8. */
+const nameOf = (name: Buffer): string => {
+  const text = name.toString("utf8")
+  return text.includes("\uFFFD") ? pathOfBytes(name) : text
+}
 
 /** More changed paths than this between two captures: a full walk is as cheap and surer. */
 const MAX_DIRTY = 20_000
@@ -78,14 +86,15 @@ export const makeWatcher = (root: string): WorkspaceWatcher => {
       if (watchers.has(directory)) continue
       const absolute = directory === "" ? root : `${root}/${directory}`
       try {
-        const watcher = fs.watch(absolute, { persistent: false }, (_, name) => note(directory, typeof name === "string" ? name : null))
+        // Names as bytes: one that is not UTF-8 would otherwise come with U+FFFD in it.
+        const watcher = fs.watch(fsPath(absolute), { persistent: false, encoding: "buffer" }, (_, name) => note(directory, name === null ? null : nameOf(name)))
         watcher.on("error", () => {
           full = true
           watchers.get(directory)?.watcher.close()
           watchers.delete(directory)
         })
         // The inode it watches: a directory removed and made again under the same name is another one.
-        watchers.set(directory, { watcher, ino: fs.lstatSync(absolute).ino })
+        watchers.set(directory, { watcher, ino: fs.lstatSync(fsPath(absolute)).ino })
       } catch {
         // Gone already, or out of watches (ENOSPC): only a full walk can tell what changed.
         full = true

@@ -77,13 +77,19 @@ export class WorkspaceCaptured extends EventClass<WorkspaceCaptured>()("Workspac
   cause: CaptureCause,
   changes: Schema.Array(CapturedPath),
   /** The coverage settings it was taken with (a digest): a change makes new paths `firstSeen`. */
-  coverage: Schema.String
+  coverage: Schema.String,
+  /**
+   * The capture failed as a whole (no changes recorded): what changed since the one before is
+   * unknown until the next capture, which walks the whole workdir. Until then a restore or a
+   * move of the branch refuses (`capture_failed`) rather than miss a change.
+   */
+  failure: Schema.optionalWith(Schema.String, { exact: true })
 }, {
   check: (json) => {
     if (!isFields(json)) return undefined
     const cause = captureCause(json["cause"])
-    const { changes, coverage } = json
-    if (cause === undefined || !Array.isArray(changes) || !isString(coverage)) return undefined
+    const { changes, coverage, failure } = json
+    if (cause === undefined || !Array.isArray(changes) || !isString(coverage) || (failure !== undefined && !isString(failure))) return undefined
     const built: Array<CapturedPath> = []
     for (const change of changes) {
       if (!isFields(change)) return undefined
@@ -92,7 +98,7 @@ export class WorkspaceCaptured extends EventClass<WorkspaceCaptured>()("Workspac
       if (!isNonEmptyString(path) || state === undefined || (firstSeen !== undefined && firstSeen !== true)) return undefined
       built.push(firstSeen === true ? { path, state, firstSeen } : { path, state })
     }
-    return { cause, changes: built, coverage }
+    return failure === undefined ? { cause, changes: built, coverage } : { cause, changes: built, coverage, failure }
   },
   blobs: (fields, visit) => ({
     ...fields,
