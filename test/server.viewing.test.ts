@@ -49,6 +49,21 @@ beforeAll(async () => {
   await agent.send("first")
   await agent.send("second")
   await agent.send("third")
+  // A turn of many large edits: 30 files of 2,000 lines, each diff the size of the LCS table's cap.
+  const big = createLiteAgent({
+    model: scripted([
+      { toolCalls: [{ name: "shell", input: { command: "for i in $(seq 30); do seq 1 2000 > f$i.txt; done" } }] },
+      { text: "made" },
+      { toolCalls: [{ name: "shell", input: { command: "for i in $(seq 30); do seq 2 2 4000 > f$i.txt; done" } }] },
+      { text: "changed" }
+    ]),
+    workdir: mkdtempSync(join(dir, "big-")),
+    checkpointer,
+    sessionId: "big"
+  })
+  await big.send("make")
+  await big.send("change")
+  await big.close()
   server = await serveSessions({ checkpointer, token: TOKEN })
   tree = (await get("/sessions/v/tree")).json as typeof tree
 })
@@ -61,6 +76,27 @@ afterAll(async () => {
 })
 
 describe("GET /sessions/:id/checkpoints/:seq/changes", () => {
+  it("a turn of many large diffs does not hold the event loop: other work runs between its files", async () => {
+    const bigTree = (await get("/sessions/big/tree")).json as typeof tree
+    const changed = bigTree.checkpoints.find((checkpoint) => checkpoint.prompt === "change")!.seq
+    // A ticker on the event loop (the server runs in this process): how often it ran while the diffs were made.
+    let ticks = 0
+    let ticking = true
+    const tick = () => {
+      ticks++
+      if (ticking) setImmediate(tick)
+    }
+    setImmediate(tick)
+    const { json } = await get(`/sessions/big/checkpoints/${changed}/changes`).finally(() => {
+      ticking = false
+    })
+    const files = (json as { files: Array<{ diff: Array<string> | null }> }).files
+    expect(files).toHaveLength(30)
+    expect(files.every((file) => file.diff !== null && file.diff.length > 2_000)).toBe(true)
+    // At least once per file: the route gives the loop back between diffs.
+    expect(ticks).toBeGreaterThanOrEqual(30)
+  })
+
   it("a new file: a diff from /dev/null", async () => {
     const { json } = await get(`/sessions/v/checkpoints/${seqOf("first")}/changes`)
     expect(json).toEqual({

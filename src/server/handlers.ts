@@ -184,8 +184,17 @@ const describeChange = (checkpointer: CheckpointerService, sessionId: string, ch
       if (text === undefined) return { ...base, diff: null, note: "binary: no diff shown" }
       texts.push(text)
     }
+    // One file's diff at a time (at most the LCS table's cap of work), the event loop given back
+    // before each: a turn of many large edits must not hold every other request up.
+    yield* eventLoopTurn
     return { ...base, diff: unifiedDiff(change.path, texts[0], texts[1]), note: null }
   })
+
+/** Let the event loop run what waits (I/O, other requests) before going on. */
+const eventLoopTurn = Effect.async<void>((resume) => {
+  const immediate = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(immediate))
+})
 
 /** A JSON answer encoded as the log encodes events (snapshot bytes as base64): a restore's result exactly as the agent gave it, a conversation's events. */
 const jsonResponse = (value: unknown) => HttpServerResponse.text(jsonText(value), { contentType: "application/json" })
