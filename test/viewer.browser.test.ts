@@ -367,21 +367,7 @@ describe("the viewer", () => {
     await server.closed
     await page.locator(".status.reconnecting").waitFor()
     // Written while no server runs: the page must still get it once one is back.
-    const other = startWorker("../../src/cli/main.ts", [
-      "-p",
-      "Written while the server was down",
-      "--session",
-      "s1",
-      "--model",
-      `scripted:${turnsFile("down", [{ text: "Answered while the server was down." }])}`,
-      "--workdir",
-      workdir,
-      "--checkpointer",
-      `file:${sessions}`,
-      "--permission-mode",
-      "plan"
-    ])
-    expect((await other.closed).code).toBe(0)
+    await appendFromAnotherProcess("Written while the server was down", "Answered while the server was down.")
     ;({ worker: server } = await startServe(["--port", port, "--token", TOKEN, "--checkpointer", `file:${sessions}`]))
     await page.locator(".status.live").waitFor()
     await checkpointRow(page, "Written while the server was down").waitFor()

@@ -21,7 +21,7 @@ import { ConfigurationError } from "../core/errors.js"
 import { quoteValue } from "../core/internal/options.js"
 import { pathOfBytes } from "../core/pathNames.js"
 import { errnoOf as codeOf, messageOf } from "../backends/internal/causes.js"
-import { type DirectoryHandle, fsPath, openDirectory, PathBlocked, withDirectory } from "./directoryHandles.js"
+import { type DirectoryHandle, fsPath, nameOf, openChild, openDirectory, PathBlocked, withDirectory } from "./directoryHandles.js"
 import { UnsafePathError, WorkspaceIOError } from "./errors.js"
 
 export { fsPath } from "./directoryHandles.js"
@@ -110,7 +110,7 @@ export const normalizeRelative = (relative: string): string => path.posix.normal
 /** The names in a directory as paths (names that are not UTF-8 kept as their bytes), with their types. */
 export const readDirectory = (directory: string | Buffer): Array<{ readonly name: string; readonly isDirectory: boolean }> =>
   fs.readdirSync(directory, { withFileTypes: true, encoding: "buffer" }).map((entry) => ({
-    name: pathOfBytes(entry.name),
+    name: nameOf(entry.name),
     isDirectory: entry.isDirectory()
   }))
 
@@ -281,7 +281,7 @@ const makeAt = (root: string): WorkspaceService => {
 
   const makeDirectory = (relative: string, mode: number) =>
     inDirectory("create directory", relative, { create: true, missing: () => undefined }, (parent, name) => {
-      const made = openDirectory(root, [...(parent.relative === "" ? [] : parent.relative.split("/")), name], true)!
+      const made = openChild(parent, name, true)!
       withDirectory(made, () => fs.fchmodSync(made.fd, mode))
     })
 

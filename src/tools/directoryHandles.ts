@@ -13,7 +13,7 @@
  */
 import * as fs from "node:fs"
 import { errnoOf } from "../backends/internal/causes.js"
-import { bytesOfPath, hasRawBytes } from "../core/pathNames.js"
+import { bytesOfPath, hasRawBytes, pathOfBytes } from "../core/pathNames.js"
 
 const OPEN_DIRECTORY = fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW
 
@@ -24,6 +24,12 @@ const procFd = (() => {
     return false
   }
 })()
+
+/** A name read as bytes, as a path: plain text unless it is not UTF-8 (then each bad byte kept, see pathNames). */
+export const nameOf = (name: Buffer): string => {
+  const text = name.toString("utf8")
+  return text.includes("\uFFFD") ? pathOfBytes(name) : text
+}
 
 /** What to hand `node:fs` for a path: the string itself, or its bytes when it holds a byte that is not UTF-8. */
 export const fsPath = (absolute: string): string | Buffer => {
@@ -44,6 +50,8 @@ export interface DirectoryHandle {
   readonly fd: number
   /** Its workdir-relative path ("" for the workdir), as reached. */
   readonly relative: string
+  /** Its absolute path as reached (what the check without /proc compares). */
+  readonly absolute: string
   /** A path `node:fs` resolves to `name` inside this very directory (never through a link on the way). */
   readonly at: (name: string) => string | Buffer
   /** The directory itself, for `readdir`. */
@@ -66,6 +74,7 @@ const handleOf = (fd: number, absolute: string, relative: string): DirectoryHand
   return {
     fd,
     relative,
+    absolute,
     at: (name) => fsPath(`${checked()}/${name}`),
     self: () => fsPath(checked()),
     close: () => {
@@ -81,43 +90,37 @@ const handleOf = (fd: number, absolute: string, relative: string): DirectoryHand
  * one is missing and `create` is false. A link or a non-directory on the way is `PathBlocked`.
  */
 export const openDirectory = (root: string, parts: ReadonlyArray<string>, create: boolean): DirectoryHandle | undefined => {
-  let current = handleOf(fs.openSync(fsPath(root), OPEN_DIRECTORY), root, "")
-  let absolute = root
-  try {
-    for (let index = 0; index < parts.length; index++) {
-      const name = parts[index]!
-      const relative = parts.slice(0, index + 1).join("/")
-      let fd: number
-      try {
-        fd = fs.openSync(current.at(name), OPEN_DIRECTORY)
-      } catch (error) {
-        const code = errnoOf(error)
-        if (code === "ENOENT" && create) {
-          try {
-            fs.mkdirSync(current.at(name))
-          } catch (made) {
-            if (errnoOf(made) !== "EEXIST") throw made
-          }
-          fd = openStep(current, name, relative)
-        } else if (code === "ENOENT") {
-          current.close()
-          return undefined
-        } else throw blocked(code, relative, error)
-      }
-      current.close()
-      absolute = `${absolute}/${name}`
-      current = handleOf(fd, absolute, relative)
+  let current: DirectoryHandle | undefined = handleOf(fs.openSync(fsPath(root), OPEN_DIRECTORY), root, "")
+  for (const name of parts) {
+    const parent: DirectoryHandle = current
+    try {
+      current = openChild(parent, name, create)
+    } finally {
+      parent.close()
     }
-    return current
-  } catch (error) {
-    current.close()
-    throw error
+    if (current === undefined) return undefined
   }
+  return current
 }
 
-const openStep = (directory: DirectoryHandle, name: string, relative: string): number => {
+/** The directory `name` inside `parent` (made when missing and `create`); undefined when missing. The parent stays open. */
+export const openChild = (parent: DirectoryHandle, name: string, create: boolean): DirectoryHandle | undefined => {
+  const relative = parent.relative === "" ? name : `${parent.relative}/${name}`
+  const open = () => handleOf(fs.openSync(parent.at(name), OPEN_DIRECTORY), `${parent.absolute}/${name}`, relative)
   try {
-    return fs.openSync(directory.at(name), OPEN_DIRECTORY)
+    return open()
+  } catch (error) {
+    const code = errnoOf(error)
+    if (code !== "ENOENT") throw blocked(code, relative, error)
+    if (!create) return undefined
+  }
+  try {
+    fs.mkdirSync(parent.at(name))
+  } catch (made) {
+    if (errnoOf(made) !== "EEXIST") throw made
+  }
+  try {
+    return open()
   } catch (error) {
     throw blocked(errnoOf(error), relative, error)
   }

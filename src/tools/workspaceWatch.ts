@@ -11,14 +11,7 @@
  */
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
-import { pathOfBytes } from "../core/pathNames.js"
-import { fsPath } from "./directoryHandles.js"
-
-/** A name as a path: plain text unless it is not UTF-8. */
-const nameOf = (name: Buffer): string => {
-  const text = name.toString("utf8")
-  return text.includes("\uFFFD") ? pathOfBytes(name) : text
-}
+import { fsPath, nameOf } from "./directoryHandles.js"
 
 /** More changed paths than this between two captures: a full walk is as cheap and surer. */
 const MAX_DIRTY = 20_000
