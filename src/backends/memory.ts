@@ -72,6 +72,7 @@ export const makeDriver = Effect.gen(function*() {
           const records = Option.match(current, { onNone: () => Chunk.empty(), onSome: (s) => s.records })
           return use({
             head: Chunk.size(records),
+            generation: Option.match(current, { onNone: () => Checkpointer.NO_GENERATION, onSome: (s) => s.generation }),
             append: (added) => save(sessionId, { records: Chunk.appendAll(records, Chunk.fromIterable(added)) }),
             truncate: (toSeq) => save(sessionId, { records: Chunk.take(records, toSeq), generation: nextGeneration() }),
             // Blobs alone do not make a session exist (nor count as activity): only the log does.
@@ -92,7 +93,10 @@ export const makeDriver = Effect.gen(function*() {
                     HashMap.set(all, sessionId, { ...session, blobs: HashMap.removeMany(session.blobs, hashes) })
                 })),
             records: () => Stream.fromChunks(...pages(records)),
-            storedBlobs: driver.listBlobs(sessionId)
+            storedBlobs: driver.listBlobs(sessionId),
+            firstRecordOf: (other) =>
+              Effect.map(sessionOf(other), Option.match({ onNone: () => undefined, onSome: (s) => Option.getOrUndefined(Chunk.head(s.records)) })),
+            remove: Ref.update(sessions, HashMap.remove(sessionId))
           })
         })
       ),
@@ -123,7 +127,6 @@ export const makeDriver = Effect.gen(function*() {
         id,
         mtime: new Date(session.mtime)
       }))),
-    delete: (sessionId) => writeLock.withPermits(1)(Ref.update(sessions, HashMap.remove(sessionId))),
     logBytes: (sessionId) =>
       Effect.map(sessionOf(sessionId), Option.match({
         onNone: () => 0,

@@ -270,9 +270,6 @@ export const make = (driver: CheckpointerDriver) =>
               reason: `is not past the fork point (${shared}): a fork keeps the events it shares with "${origin.from}" and its SessionForked`
             })
           }
-          // Forks read the events they share from here: none may lose one (looked up before the
-          // session's write exclusion is taken: a backend may hold one connection for it).
-          const forksOfSession = yield* forks.forksOf(sessionId)
           const cut = yield* driver.withSession(sessionId, (session) =>
             Effect.gen(function*() {
               const head = session.head === 0 ? 0 : session.head + shared
@@ -281,8 +278,10 @@ export const make = (driver: CheckpointerDriver) =>
                 return yield* new InvalidSeqError({ sessionId, argument: "toSeq", value: toSeq, reason: `is past the head (${head})` })
               }
               if (toSeq === head) return false
-              // Nor the record that names a fork: it is how the session finds its forks.
-              const sharing = forksOfSession.filter((fork) => fork.namedAt + shared > toSeq)
+              // Forks read the events they share from here: none may lose one, nor the record
+              // that names it (how the session finds its forks). Looked at inside the exclusion:
+              // a fork made meanwhile is either found or checks its source once it exists.
+              const sharing = (yield* forks.forksHeld(sessionId, session)).filter((fork) => fork.namedAt + shared > toSeq)
               if (sharing.length > 0) {
                 return yield* new SessionForkedError({
                   sessionId,
@@ -385,16 +384,20 @@ export const make = (driver: CheckpointerDriver) =>
         guard(
           sessionId,
           Effect.gen(function*() {
-            // Forks read their first events from this session: it goes only once they have.
-            const sharing = yield* forks.forksOf(sessionId)
-            if (sharing.length > 0) {
-              return yield* new SessionForkedError({
-                sessionId,
-                operation: "delete",
-                forks: sharing.map((fork) => ({ sessionId: fork.sessionId, at: fork.at }))
-              })
-            }
-            yield* driver.delete(sessionId)
+            yield* driver.withSession(sessionId, (session) =>
+              Effect.gen(function*() {
+                // Forks read their first events from this session: it goes only once they have.
+                // Decided inside the exclusion, so a fork made meanwhile is found or finds this gone.
+                const sharing = yield* forks.forksHeld(sessionId, session)
+                if (sharing.length > 0) {
+                  return yield* new SessionForkedError({
+                    sessionId,
+                    operation: "delete",
+                    forks: sharing.map((fork) => ({ sessionId: fork.sessionId, at: fork.at }))
+                  })
+                }
+                yield* session.remove
+              }))
             forks.forget(sessionId)
           }).pipe(signalChange(sessionId))
         ),

@@ -52,6 +52,8 @@ export interface RecordPage {
 export interface LockedSession {
   /** The real current head, read after the exclusion was taken. */
   readonly head: number
+  /** The session's generation, read with the head (`NO_GENERATION` when it does not exist yet). */
+  readonly generation: string
   /** Store these records (seqs head+1…head+n, already encoded to JSON) atomically. */
   readonly append: (records: ReadonlyArray<StoredEventEncoded>) => Effect.Effect<void, CheckpointerError>
   /** Drop every record after `toSeq` (< head) atomically. */
@@ -66,6 +68,14 @@ export interface LockedSession {
   readonly storedBlobs: Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
   /** Every stored record of the session, as `read` gives them, seen from inside the exclusion (built on demand: most holders never read). */
   readonly records: () => Stream.Stream<unknown, CheckpointerError>
+  /**
+   * The first stored record of another session (undefined when it has none), read from inside
+   * this exclusion: whether a session this one names is its fork is decided in the same
+   * exclusion as the delete or truncate it forbids. A backend holding one connection reads it there.
+   */
+  readonly firstRecordOf: (otherSessionId: string) => Effect.Effect<unknown, CheckpointerError>
+  /** Remove the whole session (its records and its blobs) atomically; nothing for a session that does not exist. */
+  readonly remove: Effect.Effect<void, CheckpointerError>
 }
 
 /** The primitives a backend implements. Session ids reaching a driver are already valid. */
@@ -94,7 +104,6 @@ export interface CheckpointerDriver {
   readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
   readonly version: (sessionId: string) => Effect.Effect<SessionVersion, CheckpointerError>
   readonly list: Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError>
-  readonly delete: (sessionId: string) => Effect.Effect<void, CheckpointerError>
   /** A blob's bytes as they were put (the backend's own encoding undone), or undefined when it is not stored. */
   readonly readBlob: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array | undefined, CheckpointerError>
   readonly listBlobs: (sessionId: string) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>

@@ -147,6 +147,20 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     // The read handles it keeps open are closed with the checkpointer.
     yield* Effect.addFinalizer(() => reader.closeAll)
     const openLogs = yield* makeOpenLogs({ files, logPath, readTail: reader.inspect })
+    /** Under the session's lock: one rename takes the whole session out of sight; removing the files can then fail harmlessly. */
+    const remove = (held: HeldSessionLock, sessionId: string) =>
+      Effect.gen(function*() {
+        if ((yield* files.modifiedAt(sessionDir(sessionId))) === undefined) return
+        const doomed = join(trashDir, `${sessionId}.${yield* randomSuffix}`)
+        yield* files.makeDirectory(trashDir)
+        yield* openLogs.forget(sessionId)
+        yield* reader.forget(sessionId)
+        yield* held.ensureHeld
+        yield* files.rename(sessionDir(sessionId), doomed)
+        if (durable) yield* files.flushDirectory(realDir)
+        yield* files.remove(doomed).pipe(Effect.ignore)
+      })
+
     const { existingSession, newSession } = makeLockedSessions({
       files,
       logRecords,
@@ -156,7 +170,9 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       sessionDir,
       logPath,
       durable,
-      read: reader.read
+      read: reader.read,
+      firstRecordOf: (sessionId) => Effect.map(reader.readPage(sessionId, 0, 1), (page) => page.records[0]),
+      remove
     })
 
     const withSession: Checkpointer.CheckpointerDriver["withSession"] = (sessionId, use) =>
@@ -179,21 +195,6 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       }
       return sessions
     })
-
-    const remove = (sessionId: string) =>
-      writesRefused !== undefined ? Effect.fail(writesRefused) : withSessionLock(sessionId, (held) =>
-        Effect.gen(function*() {
-          if ((yield* files.modifiedAt(sessionDir(sessionId))) === undefined) return
-          const doomed = join(trashDir, `${sessionId}.${yield* randomSuffix}`)
-          yield* files.makeDirectory(trashDir)
-          yield* openLogs.forget(sessionId)
-          yield* reader.forget(sessionId)
-          yield* held.ensureHeld
-          // One rename takes the whole session out of sight; removing the files can then fail harmlessly.
-          yield* files.rename(sessionDir(sessionId), doomed)
-          if (durable) yield* files.flushDirectory(realDir)
-          yield* files.remove(doomed).pipe(Effect.ignore)
-        }))
 
     const logBytes = (sessionId: string) =>
       Effect.scoped(Effect.flatMap(files.open(logPath(sessionId), "read"), (file) => (file === undefined ? Effect.succeed(0) : file.size)))
@@ -235,7 +236,6 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       head: (sessionId) => Effect.map(reader.version(sessionId), (current) => current.head),
       version: reader.version,
       list,
-      delete: remove,
       readBlob: blobStore.read,
       listBlobs: blobStore.list,
       logBytes,

@@ -5,7 +5,7 @@
  * a log appends to it in place, after cutting any torn tail.
  */
 import { Effect, type Stream } from "effect"
-import type * as Checkpointer from "../../core/Checkpointer.js"
+import * as Checkpointer from "../../core/Checkpointer.js"
 import type { CheckpointerError } from "../../core/errors.js"
 import type { BlobStore } from "./blobStore.js"
 import type { LogFilesService } from "./LogFiles.js"
@@ -27,10 +27,14 @@ export interface LockedSessionsSettings {
   readonly durable: boolean
   /** The session's committed records, as `Checkpointer.read` gives them. */
   readonly read: (sessionId: string, sinceSeq: number) => Stream.Stream<unknown, CheckpointerError>
+  /** Another session's first committed record (a read needs no lock). */
+  readonly firstRecordOf: (sessionId: string) => Effect.Effect<unknown, CheckpointerError>
+  /** Take the whole session out of sight and remove it (its lock held), and forget what is known of it. */
+  readonly remove: (held: HeldSessionLock, sessionId: string) => Effect.Effect<void, CheckpointerError>
 }
 
 export const makeLockedSessions = (
-  { blobStore, directory, durable, files, logPath, logRecords, read, rewrite, sessionDir }: LockedSessionsSettings
+  { blobStore, directory, durable, files, firstRecordOf, logPath, logRecords, read, remove, rewrite, sessionDir }: LockedSessionsSettings
 ) => {
   /** The session's snapshot store, changed only while `held` is still the lock's. */
   const snapshotsOf = (
@@ -46,6 +50,7 @@ export const makeLockedSessions = (
   /** The first append of a session: its log is written whole beside its path and renamed into place. */
   const newSession = (held: HeldSessionLock, sessionId: string): Checkpointer.LockedSession => ({
     head: 0,
+    generation: Checkpointer.NO_GENERATION,
     append: (records) =>
       Effect.gen(function*() {
         // Encode first: a failing codec leaves no trace.
@@ -57,7 +62,10 @@ export const makeLockedSessions = (
       }),
     truncate: () => Effect.void,
     ...snapshotsOf(held, sessionId),
-    records: () => read(sessionId, 0)
+    records: () => read(sessionId, 0),
+    firstRecordOf,
+    // Blobs put before a first append are the only thing such a session can have.
+    remove: remove(held, sessionId)
   })
 
   /** A session whose log exists, open as `log`; `log` follows what is written. */
@@ -66,6 +74,7 @@ export const makeLockedSessions = (
     const repair = rewrite.cutTornTail(log, sessionDir(sessionId), held.ensureHeld)
     return {
       head: log.head,
+      generation: log.generation,
       append: (records) => {
         const write = (lines: Buffer) =>
           Effect.suspend(() => {
@@ -102,7 +111,13 @@ export const makeLockedSessions = (
           yield* rewrite.replaceAtomically(logPath(sessionId), contents, held.ensureHeld)
         }),
       ...snapshotsOf(held, sessionId),
-      records: () => read(sessionId, 0)
+      records: () => read(sessionId, 0),
+      firstRecordOf,
+      remove: Effect.suspend(() => {
+        // Gone with its directory: not to be kept open for the next holder.
+        log.reusable = false
+        return remove(held, sessionId)
+      })
     }
   }
 

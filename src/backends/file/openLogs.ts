@@ -19,6 +19,8 @@ export interface OpenLog {
   /** The file's identity when opened (see `LogFiles.identify`). */
   readonly identity: string
   readonly headerEnd: number
+  /** The generation its header names (a rewrite is a new file: it never changes for this one). */
+  readonly generation: string
   /** The file's size as last seen or written here; a torn tail makes it larger than `committedEnd`. */
   size: number
   head: number
@@ -28,7 +30,7 @@ export interface OpenLog {
 }
 
 /** What reading an open log's header and tail tells. */
-export type LogTail = Pick<OpenLog, "headerEnd" | "size" | "head" | "committedEnd">
+export type LogTail = Pick<OpenLog, "headerEnd" | "generation" | "size" | "head" | "committedEnd">
 
 /** Logs kept open; beyond this many, the least recently used are closed. */
 const OPEN_LOGS = 16

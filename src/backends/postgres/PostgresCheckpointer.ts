@@ -164,15 +164,17 @@ export const makeWithClient = (
                 wrote = true
                 return rows
               })
-            let locked = rowsOf<{ head: string }>(yield* execute(statements.lockSession, [sessionId]))
-            if (locked.length === 0) {
+            let locked = rowsOf<{ head: string; generation: string }>(yield* execute(statements.lockSession, [sessionId]))
+            const existed = locked.length > 0
+            if (!existed) {
               // No row to lock yet: create it (rolled back unless something is written).
               yield* execute(statements.createSession, [sessionId, yield* now, newGeneration()])
-              locked = rowsOf<{ head: string }>(yield* execute(statements.lockSession, [sessionId]))
+              locked = rowsOf<{ head: string; generation: string }>(yield* execute(statements.lockSession, [sessionId]))
             }
             const head = Number(locked[0]?.head ?? 0)
             const value = yield* use({
               head,
+              generation: existed && locked[0] !== undefined ? locked[0].generation : Checkpointer.NO_GENERATION,
               append: (records) =>
                 Effect.flatMap(now, (mtime) => {
                   const eventTexts = records.map((record) => JSON.stringify(record.event))
@@ -215,7 +217,15 @@ export const makeWithClient = (
                   const record = recordOf(sessionId, row as EventRow)
                   return record instanceof CheckpointIntegrityError ? Effect.fail(record) : Effect.succeed(record)
                 })
-              )
+              ),
+              firstRecordOf: (other) =>
+                Effect.flatMap(run("read", statements.firstRecord, [other]), (rows) => {
+                  const row = rows[0]
+                  if (row === undefined) return Effect.succeed(undefined)
+                  const record = recordOf(other, row as EventRow)
+                  return record instanceof CheckpointIntegrityError ? Effect.fail(record) : Effect.succeed(record)
+                }),
+              remove: existed ? Effect.asVoid(write("delete", statements.deleteSession, [sessionId])) : Effect.void
             })
             return { value, wrote }
           })),
@@ -250,14 +260,6 @@ export const makeWithClient = (
         query<{ id: string; mtime: string }>("list", statements.list, []),
         (rows) => rows.map((row) => ({ id: row.id, mtime: new Date(Number(row.mtime)) }))
       ),
-      delete: (sessionId) =>
-        transaction("delete", sessionId, (execute) =>
-          Effect.gen(function*() {
-            const locked = yield* execute(statements.lockSession, [sessionId])
-            if (locked.length === 0) return { value: undefined, wrote: false }
-            yield* execute(statements.deleteSession, [sessionId])
-            return { value: undefined, wrote: true }
-          }))
     }
 
     const checkIntegrity: Effect.Effect<IntegrityReport, CheckpointerError> = Effect.map(

@@ -53,6 +53,7 @@ export const statementsFor = (schema: string) => {
     listBlobs: `SELECT sha256, octet_length(data) AS "storedBytes" FROM ${blobs} WHERE session_id = $1 ORDER BY sha256`,
     readBlob: `SELECT data FROM ${blobs} WHERE session_id = $1 AND sha256 = $2`,
     allRecords: `SELECT seq, ts, event FROM ${events} WHERE session_id = $1 ORDER BY seq`,
+    firstRecord: `SELECT seq, ts, event FROM ${events} WHERE session_id = $1 AND seq = 1`,
     // The session's row, with its events after $2 when there are any (one row without an event when not).
     readPage: `SELECT e.seq, e.ts, e.event, s.head, s.generation::text AS generation
       FROM ${sessions} s LEFT JOIN LATERAL (

@@ -265,13 +265,18 @@ export const make = (options: SqliteCheckpointerOptions) =>
       Effect.flatMap(read("read", () => readPage(sessionId, after, rows)), (page) =>
         page instanceof CheckpointIntegrityError ? Effect.fail(page) : Effect.succeed(page))
 
-    const lockedSession = (sessionId: string, head: number, mtime: number): Checkpointer.LockedSession => ({
-      head,
+    const lockedSession = (
+      sessionId: string,
+      version: { readonly head: number; readonly generation: number } | undefined,
+      mtime: number
+    ): Checkpointer.LockedSession => ({
+      head: version?.head ?? 0,
+      generation: version === undefined ? Checkpointer.NO_GENERATION : String(version.generation),
       append: (records) =>
         writing("append", () => {
           for (const record of records) sql.insertEvent.run(sessionId, record.seq, record.ts, JSON.stringify(record.event))
           const newHead = records.at(-1)!.seq
-          if (head === 0) sql.createSession.run(sessionId, newHead, mtime)
+          if (version === undefined || version.head === 0) sql.createSession.run(sessionId, newHead, mtime)
           else sql.moveHead.run(newHead, mtime, sessionId)
         }),
       truncate: (toSeq) =>
@@ -297,7 +302,19 @@ export const make = (options: SqliteCheckpointerOptions) =>
           const record = recordOf(sessionId, row)
           return record instanceof CheckpointIntegrityError ? Effect.fail(record) : Effect.succeed(record)
         })
-      )
+      ),
+      // In the open transaction: reads outside it wait for it to end.
+      firstRecordOf: (other) =>
+        Effect.flatMap(inTransaction("read", () => sql.page.all(other, 0, 1)[0]), (row) => {
+          if (row === undefined) return Effect.succeed(undefined)
+          const record = parseRecord(other, row[0], row[1], row[2])
+          return record instanceof CheckpointIntegrityError ? Effect.fail(record) : Effect.succeed(record)
+        }),
+      remove: writing("delete", () => {
+        sql.deleteEvents.run(sessionId)
+        sql.deleteBlobs.run(sessionId)
+        sql.deleteSession.run(sessionId)
+      })
     })
 
     /** Every mutation of a database open for reading only, refused before it waits for anything. */
@@ -314,13 +331,13 @@ export const make = (options: SqliteCheckpointerOptions) =>
           sessionId,
           // One step: the head read and the holder made together (the body runs inside the lock).
           Effect.suspend(() => {
-            let head: number
+            let version: { head: number; generation: number } | undefined
             try {
-              head = headOf(sessionId)
+              version = sql.head.get(sessionId)
             } catch (error) {
               return Effect.fail(toCheckpointerError("read head")(error))
             }
-            return use(lockedSession(sessionId, head, Date.now()))
+            return use(lockedSession(sessionId, version, Date.now()))
           })
         ),
       read: (sessionId, sinceSeq) =>
@@ -344,15 +361,6 @@ export const make = (options: SqliteCheckpointerOptions) =>
       logBytes: (sessionId) => read("stats", () => Number(sql.logBytes.get(sessionId) ?? 0)),
       listBlobs: (sessionId) => read("list snapshots", () => sql.listBlobs.all(sessionId)),
       list: read("list", () => sql.list.all().map((row) => ({ id: row.id, mtime: new Date(row.mtime) }))),
-      delete: (sessionId) =>
-        readOnly !== undefined ? Effect.fail(writesRefused) : transactions.run(
-          sessionId,
-          writing("delete", () => {
-            sql.deleteEvents.run(sessionId)
-            sql.deleteBlobs.run(sessionId)
-            sql.deleteSession.run(sessionId)
-          })
-        )
     }
 
     // Other connections' commits wake the followers of the sessions they changed (./commitWatch.ts).

@@ -8,7 +8,7 @@
  * name (a sweep).
  */
 import { Effect, Either, Stream } from "effect"
-import type { CheckpointerDriver } from "../CheckpointerDriver.js"
+import type { CheckpointerDriver, LockedSession } from "../CheckpointerDriver.js"
 import type { CheckpointerError } from "../errors.js"
 import { decodeStoredEvent, tagOf } from "./eventCodec.js"
 
@@ -43,6 +43,12 @@ export interface ForkOrigins {
   readonly forget: (sessionId: string) => void
   /** The forks of `sessionId` (only direct ones: a fork of a fork shares its events through them). */
   readonly forksOf: (sessionId: string) => Effect.Effect<ReadonlyArray<ForkOf>, CheckpointerError>
+  /**
+   * The same, decided inside the session's write exclusion (`session`): a fork made meanwhile is
+   * either named and found here, or made after the exclusion ends — what a delete or truncate
+   * checks before it takes events a fork reads.
+   */
+  readonly forksHeld: (sessionId: string, session: LockedSession) => Effect.Effect<ReadonlyArray<ForkOf>, CheckpointerError>
   /** Every fork of the session, every fork of those, and so on. */
   readonly below: (sessionId: string) => Effect.Effect<ReadonlyArray<string>, CheckpointerError>
   /** The session's head as read: a fork's own head plus the events it shares (its own, when its first record cannot be read). */
@@ -86,10 +92,14 @@ export const make = (driver: CheckpointerDriver): ForkOrigins => {
 
   // A fork's source logs a `ForkMade` naming it before the fork's first event: its own records
   // say which sessions may be its forks; each still is one if it exists and names it as its source.
-  const forksOf: ForkOrigins["forksOf"] = (sessionId) =>
+  const forksNamed = (
+    sessionId: string,
+    records: Stream.Stream<unknown, CheckpointerError>,
+    originOf: (candidate: string) => Effect.Effect<ForkOrigin | undefined, CheckpointerError>
+  ): Effect.Effect<ReadonlyArray<ForkOf>, CheckpointerError> =>
     Effect.gen(function*() {
       const named = new Map<string, number>()
-      yield* Stream.runForEach(driver.read(sessionId, 0), (raw) => {
+      yield* Stream.runForEach(records, (raw) => {
         if (tagOf(raw) !== "ForkMade") return Effect.void
         return Either.match(decodeStoredEvent(sessionId, 0, raw), {
           onLeft: Effect.fail,
@@ -101,12 +111,25 @@ export const make = (driver: CheckpointerDriver): ForkOrigins => {
       })
       const forks: Array<ForkOf> = []
       for (const [candidate, namedAt] of named) {
-        // One that cannot be read (deleted meanwhile, damaged) is no fork anyone can read.
-        const origin = yield* Effect.orElseSucceed(of(candidate), () => undefined)
+        const origin = yield* originOf(candidate)
         if (origin?.from === sessionId) forks.push({ sessionId: candidate, at: origin.at, namedAt })
       }
       return forks
     })
+
+  // One that cannot be read (deleted meanwhile, damaged) is no fork anyone can read.
+  const forksOf: ForkOrigins["forksOf"] = (sessionId) =>
+    forksNamed(sessionId, driver.read(sessionId, 0), (candidate) => Effect.orElseSucceed(of(candidate), () => undefined))
+
+  const forksHeld: ForkOrigins["forksHeld"] = (sessionId, session) =>
+    forksNamed(sessionId, session.records(), (candidate) =>
+      Effect.map(session.firstRecordOf(candidate), (first) => {
+        if (first === undefined) return undefined
+        const decoded = decodeStoredEvent(candidate, 1, first)
+        return Either.isRight(decoded) && decoded.right.event._tag === "SessionForked"
+          ? { from: decoded.right.event.from, at: decoded.right.event.at }
+          : undefined
+      }))
 
   return {
     of,
@@ -125,6 +148,7 @@ export const make = (driver: CheckpointerDriver): ForkOrigins => {
       known.delete(sessionId)
     },
     forksOf,
+    forksHeld,
     below: (sessionId) =>
       Effect.gen(function*() {
         const found: Array<string> = []

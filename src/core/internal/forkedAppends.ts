@@ -2,12 +2,13 @@
  * Appending to a session's own log — a fork's seqs shifted by the events it shares, its blob
  * references allowed to name its source's blobs — and starting a fork with its `SessionForked`.
  */
-import { Clock, Effect, Either } from "effect"
+import { Clock, Effect, Either, Stream } from "effect"
 import type { CheckpointerDriver, SnapshotBlob } from "../CheckpointerDriver.js"
 import { CheckpointConflictError, type CheckpointerError, InvalidEventError } from "../errors.js"
 import { ForkMade, type SessionEvent, type SessionForked } from "../events.js"
 import { sessionIdProblem } from "../sessionId.js"
 import { type ForkOrigin, type ForkOrigins, MAX_FORK_DEPTH } from "./forkOrigins.js"
+import { decodeStoredEvent, tagOf } from "./eventCodec.js"
 import { separateBlobs } from "./snapshotSeparation.js"
 
 export const make = (
@@ -24,23 +25,31 @@ export const make = (
    */
   /** Blobs an append's references name that the session's own store lacks (a fork's: perhaps its source's). */
   type Lacking = { readonly lacking: ReadonlyArray<string> }
-  const appendOwn = (
+  /** Where an append left the session: its head as read, its own head, and the generation it was written in. */
+  interface Written {
+    readonly head: number
+    readonly ownHead: number
+    readonly generation: string
+  }
+  const appendWritten = (
     sessionId: string,
     events: ReadonlyArray<SessionEvent>,
     expectedHead: number | undefined,
-    origin: ForkOrigin | undefined
-  ): Effect.Effect<number, CheckpointerError> => {
+    origin: ForkOrigin | undefined,
+    /** Checked against the head inside the exclusion, before anything is written. */
+    precondition?: (head: number) => Effect.Effect<void, CheckpointerError>
+  ): Effect.Effect<Written, CheckpointerError> => {
     const shared = origin?.at ?? 0
     const separated = separateBlobs(sessionId, events)
     if (Either.isLeft(separated)) return Effect.fail(separated.left)
     const { blobs, encoded, references } = separated.right
     const attempt = (heldBySource: ReadonlySet<string> | undefined, blobs: ReadonlyArray<SnapshotBlob>) =>
-      driver.withSession(sessionId, (session): Effect.Effect<number | Lacking, CheckpointerError> => {
+      driver.withSession(sessionId, (session): Effect.Effect<Written | Lacking, CheckpointerError> => {
         const head = session.head === 0 ? 0 : session.head + shared
         if (expectedHead !== undefined && expectedHead !== head) {
           return Effect.fail(new CheckpointConflictError({ sessionId, expected: expectedHead, actual: head }))
         }
-        const write = Effect.flatMap(Clock.currentTimeMillis, (ts) => {
+        const write = Effect.zipRight(precondition === undefined ? Effect.void : precondition(head), Effect.flatMap(Clock.currentTimeMillis, (ts) => {
           const records = encoded.map((event, index) => ({ seq: session.head + index + 1, ts, event }))
           // The blobs first: a logged reference must never lack its blob.
           const stored = blobs.length > 0 ? Effect.zipRight(session.putBlobs(blobs), session.append(records)) : session.append(records)
@@ -48,11 +57,12 @@ export const make = (
           const started = session.head === 0 && origin === undefined
             ? Effect.tap(stored, () => Effect.sync(() => forks.created(sessionId, undefined)))
             : stored
-          return Effect.as(started, session.head + records.length + shared)
-        })
+          const ownHead = session.head + records.length
+          return Effect.as(started, { head: ownHead + shared, ownHead, generation: session.generation })
+        }))
         if (references.size === 0) return write
         // A reference to a blob the store does not hold would make a snapshot that can never be restored.
-        return Effect.flatMap(session.missingBlobs([...references.keys()]), (missingHere): Effect.Effect<number | Lacking, CheckpointerError> => {
+        return Effect.flatMap(session.missingBlobs([...references.keys()]), (missingHere): Effect.Effect<Written | Lacking, CheckpointerError> => {
           const missing = heldBySource === undefined ? missingHere : missingHere.filter((sha256) => !heldBySource.has(sha256))
           if (missing.length === 0) return write
           if (origin !== undefined && heldBySource === undefined) return Effect.succeed({ lacking: missing })
@@ -70,16 +80,38 @@ export const make = (
       ? Effect.succeed(blobs)
       : Effect.filter(blobs, (blob) => Effect.map(forks.blob(origin.from, blob.sha256), (data) => data === undefined))
     return Effect.flatMap(ownBlobs, (blobs) => Effect.flatMap(attempt(undefined, blobs), (outcome) =>
-      typeof outcome === "number" ? Effect.succeed(outcome) : Effect.flatMap(
+      !("lacking" in outcome) ? Effect.succeed(outcome) : Effect.flatMap(
         Effect.filter(outcome.lacking, (sha256) =>
           origin === undefined ? Effect.succeed(false) : Effect.map(forks.blob(origin.from, sha256), (data) => data !== undefined)),
         (held) =>
           Effect.flatMap(attempt(new Set(held), blobs), (again) =>
             // Told what the source holds, an attempt stores or fails: it never asks again.
-            typeof again === "number" ? Effect.succeed(again) : Effect.dieMessage("an append asked twice where its blobs are"))
+            !("lacking" in again) ? Effect.succeed(again) : Effect.dieMessage("an append asked twice where its blobs are"))
       ))).pipe(signalChange(sessionId))
   }
+  const appendOwn = (
+    sessionId: string,
+    events: ReadonlyArray<SessionEvent>,
+    expectedHead: number | undefined,
+    origin: ForkOrigin | undefined
+  ): Effect.Effect<number, CheckpointerError> => Effect.map(appendWritten(sessionId, events, expectedHead, origin), (written) => written.head)
   
+  /** Whether the source's own log still holds the `ForkMade` naming `fork` that was written at `named`. */
+  const stillNames = (source: string, fork: string, named: Written) =>
+    driver.withSession(source, (session) => {
+      // Nothing cut since: the record is where it was written.
+      if (session.generation === named.generation) return Effect.succeed(session.head >= named.ownHead)
+      // Cut since (above the name, or the name would have kept its fork): look for it.
+      return Effect.map(
+        Stream.runFold(session.records(), false, (found, raw) =>
+          found || (tagOf(raw) === "ForkMade" && Either.match(decodeStoredEvent(source, 0, raw), {
+            onLeft: () => false,
+            onRight: ({ event }) => event._tag === "ForkMade" && event.fork === fork
+          }))),
+        (found) => found
+      )
+    })
+
   /** Start a fork: its `SessionForked` first, checked against the session it names. */
   const startFork = (
     sessionId: string,
@@ -102,9 +134,16 @@ export const make = (
       }
       // The source names its fork first (a crash before the fork exists leaves a name that names
       // nothing: whoever looks checks that the fork is there and forked from it).
-      if ((yield* driver.head(sessionId)) === 0) {
-        yield* appendOwn(forked.from, [new ForkMade({ fork: sessionId, at: forked.at })], undefined, yield* forks.of(forked.from))
-      }
+      const named = (yield* driver.head(sessionId)) === 0
+        ? yield* appendWritten(
+          forked.from,
+          [new ForkMade({ fork: sessionId, at: forked.at })],
+          undefined,
+          yield* forks.of(forked.from),
+          // Looked at again where it counts: a source deleted or cut since is not to be named (nor made again).
+          (sourceHead) => sourceHead < forked.at ? refuse(`it forks the first ${forked.at} events of session "${forked.from}", which holds ${sourceHead}`) : Effect.void
+        )
+        : undefined
       const origin = { from: forked.from, at: forked.at }
       const head = yield* appendOwn(sessionId, events, 0, origin).pipe(
         Effect.catchTag("CheckpointConflictError", (conflict): Effect.Effect<never, CheckpointerError> =>
@@ -113,6 +152,15 @@ export const make = (
             : Effect.fail(new CheckpointConflictError({ sessionId, expected: expectedHead, actual: conflict.actual })))
       )
       forks.created(sessionId, origin)
+      // A delete or truncate of the source decides, inside the source's exclusion, whether a fork
+      // it names exists. One that looked before this fork existed may have taken the events it
+      // shares: looked at in the same exclusion, the source still holds its name, or the fork goes.
+      if (named !== undefined && !(yield* stillNames(forked.from, sessionId, named))) {
+        // Only as this call made it: what others appended meanwhile is not this call's to take.
+        yield* driver.withSession(sessionId, (session) => (session.head === events.length ? session.remove : Effect.void))
+        forks.forget(sessionId)
+        return yield* refuse(`session "${forked.from}" was deleted or cut while it was forked: the fork was not made`)
+      }
       return head
     })
   }

@@ -39,6 +39,7 @@ const makeMapDriver = Effect.gen(function*() {
         const session = opened(id)
         return use({
           head: session.lines.length,
+          generation: existing(id) === undefined ? NO_GENERATION : session.generation,
           append: (added) =>
             Effect.sync(() => {
               session.lines.push(...added.map((record) => JSON.stringify(record)))
@@ -57,7 +58,9 @@ const makeMapDriver = Effect.gen(function*() {
           missingBlobs: (hashes) => Effect.sync(() => hashes.filter((sha256) => !session.blobs.has(sha256))),
           deleteBlobs: (hashes) => Effect.sync(() => hashes.forEach((sha256) => session.blobs.delete(sha256))),
           storedBlobs: Effect.sync(() => blobs(id)),
-          records: () => Stream.suspend(() => Stream.fromIterable(records(id, 0)))
+          records: () => Stream.suspend(() => Stream.fromIterable(records(id, 0))),
+          firstRecordOf: (other) => Effect.sync(() => records(other, 0, 1)[0]),
+          remove: Effect.sync(() => void sessions.delete(id))
         })
       })),
     read: (id, sinceSeq) => Stream.suspend(() => Stream.fromIterable(records(id, sinceSeq))),
@@ -77,7 +80,6 @@ const makeMapDriver = Effect.gen(function*() {
     list: Effect.sync(() =>
       [...sessions].filter(([, session]) => session.mtime > 0).map(([id, session]) => ({ id, mtime: new Date(session.mtime) }))
     ),
-    delete: (id) => writer.withPermits(1)(Effect.sync(() => void sessions.delete(id))),
     readBlob: (id, sha256) => Effect.sync(() => sessions.get(id)?.blobs.get(sha256)?.slice()),
     listBlobs: (id) => Effect.sync(() => blobs(id)),
     logBytes: (id) => Effect.sync(() => (existing(id)?.lines ?? []).reduce((total, line) => total + Buffer.byteLength(line) + 1, 0))
