@@ -10,7 +10,7 @@ import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { Session } from "../src/core.js"
 import { fileCheckpointer, type StoredEvent } from "../src/index.js"
-import { tempDir } from "./support/agent.js"
+import { eventually, tempDir } from "./support/agent.js"
 import { sessionWithInterruptedRestore } from "./support/interruptedRestore.js"
 import { goneWithin, pidWrittenTo } from "./support/processes.js"
 import { root, terminal } from "./support/terminal.js"
@@ -97,6 +97,8 @@ describe("lite-agent in a terminal", () => {
     tty.type("slow one\r")
     // The spinner says the model is working (the scripted call waits 20 s): stop it there.
     await tty.waitFor("thinking ")
+    // The spinner starts with the turn; the prompt is in the log a moment later (on a loaded machine, after a Ctrl-C typed at once).
+    await eventually(async () => (await readLog(sessions)).some((stored) => stored.event._tag === "UserMessage" && stored.event.content === "slow one"))
     tty.type("\u0003")
     await tty.waitFor("(interrupted: the turn stopped; the next one goes on from the log)")
 

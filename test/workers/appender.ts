@@ -15,6 +15,7 @@
  *   `error <tag> <json>`.
  */
 import { fileCheckpointer, UserMessage } from "../../src/index.js"
+import { sayNow } from "../support/lineNow.js"
 
 interface BaseConfig {
   readonly dir: string
@@ -29,8 +30,8 @@ export type AppenderConfig =
 
 const config = JSON.parse(process.argv[2] ?? "{}") as AppenderConfig
 
-// Writes to a pipe are synchronous on Linux: once `say` returns, the line is the parent's.
-const say = (line: string) => process.stdout.write(line + "\n")
+// `say` returns once the line is in the pipe (../support/lineNow.ts): it is then the parent's.
+const say = sayNow
 
 const main = async () => {
   const checkpointer = fileCheckpointer({

@@ -13,11 +13,12 @@
  * `UserMessage` "c<cycle>b<batch>:<part>/<size>". It stops (printing "done") only after
  * `maxBatches` appends, a safety net should nobody kill it.
  *
- * Writes to a pipe are synchronous on Linux: once `say` returns, the line is the parent's,
+ * `say` returns once the line is in the pipe (../support/lineNow.ts): the line is the parent's,
  * so every acknowledged head the parent sees was returned by a resolved append.
  */
 import { type PromiseCheckpointer, UserMessage } from "../../src/index.js"
 import { openStore } from "../support/stores.js"
+import { sayNow } from "../support/lineNow.js"
 
 export interface CrasherConfig {
   readonly backend: "sqlite" | "postgres"
@@ -37,7 +38,7 @@ export interface CrasherConfig {
 
 const config = JSON.parse(process.argv[2] ?? "{}") as CrasherConfig
 
-const say = (line: string) => process.stdout.write(line + "\n")
+const say = sayNow
 
 const headOnceAvailable = async (checkpointer: PromiseCheckpointer, session: string): Promise<number> => {
   for (;;) {
