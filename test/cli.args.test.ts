@@ -16,6 +16,7 @@ describe("the command line (src/cli/args.ts)", () => {
       workdir: undefined,
       session: undefined,
       continue: true,
+      rehome: false,
       checkpointer: undefined,
       model: undefined,
       modelName: undefined,

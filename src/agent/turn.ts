@@ -24,10 +24,11 @@ import {
   UserContent,
   UserMessage
 } from "../core/events.js"
-import { AnyString, decodeOptions, PositiveInteger, quoteValue } from "../core/internal/options.js"
+import { AnyString, decodeOptions, Flag, PositiveInteger, quoteValue } from "../core/internal/options.js"
 import * as Session from "../core/session.js"
 import { validateSessionId } from "../core/sessionId.js"
-import { RestoreInterruptedError } from "../tools/errors.js"
+import { RestoreInterruptedError, SessionWorkdirError } from "../tools/errors.js"
+import { otherWorkdir, rehomed } from "../tools/sessionWorkdir.js"
 import * as FileTools from "../tools/FileTools.js"
 import type { SessionStatesService } from "../tools/SessionStates.js"
 import type { CaptureProblem, Emit, LiteAgentResult, ToolCallRecord } from "./AgentEvents.js"
@@ -50,7 +51,13 @@ export const SendOptions = Schema.Struct({
   /** Run in this session instead of the current one (the current one does not change). */
   sessionId: Schema.optional(AnyString),
   /** Override the agent's step limit for this turn. */
-  maxSteps: Schema.optional(PositiveInteger)
+  maxSteps: Schema.optional(PositiveInteger),
+  /**
+   * The session's log names another workdir: make this agent's workdir the session's (recorded as
+   * an event; the turn's first capture then takes what differs for the user's edits) rather than
+   * refuse with `SessionWorkdirError`. Default false.
+   */
+  rehome: Schema.optional(Flag)
 })
 export interface SendOptions extends Schema.Schema.Type<typeof SendOptions> {}
 
@@ -61,6 +68,7 @@ export type SendError =
   | InvalidSessionIdError
   | ConfigurationError
   | RestoreInterruptedError
+  | SessionWorkdirError
 
 export interface TurnSettings {
   readonly workdir: string
@@ -147,12 +155,18 @@ export const makeRunTurn = (
         toolCalls.push({ id: call.id, name: call.name, input: call.input, output: outcome.content, isError: outcome.isError })
       })
 
-    const steps = (sessionId: string, input: UserContent, maxSteps: number, emit: Emit) =>
+    const steps = (sessionId: string, input: UserContent, maxSteps: number, rehome: boolean, emit: Emit) =>
       Effect.gen(function*() {
         const writer = yield* openSessionWriter(checkpointer, settings.states, sessionId, emit)
         // A restore cut short left the workspace between two states: the model must not work on it.
         const interrupted = Session.interruptedRestore(writer.state)
         if (interrupted !== undefined) return yield* RestoreInterruptedError.of(sessionId, interrupted)
+        // This tree is not the one the session knows: its work, captures and restores would be of another.
+        const home = otherWorkdir(writer.state, settings.workdir)
+        if (home !== undefined) {
+          if (!rehome) return yield* new SessionWorkdirError({ sessionId, operation: "turn", sessionWorkdir: home, workdir: settings.workdir })
+          yield* writer.commit([rehomed(settings.workdir)])
+        }
         yield* writer.commit(repairs(writer.state))
         yield* background.drain(writer)
         const user = new UserMessage({ content: input, origin: "user" })
@@ -275,6 +289,6 @@ export const makeRunTurn = (
         if (contentText(input).trim().length === 0) {
           return yield* new InvalidEventError({ sessionId, index: 0, detail: "the prompt is empty" })
         }
-        return yield* lock.turn("send", sessionId, steps(sessionId, input, options.maxSteps ?? settings.maxSteps, emit))
+        return yield* lock.turn("send", sessionId, steps(sessionId, input, options.maxSteps ?? settings.maxSteps, options.rehome ?? false, emit))
       })
   })

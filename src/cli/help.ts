@@ -37,6 +37,11 @@ export const OPTIONS = {
   workdir: { flags: ["--workdir"], takes: "text", value: "<dir>", about: "The directory the tools work in (default: the current one)" },
   session: { flags: ["--session"], takes: "text", value: "<id>", about: "Continue this session" },
   continue: { flags: ["--continue"], takes: "switch", about: "Continue the most recent session" },
+  rehome: {
+    flags: ["--rehome"],
+    takes: "switch",
+    about: "Make this workdir the session's when its log names another (recorded in the session); without it such a session's turns and restores are refused"
+  },
   checkpointer: {
     flags: ["--checkpointer"],
     takes: "text",
@@ -81,6 +86,7 @@ export const MAIN_OPTIONS = [
   "workdir",
   "session",
   "continue",
+  "rehome",
   "checkpointer",
   "model",
   "modelName",

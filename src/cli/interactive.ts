@@ -4,13 +4,14 @@
  * starting with `/` is a command. Ctrl-C stops what is running (a turn, a compaction) and
  * leaves the session usable; at an empty prompt, twice, or Ctrl-D, it exits.
  */
+import { realpathSync } from "node:fs"
 import { displayPath } from "../core/pathNames.js"
 import { createInterface, type Interface } from "node:readline"
 import { Cause, Effect, Exit, Fiber, type ManagedRuntime, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
-import { RestoreInterruptedError } from "../tools/errors.js"
+import { RestoreInterruptedError, SessionWorkdirError } from "../tools/errors.js"
 import { choiceOfLine, type makeTerminalPermissions, readChoice } from "./permissionPrompt.js"
 import { BRACKETED_PASTE_OFF, BRACKETED_PASTE_ON, type PromptLines, promptLines } from "./promptLines.js"
 import { eventLine, makeRenderer, shorten } from "./render.js"
@@ -50,6 +51,10 @@ export interface InteractiveSettings {
   readonly terminal: ReturnType<typeof makeTerminalPermissions>
   readonly workdir: string
   readonly noColor: boolean
+  /** `--rehome`: a session whose log names another workdir is moved here (by its next turn or move) rather than refused. */
+  readonly rehome: boolean
+  /** `--session` named the session: where it belongs is said at the start. */
+  readonly sessionGiven: boolean
 }
 
 export const runInteractive = async (
@@ -160,11 +165,12 @@ export const runInteractive = async (
 
   const turn = async (text: string) => {
     renderer.turnStarted()
-    const exit = await interruptible(printEvents(agent.run(text))).finally(renderer.pause)
+    const exit = await interruptible(printEvents(agent.run(text, settings.rehome ? { rehome: true } : undefined))).finally(renderer.pause)
     if (Exit.isSuccess(exit)) return
     if (Exit.isInterrupted(exit)) return print("(interrupted: the turn stopped; the next one goes on from the log)")
     const error = Cause.squash(exit.cause)
     print(`error: ${describeError(error)}`)
+    if (error instanceof SessionWorkdirError) print("(run lite-agent in that directory, or start again here with --rehome to move the session here)")
     if (error instanceof RestoreInterruptedError) {
       const finish = error.move === undefined ? `/restore ${error.checkpoint}` : `/${error.move.reason === "switch" ? `switch ${error.move.to}` : error.move.reason}`
       print(`(here: ${finish} finishes it, /restore --undo puts its files back)`)
@@ -228,6 +234,7 @@ export const runInteractive = async (
     interruptible,
     printEvents,
     shorten,
+    rehome: settings.rehome,
     keys: process.stdin.isTTY ? keys : undefined
   })
 
@@ -238,6 +245,8 @@ export const runInteractive = async (
     print,
     paint,
     current,
+    workdir: realpathSync(settings.workdir),
+    rehome: settings.rehome,
     keys: process.stdin.isTTY ? keys : undefined
   })
 
@@ -292,7 +301,8 @@ export const runInteractive = async (
     process.stdout.write(BRACKETED_PASTE_ON)
     rl.on("close", () => process.stdout.write(BRACKETED_PASTE_OFF))
   }
-  // --continue: where the session was left.
+  // --session or --continue: where the session belongs, and where it was left.
+  if (resumedLatest || settings.sessionGiven) await sessionCommands.home(await current())
   if (resumedLatest) await sessionCommands.recap(await current())
   rl.prompt()
   // Input typed while a turn runs waits its turn (queued); Ctrl-C still reaches the SIGINT handler.

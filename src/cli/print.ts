@@ -20,6 +20,8 @@ export interface PrintSettings {
   readonly terminal: ReturnType<typeof makeTerminalPermissions>
   readonly workdir: string
   readonly noColor: boolean
+  /** `--rehome`: a session whose log names another workdir is moved here rather than refused. */
+  readonly rehome: boolean
 }
 
 export const runPrint = (prompt: string, format: "text" | "json" | "stream-json", continueLatest: boolean, settings: PrintSettings) =>
@@ -41,7 +43,7 @@ export const runPrint = (prompt: string, format: "text" | "json" | "stream-json"
       yield* agent.resume(latest.id)
     }
     let result: Extract<AgentEvent, { type: "result" }>["result"] | undefined
-    yield* Stream.runForEach(agent.run(prompt), (event) => {
+    yield* Stream.runForEach(agent.run(prompt, settings.rehome ? { rehome: true } : undefined), (event) => {
       if (event.type === "result") result = event.result
       return format === "stream-json" ? line(jsonText(event)) : Effect.void
     })

@@ -103,7 +103,8 @@ const liteAgent = (args: ParsedOptions<(typeof MAIN_OPTIONS)[number]>) =>
       }
     }, checkpointer)
     if (prompt !== undefined) {
-      return yield* runPrint(prompt, args.outputFormat ?? "text", args.continue, { terminal, workdir, noColor: args.noColor }).pipe(Effect.provide(layer))
+      return yield* runPrint(prompt, args.outputFormat ?? "text", args.continue, { terminal, workdir, noColor: args.noColor, rehome: args.rehome })
+        .pipe(Effect.provide(layer))
     }
     // Interactive: one runtime for the whole conversation; disposing it closes the checkpointer.
     yield* Effect.acquireUseRelease(
@@ -112,7 +113,7 @@ const liteAgent = (args: ParsedOptions<(typeof MAIN_OPTIONS)[number]>) =>
         Effect.promise(async () => {
           // Loaded only for a session in the terminal (not for -p).
           const { runInteractive } = await import("./interactive.js")
-          return runInteractive(runtime, { continueLatest: args.continue, terminal, workdir, noColor: args.noColor })
+          return runInteractive(runtime, { continueLatest: args.continue, terminal, workdir, noColor: args.noColor, rehome: args.rehome, sessionGiven: args.session !== undefined })
         }),
       (runtime) => Effect.promise(() => runtime.dispose())
     )

@@ -66,6 +66,10 @@ export interface SessionCommandsContext {
   readonly print: (line: string) => void
   readonly paint: Paint
   readonly current: () => Promise<string>
+  /** This run's workdir (a real path): a session whose log names another is said to belong there. */
+  readonly workdir: string
+  /** `--rehome` was given: such a session moves here with its next turn or move. */
+  readonly rehome: boolean
   /** Keys one at a time (a terminal), for the picker; absent: `/resume` lists and asks for an id. */
   readonly keys: ((onKey: (key: Key) => boolean) => Promise<void>) | undefined
 }
@@ -96,10 +100,24 @@ export const makeSessionCommands = (context: SessionCommandsContext) => {
     for (const line of lines) print(paint.dim(line))
   }
 
+  /** Which directory the session belongs to, said when it is opened; a warning when it is not this one. */
+  const home = async (sessionId: string) => {
+    const workdir = (await runtime.runPromise(foldedLog(checkpointer, sessionId))).metadata.workdir
+    if (workdir === undefined) return
+    if (workdir === context.workdir) return print(paint.dim(`its workdir: ${workdir}`))
+    print(`this session belongs to ${workdir}, not this directory (${context.workdir}):`)
+    print(
+      context.rehome
+        ? "  --rehome: its next turn or move makes this directory its workdir (what differs here is then taken for your edits)"
+        : "  its turns, restores and moves are refused here; run lite-agent there, or start again with --rehome to move it here"
+    )
+  }
+
   const resumeId = async (sessionId: string) => {
     const exit = await runtime.runPromiseExit(agent.resume(sessionId))
     if (Exit.isFailure(exit)) return print(`error: ${describeError(Cause.squash(exit.cause))}`)
     print(`session ${sessionId}`)
+    await home(sessionId)
     await recap(sessionId)
   }
 
@@ -137,6 +155,7 @@ export const makeSessionCommands = (context: SessionCommandsContext) => {
 
   return {
     recap,
+    home,
     sessions: async () => {
       const listed = await rows()
       const now = await context.current()

@@ -23,6 +23,8 @@ export interface TimeTravelCommandsContext {
   readonly interruptible: <A>(effect: Effect.Effect<A, unknown>) => Promise<Exit.Exit<A, unknown>>
   readonly printEvents: (stream: Stream.Stream<AgentEvent, unknown>) => Effect.Effect<void, unknown>
   readonly shorten: (text: string, max?: number) => string
+  /** `--rehome`: a session whose log names another workdir is moved here rather than refused. */
+  readonly rehome: boolean
   /**
    * Keys one at a time, the prompt's own handling set aside, until `onKey` says it is done;
    * absent when the input is not a terminal (then `/tree` only prints the tree).
@@ -56,7 +58,7 @@ export const leavesList = (key: Key): boolean =>
 /** Whether a key chooses the selected row. */
 export const choosesRow = (key: Key): boolean => key.name === "return" || key.name === "enter"
 
-type Move<R extends RestoreResult> = (options: { readonly dryRun?: boolean }) => Effect.Effect<R, unknown>
+type Move<R extends RestoreResult> = (options: { readonly dryRun?: boolean; readonly rehome?: boolean }) => Effect.Effect<R, unknown>
 
 export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
   const { agent, ask, current, print, runtime, shorten } = context
@@ -100,7 +102,8 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
     yes: boolean,
     done: (result: R) => string
   ) => {
-    const plan = await runtime.runPromiseExit(move({ dryRun: true }))
+    const rehome = context.rehome ? { rehome: true } : {}
+    const plan = await runtime.runPromiseExit(move({ dryRun: true, ...rehome }))
     if (Exit.isFailure(plan)) return failed(plan)
     print(describe(plan.value))
     printPlan(plan.value)
@@ -109,7 +112,7 @@ export const makeTimeTravelCommands = (context: TimeTravelCommandsContext) => {
       const answer = await ask(question)
       if (!/^y(es)?$/i.test(answer.trim())) return print("nothing was changed")
     }
-    const exit = await withRestoreProgress(move({}))
+    const exit = await withRestoreProgress(move(rehome))
     if (Exit.isFailure(exit)) return failed(exit)
     print(done(exit.value))
   }

@@ -20,7 +20,6 @@ import {
   InvalidEventError,
   InvalidSeqError,
   InvalidSessionIdError,
-  SessionForkedError,
   SnapshotBlobError
 } from "./errors.js"
 import type { JsonValue, StoredEvent, ToolUseBlock } from "./events.js"
@@ -281,14 +280,7 @@ export const make = (driver: CheckpointerDriver) =>
               // Forks read the events they share from here: none may lose one, nor the record
               // that names it (how the session finds its forks). Looked at inside the exclusion:
               // a fork made meanwhile is either found or checks its source once it exists.
-              const sharing = (yield* forks.forksHeld(sessionId, session)).filter((fork) => fork.namedAt + shared > toSeq)
-              if (sharing.length > 0) {
-                return yield* new SessionForkedError({
-                  sessionId,
-                  operation: "truncate",
-                  forks: sharing.map((fork) => ({ sessionId: fork.sessionId, at: fork.at }))
-                })
-              }
+              yield* forks.refuseShared(sessionId, session, "truncate", (fork) => fork.namedAt + shared > toSeq)
               yield* session.truncate(toSeq - shared)
               return true
             })).pipe(signalChange(sessionId))
@@ -388,14 +380,7 @@ export const make = (driver: CheckpointerDriver) =>
               Effect.gen(function*() {
                 // Forks read their first events from this session: it goes only once they have.
                 // Decided inside the exclusion, so a fork made meanwhile is found or finds this gone.
-                const sharing = yield* forks.forksHeld(sessionId, session)
-                if (sharing.length > 0) {
-                  return yield* new SessionForkedError({
-                    sessionId,
-                    operation: "delete",
-                    forks: sharing.map((fork) => ({ sessionId: fork.sessionId, at: fork.at }))
-                  })
-                }
+                yield* forks.refuseShared(sessionId, session, "delete", () => true)
                 yield* session.remove
               }))
             forks.forget(sessionId)

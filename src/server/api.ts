@@ -29,7 +29,11 @@ import { Wire } from "./wireErrors.js"
 // Bodies and answers
 // ---------------------------------------------------------------------------------------
 
-export const MessageBody = Schema.Struct({ text: NonEmptyString })
+export const MessageBody = Schema.Struct({
+  text: NonEmptyString,
+  /** The session's log names another workdir than the agent's: make the agent's its own (recorded) rather than answer 409 \`SessionWorkdirError\`. */
+  rehome: Schema.optional(Flag)
+})
 
 /** `?detach=true`: answer 202 at once and let the turn run on (followed on `/sessions/:id/events`). */
 export const MessageParams = Schema.Struct({
@@ -59,7 +63,9 @@ export const RestoreBody = Schema.Struct({
   conversation: Schema.optional(Flag),
   dryRun: Schema.optional(Flag),
   /** Undo the user's own edits between turns too (otherwise refused as `modified_externally`). */
-  includeUserEdits: Schema.optional(Flag)
+  includeUserEdits: Schema.optional(Flag),
+  /** The session's log names another workdir than the agent's: make the agent's its own (recorded) rather than answer 409 \`SessionWorkdirError\`. */
+  rehome: Schema.optional(Flag)
 })
 
 const LeafMoveJson = Schema.Struct({ seq: Schema.Number, from: Schema.Number, to: Schema.Number })
@@ -96,7 +102,9 @@ export const LabelBody = Schema.Struct({ seq: PositiveInteger, label: Schema.Str
 export const SwitchBody = Schema.Struct({
   leaf: NonNegativeInteger,
   dryRun: Schema.optional(Flag),
-  includeUserEdits: Schema.optional(Flag)
+  includeUserEdits: Schema.optional(Flag),
+  /** The session's log names another workdir than the agent's: make the agent's its own (recorded) rather than answer 409 `SessionWorkdirError`. */
+  rehome: Schema.optional(Flag)
 })
 
 /** A fork: from just before checkpoint `seq` (or the tip, without it), in the agent's workdir or into `workdir`. */
@@ -107,14 +115,18 @@ export const ForkBody = Schema.Struct({
   /** A new or empty directory, on the server, for the fork's files (default: the agent's workdir, whose files move). */
   workdir: Schema.optional(Schema.String),
   dryRun: Schema.optional(Flag),
-  includeUserEdits: Schema.optional(Flag)
+  includeUserEdits: Schema.optional(Flag),
+  /** The session's log names another workdir than the agent's: make the agent's its own (recorded) rather than answer 409 \`SessionWorkdirError\`. */
+  rehome: Schema.optional(Flag)
 })
 
 /** An undo's or a redo's options (an empty body is none). */
 export const MoveBody = Schema.Struct({
   dryRun: Schema.optional(Flag),
   /** Overwrite the user's own edits between turns since too (otherwise refused as `modified_externally`). */
-  includeUserEdits: Schema.optional(Flag)
+  includeUserEdits: Schema.optional(Flag),
+  /** The session's log names another workdir than the agent's: make the agent's its own (recorded) rather than answer 409 \`SessionWorkdirError\`. */
+  rehome: Schema.optional(Flag)
 })
 
 export const CompactBody = Schema.Struct({
@@ -308,6 +320,7 @@ const movesFiles = <
     .addError(Wire.AgentBusyError, { status: 409 })
     .addError(Wire.RestoreRefusedError, { status: 409 })
     .addError(Wire.RestoreInterruptedError, { status: 409 })
+    .addError(Wire.SessionWorkdirError, { status: 409 })
     .addError(Wire.RestoreFailedError, { status: 500 })
     .addError(Wire.WorkspaceIOError, { status: 500 })
 
@@ -320,6 +333,7 @@ export class AgentGroup extends HttpApiGroup.make("agent")
       .addError(Wire.PayloadTooLarge, { status: 413 })
       .addError(Wire.AgentBusyError, { status: 409 })
       .addError(Wire.RestoreInterruptedError, { status: 409 })
+      .addError(Wire.SessionWorkdirError, { status: 409 })
       .addError(Wire.ModelError, { status: 500 })
       .annotate(
         OpenApi.Description,
@@ -346,6 +360,7 @@ export class AgentGroup extends HttpApiGroup.make("agent")
       .addError(Wire.SessionNotFound, { status: 404 })
       .addError(Wire.AgentBusyError, { status: 409 })
       .addError(Wire.RestoreRefusedError, { status: 409 })
+      .addError(Wire.SessionWorkdirError, { status: 409 })
       .addError(Wire.RestoreFailedError, { status: 500 })
       .addError(Wire.WorkspaceIOError, { status: 500 })
   )

@@ -348,11 +348,12 @@ export const agentHandlers = (
             const a = yield* withAgent
             const sessionId = yield* checkedSessionId(path.id)
             const { detach } = urlParams
-            const { text } = yield* requestBody(request, MessageBody, "message")
+            const { rehome, text } = yield* requestBody(request, MessageBody, "message")
+            const sendOptions = { sessionId, ...(rehome === undefined ? {} : { rehome }) }
             if (detach === "true") {
               // Busy or not, the answer is known only once the turn starts: wait for its first event.
               const started = yield* Deferred.make<void, SendError>()
-              const turn = a.run(text, { sessionId }).pipe(
+              const turn = a.run(text, sendOptions).pipe(
                 Stream.tap(() => Deferred.succeed(started, undefined)),
                 Stream.runDrain,
                 Effect.tapError((error) => Deferred.fail(started, error)),
@@ -367,7 +368,7 @@ export const agentHandlers = (
               yield* Deferred.await(started)
               return HttpServerResponse.unsafeJson({ sessionId, detached: true }, { status: 202 })
             }
-            return yield* sse.stream(request, a.run(text, { sessionId }), (event: AgentEvent) => frame({ event: event.type, data: event }))
+            return yield* sse.stream(request, a.run(text, sendOptions), (event: AgentEvent) => frame({ event: event.type, data: event }))
           }))
         .handleRaw("answerPermission", ({ path, request }) =>
           Effect.gen(function*() {

@@ -24,7 +24,7 @@ import {
   StorageError
 } from "../core/errors.js"
 import { AgentBusyError, CompactionCancelledError, ModelError, SessionsDisabledError } from "../agent/errors.js"
-import { RestoreFailedError, RestoreInterruptedError, RestoreRefusedError, WorkspaceIOError } from "../tools/errors.js"
+import { RestoreFailedError, RestoreInterruptedError, RestoreRefusedError, SessionWorkdirError, WorkspaceIOError } from "../tools/errors.js"
 
 /** What every error body has, besides the error's own fields. */
 export interface WireErrorBody {
@@ -111,6 +111,7 @@ export const Wire = {
   AgentBusyError: wireError(AgentBusyError),
   RestoreRefusedError: wireError(RestoreRefusedError),
   RestoreInterruptedError: wireError(RestoreInterruptedError),
+  SessionWorkdirError: wireError(SessionWorkdirError),
   EventDecodeError: wireError(EventDecodeError),
   CheckpointIntegrityError: wireError(CheckpointIntegrityError),
   SchemaVersionError: wireError(SchemaVersionError),

@@ -42,6 +42,7 @@ import * as RestoreIntent from "./restoreIntent.js"
 import * as Preflight from "./restorePreflight.js"
 import * as SessionStates from "./SessionStates.js"
 import { Workspace } from "./Workspace.js"
+import { homedState } from "./sessionWorkdir.js"
 import { captureEvents, WorkspaceCapture } from "./WorkspaceCapture.js"
 import type { CapturedPath, CapturedState } from "../core/events.js"
 import { sha256Hex } from "../core/internal/sha256.js"
@@ -229,8 +230,14 @@ export const make = Effect.gen(function*() {
       yield* checkSeqArgument(sessionId, "seq", seq)
       // The shared fold: no re-read of the log. Its head is the expected head of what this writes.
       const { state } = yield* states.get(sessionId)
-      return yield* restoreFrom(sessionId, state, seq, options)
+      // Only what changes files belongs to a workdir: the conversation alone is restored anywhere.
+      if (options.files === false) return yield* restoreFrom(sessionId, state, seq, options)
+      return yield* restoreFrom(sessionId, yield* homed(sessionId, state, "restore", options), seq, options)
     })
+
+  /** The session's state once it may change files here: refused when its log names another workdir, unless re-homed. */
+  const homed = (sessionId: string, state: Session.SessionState, operation: string, options: MoveOptions) =>
+    homedState(checkpointer, states, { sessionId, state, workdir: workspace.root, operation, rehome: options.rehome ?? false, dryRun: options.dryRun ?? false })
 
   /** Restore the session, folded to `state`, to just before checkpoint `seq`. */
   const restoreFrom = (sessionId: string, state: Session.SessionState, seq: number, options: RestoreOptions) => {
@@ -258,7 +265,7 @@ export const make = Effect.gen(function*() {
   const moveAlongHistory = (sessionId: string, reason: "undo" | "redo", input: MoveOptions = {}) =>
     Effect.gen(function*() {
       const options = yield* decodeOptions(MoveOptions, input, `${reason} options`)
-      const { state } = yield* states.get(sessionId)
+      const state = yield* homed(sessionId, (yield* states.get(sessionId)).state, reason, options)
       const reversed = (reason === "undo" ? state.undoable : state.redoable).at(-1)
       if (reversed === undefined) {
         const error = new RestoreRefusedError({
@@ -300,7 +307,7 @@ export const make = Effect.gen(function*() {
     Effect.gen(function*() {
       const options = yield* decodeOptions(MoveOptions, input, "switch options")
       yield* checkSeqArgument(sessionId, "leaf", leaf)
-      const { state } = yield* states.get(sessionId)
+      const state = yield* homed(sessionId, (yield* states.get(sessionId)).state, "switch", options)
       if (!state.kept.isTarget(leaf) || leaf === state.leaf) {
         return yield* new RestoreRefusedError({
           sessionId,
@@ -370,7 +377,8 @@ export const make = Effect.gen(function*() {
   /** Put every file an interrupted restore changed back to what it held when the restore began, and close its intent. */
   const undoInterruptedRestore = (sessionId: string) =>
     Effect.gen(function*() {
-      const { state } = yield* states.get(sessionId)
+      // Its files are half way in the session's own workdir: put back there, never re-homed.
+      const state = yield* homed(sessionId, (yield* states.get(sessionId)).state, "undoInterruptedRestore", {})
       const pending = state.pendingRestore
       if (pending === undefined) {
         return yield* new RestoreRefusedError({

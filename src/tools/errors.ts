@@ -101,3 +101,24 @@ export class RestoreInterruptedError extends Schema.TaggedError<RestoreInterrupt
       `be half restored: finish it with ${finish} or put them back with undoInterruptedRestore("${this.sessionId}")`
   }
 }
+
+/**
+ * The session's files live in another workdir (its `SessionMetadata` names it): a turn, restore,
+ * move or fork in place here would take this tree for that one. Nothing was changed. Run it in
+ * `sessionWorkdir`, or pass `rehome: true` to make `workdir` the session's (recorded as an event).
+ */
+export class SessionWorkdirError extends Schema.TaggedError<SessionWorkdirError>()("SessionWorkdirError", {
+  sessionId: Schema.String,
+  /** What was refused: "turn", "restore", "undo", "redo", "switch", "fork", "undoInterruptedRestore". */
+  operation: Schema.String,
+  /** The workdir the session's log names. */
+  sessionWorkdir: Schema.String,
+  /** This agent's workdir. */
+  workdir: Schema.String
+}) {
+  override get message(): string {
+    return `session "${this.sessionId}" belongs to workdir ${this.sessionWorkdir}, not ${this.workdir} (this agent's): ` +
+      `${this.operation} refused, nothing was changed. Run it there, or re-home the session here (rehome: true; ` +
+      `recorded in the session, and what differs here is then taken for your own edits)`
+  }
+}

@@ -26,7 +26,8 @@ import { planMaterialise } from "../core/restore.js"
 import * as Session from "../core/session.js"
 import { sessionIdProblem } from "../core/sessionId.js"
 import { isUserCheckpoint } from "../core/userCheckpoint.js"
-import { RestoreRefusedError, WorkspaceIOError } from "./errors.js"
+import { RestoreRefusedError, SessionWorkdirError, WorkspaceIOError } from "./errors.js"
+import { otherWorkdir, rehomed } from "./sessionWorkdir.js"
 import type { SessionStatesService } from "./SessionStates.js"
 import { ForkOptions, type ForkResult, nothingRestored, type RestoreError, type RestoreResult } from "./timeTravelTypes.js"
 import * as Workspace from "./Workspace.js"
@@ -139,7 +140,14 @@ export const make = (deps: ForkDeps) => {
       if (point instanceof RestoreRefusedError) return yield* point
       const moveOptions = { dryRun: options.dryRun ?? false, includeUserEdits: options.includeUserEdits ?? false, signal: options.signal }
       const elsewhere = options.workdir === undefined ? undefined : path.resolve(options.workdir)
-      if (elsewhere === undefined || elsewhere === workspace.root) return yield* forkHere(sessionId, forkId, source, point, moveOptions)
+      if (elsewhere === undefined || elsewhere === workspace.root) {
+        // Here, the files move from the source's state: this must be its workdir, unless the fork is made at home here.
+        const home = otherWorkdir(source, workspace.root)
+        if (home !== undefined && options.rehome !== true) {
+          return yield* new SessionWorkdirError({ sessionId, operation: "fork", sessionWorkdir: home, workdir: workspace.root })
+        }
+        return yield* forkHere(sessionId, forkId, source, point, moveOptions, home !== undefined)
+      }
       return yield* forkElsewhere(sessionId, forkId, source, point, elsewhere, moveOptions)
     })
 
@@ -149,7 +157,9 @@ export const make = (deps: ForkDeps) => {
     forkId: string,
     source: Session.SessionState,
     point: ForkPoint,
-    options: MoveRun
+    options: MoveRun,
+    /** The source's log names another workdir: the fork's names this one. */
+    rehome: boolean
   ) =>
     Effect.gen(function*() {
       const move = (id: string, state: Session.SessionState, dryRun: boolean) =>
@@ -169,12 +179,16 @@ export const make = (deps: ForkDeps) => {
       }
       const forked = new SessionForked({ from: sessionId, at: source.head })
       const from = { session: sessionId, at: source.head }
+      const started = rehome ? [forked, rehomed(workspace.root)] : [forked]
       // Planned and checked on the disk before the fork exists: a refused fork leaves nothing behind.
-      const planned = Session.step(source, { seq: source.head + 1, ts: source.lastTs ?? 0, event: forked })
+      let planned = source
+      for (const [index, event] of started.entries()) {
+        planned = Session.step(planned, { seq: source.head + index + 1, ts: source.lastTs ?? 0, event })
+      }
       const dry = yield* move(sessionId, planned, true)
       if (dry.refusals.length > 0) return yield* new RestoreRefusedError({ sessionId, seq: point.checkpoint ?? 0, refusals: dry.refusals })
       if (options.dryRun) return resultOf(forkId, from, point.leaf, workspace.root, dry)
-      yield* checkpointer.append(forkId, [forked], 0)
+      yield* checkpointer.append(forkId, started, 0)
       const state = yield* rememberFork(forkId, source)
       const moved = yield* move(forkId, state, false)
       return resultOf(forkId, from, point.leaf, workspace.root, moved)

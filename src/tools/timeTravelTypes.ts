@@ -4,12 +4,18 @@
  */
 import { Schema } from "effect"
 import type { CheckpointerError, ConfigurationError, Refusal } from "../core/errors.js"
-import type { RestoreFailedError, RestoreRefusedError, WorkspaceIOError } from "./errors.js"
+import type { RestoreFailedError, RestoreRefusedError, SessionWorkdirError, WorkspaceIOError } from "./errors.js"
 import { AbortSignalOption, Flag } from "../core/internal/options.js"
 import type { CommandAfterCheckpoint, FilesPlan } from "../core/restore.js"
 import type { NotCovered } from "../core/session.js"
 
-export type RestoreError = RestoreRefusedError | RestoreFailedError | CheckpointerError | WorkspaceIOError | ConfigurationError
+export type RestoreError =
+  | RestoreRefusedError
+  | RestoreFailedError
+  | CheckpointerError
+  | WorkspaceIOError
+  | ConfigurationError
+  | SessionWorkdirError
 
 export const RestoreOptions = Schema.Struct({
   /** Put back the files the agent changed after the checkpoint. Default true. */
@@ -23,6 +29,12 @@ export const RestoreOptions = Schema.Struct({
    * made by nobody in the session). Default false: such a file is refused as `modified_externally`.
    */
   includeUserEdits: Schema.optional(Flag),
+  /**
+   * The session's log names another workdir: make this agent's workdir the session's (recorded as
+   * an event) rather than refuse with \`SessionWorkdirError\`. What differs here from what the
+   * session knows is then refused (or, at the next turn, taken for the user's edits). Default false.
+   */
+  rehome: Schema.optional(Flag),
   /** Abort part-way: every file already changed is put back. */
   signal: Schema.optional(AbortSignalOption)
 })
@@ -33,6 +45,12 @@ export const MoveOptions = Schema.Struct({
   dryRun: Schema.optional(Flag),
   /** Overwrite the user's own edits made between turns since (seen by a capture before a prompt) too. Default false. */
   includeUserEdits: Schema.optional(Flag),
+  /**
+   * The session's log names another workdir: make this agent's workdir the session's (recorded as
+   * an event) rather than refuse with \`SessionWorkdirError\`. What differs here from what the
+   * session knows is then refused (or, at the next turn, taken for the user's edits). Default false.
+   */
+  rehome: Schema.optional(Flag),
   /** Abort part-way: every file already changed is put back. */
   signal: Schema.optional(AbortSignalOption)
 })
@@ -55,6 +73,11 @@ export const ForkOptions = Schema.Struct({
   dryRun: Schema.optional(Flag),
   /** In the session's workdir: overwrite the user's own edits made between turns too. Default false. */
   includeUserEdits: Schema.optional(Flag),
+  /**
+   * In this workdir, of a session whose log names another: fork it here anyway (the fork's log
+   * names this workdir) rather than refuse with \`SessionWorkdirError\`. Default false.
+   */
+  rehome: Schema.optional(Flag),
   /** Abort part-way: every file already changed is put back. */
   signal: Schema.optional(AbortSignalOption)
 })

@@ -9,7 +9,7 @@
  */
 import { Effect, Either, Stream } from "effect"
 import type { CheckpointerDriver, LockedSession } from "../CheckpointerDriver.js"
-import type { CheckpointerError } from "../errors.js"
+import { type CheckpointerError, SessionForkedError } from "../errors.js"
 import { decodeStoredEvent, tagOf } from "./eventCodec.js"
 
 /** Where a fork's log starts: the first `at` events of session `from`. */
@@ -49,6 +49,13 @@ export interface ForkOrigins {
    * checks before it takes events a fork reads.
    */
   readonly forksHeld: (sessionId: string, session: LockedSession) => Effect.Effect<ReadonlyArray<ForkOf>, CheckpointerError>
+  /** Fail with `SessionForkedError` when a fork found by `forksHeld` would lose what `operation` takes from it (`loses`). */
+  readonly refuseShared: (
+    sessionId: string,
+    session: LockedSession,
+    operation: "delete" | "truncate",
+    loses: (fork: ForkOf) => boolean
+  ) => Effect.Effect<void, CheckpointerError>
   /** Every fork of the session, every fork of those, and so on. */
   readonly below: (sessionId: string) => Effect.Effect<ReadonlyArray<string>, CheckpointerError>
   /** The session's head as read: a fork's own head plus the events it shares (its own, when its first record cannot be read). */
@@ -149,6 +156,13 @@ export const make = (driver: CheckpointerDriver): ForkOrigins => {
     },
     forksOf,
     forksHeld,
+    refuseShared: (sessionId, session, operation, loses) =>
+      Effect.flatMap(forksHeld(sessionId, session), (found) => {
+        const sharing = found.filter(loses)
+        return sharing.length === 0
+          ? Effect.void
+          : Effect.fail(new SessionForkedError({ sessionId, operation, forks: sharing.map((fork) => ({ sessionId: fork.sessionId, at: fork.at })) }))
+      }),
     below: (sessionId) =>
       Effect.gen(function*() {
         const found: Array<string> = []
