@@ -11,7 +11,7 @@ import { BackgroundCompleted } from "../core/events.js"
 import type { MaintenanceLockService } from "./MaintenanceLock.js"
 import type { Emit } from "./AgentEvents.js"
 import type { SessionWriter } from "./SessionWriter.js"
-import { type CommandOutcome, runCommand } from "./Shell.js"
+import { type CommandOutcome, describeStopped, runCommand } from "./Shell.js"
 import type { WorkspaceCaptureService } from "../tools/WorkspaceCapture.js"
 
 export interface BackgroundTasks {
@@ -35,8 +35,10 @@ export interface BackgroundTasksSettings {
   readonly capture: WorkspaceCaptureService | undefined
 }
 
-const completionOf = (taskId: string, command: string, outcome: CommandOutcome, defaultTimeoutMs: number) =>
-  new BackgroundCompleted({
+const completionOf = (taskId: string, command: string, outcome: CommandOutcome, defaultTimeoutMs: number) => {
+  // A task ends with its command too: what it left running (`server &`) was stopped, and the model is told.
+  const stopped = describeStopped(outcome)
+  return new BackgroundCompleted({
     taskId,
     command,
     exitCode: outcome.exitCode,
@@ -45,9 +47,12 @@ const completionOf = (taskId: string, command: string, outcome: CommandOutcome, 
       ? `could not start: ${outcome.spawnError}`
       : outcome.timedOut
       ? `${outcome.output}\n[killed after the ${outcome.timeoutMs ?? defaultTimeoutMs} ms timeout]`
+      : stopped !== undefined
+      ? `${outcome.output}\n[${stopped}]`
       : outcome.output,
     outputTruncated: outcome.outputTruncated
   })
+}
 
 export const makeBackgroundTasks = (settings: BackgroundTasksSettings): BackgroundTasks => {
   const { lock } = settings

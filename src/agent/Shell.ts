@@ -1,10 +1,14 @@
 /**
  * The process runner under the agent's `shell` tool: one shell command in its own process
- * group, output captured (capped), a timeout, and interruption — both of which kill the
- * whole group, grandchildren included, and wait until it is gone. It never fails: whatever
+ * group and session, output captured (capped), a timeout, and interruption. A call ends with
+ * its command: whatever it started that is still running when its shell exits (`server &`,
+ * `(sleep 5; rm x) &`) is stopped then, and a timeout or an interruption stops everything —
+ * so nothing the call started changes the workdir after the call (and its capture) is over.
+ * Long-running commands are background tasks (BackgroundTasks.ts). It never fails: whatever
  * happened (including "could not start") is described by the outcome.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { Effect } from "effect"
 import { errnoOf as errorCode, messageOf as errorMessage } from "../backends/internal/causes.js"
@@ -38,6 +42,14 @@ export interface CommandOutcome {
   readonly timeoutMs?: number
   /** Set when the process could not be started at all (e.g. cwd missing); exitCode is then null. */
   readonly spawnError?: string
+  /**
+   * How many processes the command left running when its shell exited by itself, all stopped
+   * (SIGTERM, then SIGKILL after the grace) before this outcome. Absent when there were none.
+   * Where processes cannot be listed (no /proc) the process group counts as one.
+   */
+  readonly stoppedBackgroundProcesses?: number
+  /** Of those, how many were still running when the wait after SIGKILL gave up (e.g. stuck in the kernel); absent when none. */
+  readonly backgroundProcessesNotStopped?: number
   readonly durationMs: number
 }
 
@@ -45,11 +57,11 @@ export const DEFAULT_MAX_OUTPUT_BYTES = 30_000
 /** Between SIGTERM and SIGKILL: long enough for a well-behaved command to clean up. */
 export const KILL_GRACE_MS = 2_000
 /**
- * After the shell exits, how long to wait for its pipes to close. A background grandchild
- * (`server &`) inherits stdout and may hold it open indefinitely; we don't wait for it.
+ * After the shell and what it left running are gone, how long to wait for the pipes to close.
+ * A process out of reach (see `makeCallProcesses`) may hold them open indefinitely; we don't wait for it.
  */
 export const PIPE_DRAIN_MS = 200
-/** After SIGKILL, how long to wait for the group to disappear before giving up on it. */
+/** After SIGKILL, how long to wait for the call's processes to disappear before giving up on them. */
 const POST_KILL_WAIT_MS = 1_000
 const POLL_MS = 25
 /** setTimeout's ceiling; larger delays would fire immediately. */
@@ -62,56 +74,179 @@ const shell = (): string => (shellPath ??= existsSync("/bin/bash") ? "/bin/bash"
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 
-/** Signal every process in the group; a group that is already gone is not an error. */
-const signalGroup = (pgid: number, signal: NodeJS.Signals): void => {
+/** Signal one process or (a negative id) a whole group; one already gone is not an error. */
+const sendSignal = (id: number, signal: NodeJS.Signals): void => {
   try {
-    process.kill(-pgid, signal)
+    process.kill(id, signal)
   } catch {
     // ESRCH: nothing left to signal.
   }
 }
 
 /**
- * Whether any process of the group is still running. `kill(-pgid, 0)` also counts zombies —
- * dead grandchildren waiting for an init that reaps lazily (or never, when that init is a
- * Node process) — so on Linux a positive answer is checked against /proc, ignoring zombies.
+ * Whether any process of the group exists, for where /proc cannot be read. `kill(-pgid, 0)`
+ * also counts zombies, so it may say yes for a group that is only waiting to be reaped.
  */
-const groupRunning = (pgid: number): boolean => {
+const groupExists = (pgid: number): boolean => {
   try {
     process.kill(-pgid, 0)
+    return true
   } catch (error) {
     return errorCode(error) === "EPERM"
   }
+}
+
+interface ProcessInfo {
+  readonly pid: number
+  readonly ppid: number
+  readonly pgrp: number
+  readonly session: number
+  /** Clock ticks since boot: with the pid, it tells a process from a later one given the same pid. */
+  readonly startTicks: number
+}
+
+/** A process from its /proc stat line; undefined when it is gone, a zombie, or unreadable. */
+const processInfo = (pid: number): ProcessInfo | undefined => {
+  let stat: string
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+  } catch {
+    return undefined // exited while we looked
+  }
+  // "pid (comm) state ppid pgrp session … starttime (field 22) …"; comm may contain spaces and parentheses.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  // A zombie has finished; it only waits to be reaped (by an init that may do so lazily, or never).
+  if (fields[0] === "Z" || fields[0] === "X") return undefined
+  return { pid, ppid: Number(fields[1]), pgrp: Number(fields[2]), session: Number(fields[3]), startTicks: Number(fields[19]) }
+}
+
+/** Every running process but this one; undefined where /proc cannot be listed. */
+const runningProcesses = (): Array<ProcessInfo> | undefined => {
   let entries: Array<string>
   try {
     entries = readdirSync("/proc")
   } catch {
-    return true
+    return undefined
   }
+  const processes: Array<ProcessInfo> = []
   for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue
-    let stat: string
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, "utf8")
-    } catch {
-      continue // exited while we looked
-    }
-    // "pid (comm) state ppid pgrp …"; comm may itself contain spaces and parentheses.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    if (Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X") return true
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue
+    const info = processInfo(Number(entry))
+    if (info !== undefined) processes.push(info)
   }
-  return false
+  return processes
 }
 
-/** Polls until the group has no running process or `ms` have passed; true when it is gone. */
-const waitGroupGone = async (pgid: number, ms: number): Promise<boolean> => {
+/** Whether the process's environment (as it was when it started) has a variable named `name`. */
+const environmentHas = (pid: number, name: string): boolean => {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, "latin1").split("\0").some((entry) => entry.startsWith(`${name}=`))
+  } catch {
+    return false // gone, or not ours to read (another user's, or set-uid)
+  }
+}
+
+/**
+ * The environment variable that marks one call's processes. Its name, not only its value, is
+ * the call's own, so the processes of a call made from inside a call carry both marks.
+ */
+const CALL_MARK_PREFIX = "LITE_AGENT_SHELL_CALL_"
+
+interface CallProcesses {
+  /** The call's processes still running; undefined where /proc cannot be listed. */
+  readonly running: () => Array<ProcessInfo> | undefined
+  /** How many distinct processes `running` has found so far. */
+  readonly found: () => number
+}
+
+/**
+ * Finds the processes of one call: those in its process group or session (the shell leads
+ * both, and a plain `cmd &` stays in them), those that left them (`setsid`, a double fork)
+ * but carry the call's environment mark, and children of any of these (one that also cleared
+ * its environment). Each found process is remembered by pid and start time, so it is still
+ * known once orphaned. Out of reach: a process that leaves the session, clears or overwrites
+ * its environment, and whose parent of the call is gone by the time it is looked for.
+ */
+const makeCallProcesses = (shellPid: number, markName: string): CallProcesses => {
+  // Every process of the call started no earlier than its shell: only those need their environment read.
+  const shellStartTicks = processInfo(shellPid)?.startTicks ?? 0
+  const known = new Map<number, number>()
+  const running = (): Array<ProcessInfo> | undefined => {
+    const processes = runningProcesses()
+    if (processes === undefined) return undefined
+    const ofCall = new Map<number, ProcessInfo>()
+    for (const candidate of processes) {
+      if (
+        candidate.pgrp === shellPid || candidate.session === shellPid || known.get(candidate.pid) === candidate.startTicks ||
+        (candidate.startTicks >= shellStartTicks && environmentHas(candidate.pid, markName))
+      ) ofCall.set(candidate.pid, candidate)
+    }
+    for (let grew = true; grew;) {
+      grew = false
+      for (const candidate of processes) {
+        if (!ofCall.has(candidate.pid) && ofCall.has(candidate.ppid) && candidate.startTicks >= shellStartTicks) {
+          ofCall.set(candidate.pid, candidate)
+          grew = true
+        }
+      }
+    }
+    for (const found of ofCall.values()) known.set(found.pid, found.startTicks)
+    return [...ofCall.values()]
+  }
+  return { running, found: () => known.size }
+}
+
+interface Stopped {
+  /** Processes found running and signalled (where /proc cannot be read: 1 for a group that existed, else 0). */
+  readonly stopped: number
+  /** Of those, still running when the wait after SIGKILL gave up. */
+  readonly notStopped: number
+}
+
+/**
+ * Stops every process of the call: SIGTERM once to the group and to each process found outside
+ * it, then, after `KILL_GRACE_MS`, SIGKILL to all, polling /proc until none is left (a process
+ * forked in the meantime — by a cleanup handler, say — is left its grace and killed with the
+ * rest). Returns at once when there is none.
+ */
+const stopCallProcesses = async (pgid: number, call: CallProcesses): Promise<Stopped> => {
   // A monotonic clock: setting the wall clock back must not stretch the wait.
-  const deadline = performance.now() + ms
-  for (;;) {
-    if (!groupRunning(pgid)) return true
-    if (performance.now() >= deadline) return false
+  const termDeadline = performance.now() + KILL_GRACE_MS
+  let killDeadline: number | undefined
+  for (let first = true;; first = false) {
+    const running = call.running()
+    if (running === undefined) return stopGroupBlindly(pgid)
+    if (running.length === 0) return { stopped: call.found(), notStopped: 0 }
+    const now = performance.now()
+    if (killDeadline === undefined && now >= termDeadline) killDeadline = now + POST_KILL_WAIT_MS
+    if (killDeadline !== undefined && now >= killDeadline) return { stopped: call.found(), notStopped: running.length }
+    if (first) {
+      // The group as a whole: it also reaches a member forked after this scan.
+      sendSignal(-pgid, "SIGTERM")
+      for (const target of running) if (target.pgrp !== pgid) sendSignal(target.pid, "SIGTERM")
+    } else if (killDeadline !== undefined) {
+      sendSignal(-pgid, "SIGKILL")
+      for (const target of running) sendSignal(target.pid, "SIGKILL")
+    }
     await delay(POLL_MS)
   }
+}
+
+/** Without /proc: the process group only, and zombies count as running (see `groupExists`). */
+const stopGroupBlindly = async (pgid: number): Promise<Stopped> => {
+  if (!groupExists(pgid)) return { stopped: 0, notStopped: 0 }
+  const goneWithin = async (ms: number) => {
+    const deadline = performance.now() + ms
+    while (groupExists(pgid)) {
+      if (performance.now() >= deadline) return false
+      await delay(POLL_MS)
+    }
+    return true
+  }
+  sendSignal(-pgid, "SIGTERM")
+  if (await goneWithin(KILL_GRACE_MS)) return { stopped: 1, notStopped: 0 }
+  sendSignal(-pgid, "SIGKILL")
+  return { stopped: 1, notStopped: (await goneWithin(POST_KILL_WAIT_MS)) ? 0 : 1 }
 }
 
 /** Length of `buf` without a trailing incomplete UTF-8 sequence. */
@@ -214,12 +349,14 @@ const start = (command: string, options: CommandOptions): Run => {
     durationMs: elapsed()
   })
 
+  // Inherited by everything the command starts, unless a process clears its environment.
+  const markName = `${CALL_MARK_PREFIX}${randomBytes(8).toString("hex")}`
   let child: ChildProcess
   try {
     child = spawn(shell(), ["-c", command], {
       cwd: options.cwd,
-      env: mergedEnv(options.env),
-      // Own process group, so a timeout or interruption can kill everything it started.
+      env: { ...mergedEnv(options.env), [markName]: "1" },
+      // Own process group and session (setsid), so the call can find and stop everything it started.
       detached: true,
       stdio: ["ignore", "pipe", "pipe"]
     })
@@ -237,18 +374,17 @@ const start = (command: string, options: CommandOptions): Run => {
     stream?.on("error", ignore)
   }
 
+  const shellPid = child.pid
+  // Read now, while the shell is certainly there: its start time bounds its descendants'.
+  const callProcesses = shellPid === undefined ? undefined : makeCallProcesses(shellPid, markName)
   let timedOut = false
-  let terminating: Promise<void> | undefined
-  const terminate = (): Promise<void> => {
-    const pgid = child.pid
-    if (pgid === undefined) return Promise.resolve()
-    return (terminating ??= (async () => {
-      signalGroup(pgid, "SIGTERM")
-      if (await waitGroupGone(pgid, KILL_GRACE_MS)) return
-      signalGroup(pgid, "SIGKILL")
-      await waitGroupGone(pgid, POST_KILL_WAIT_MS)
-    })())
-  }
+  /** Set once the call's processes are being stopped: by a timeout, an interruption, or the shell's exit. */
+  let stopping: Promise<Stopped> | undefined
+  const stopAll = (): Promise<Stopped> =>
+    shellPid === undefined || callProcesses === undefined
+      ? Promise.resolve({ stopped: 0, notStopped: 0 })
+      : (stopping ??= stopCallProcesses(shellPid, callProcesses))
+  const terminate = (): Promise<void> => stopAll().then(() => undefined)
 
   const done = new Promise<CommandOutcome>((resolve) => {
     let settled = false
@@ -261,12 +397,11 @@ const start = (command: string, options: CommandOptions): Run => {
     }
 
     let closed = false
-    const closedOrDrained = new Promise<void>((resolveClosed) => {
+    const pipesClosed = new Promise<void>((resolveClosed) => {
       child.once("close", () => {
         closed = true
         resolveClosed()
       })
-      child.once("exit", () => setTimeout(resolveClosed, PIPE_DRAIN_MS))
     })
 
     child.on("error", (error) => {
@@ -278,14 +413,18 @@ const start = (command: string, options: CommandOptions): Run => {
 
     child.once("exit", (code, signal) => {
       if (timer !== undefined) clearTimeout(timer)
+      const exitedByItself = stopping === undefined
       void (async () => {
-        await closedOrDrained
+        // Whatever is left is stopped now, before the outcome: report only once none of it runs.
+        const { notStopped, stopped } = await stopAll()
+        // What the stopped processes wrote last is still in the pipes; a process out of reach may hold them open.
+        let drained: NodeJS.Timeout | undefined
+        await Promise.race([pipesClosed, new Promise<void>((resolveDrained) => drained = setTimeout(resolveDrained, PIPE_DRAIN_MS))])
+        clearTimeout(drained)
         if (!closed) {
           child.stdout?.destroy()
           child.stderr?.destroy()
         }
-        // Killed (timeout or interruption): report only once no process of the group is left.
-        if (terminating !== undefined) await terminating
         const { output, droppedBytes } = collector.finish()
         settle({
           exitCode: code,
@@ -295,6 +434,8 @@ const start = (command: string, options: CommandOptions): Run => {
           ...(droppedBytes > 0 ? { outputDroppedBytes: droppedBytes } : {}),
           timedOut,
           ...(timedOut ? { timeoutMs: options.timeoutMs } : {}),
+          ...(exitedByItself && stopped > 0 ? { stoppedBackgroundProcesses: stopped } : {}),
+          ...(exitedByItself && notStopped > 0 ? { backgroundProcessesNotStopped: notStopped } : {}),
           durationMs: elapsed()
         })
       })()
@@ -312,9 +453,10 @@ const start = (command: string, options: CommandOptions): Run => {
 }
 
 /**
- * Runs `command` with `bash -c` in `options.cwd`. Never fails. Interrupting the effect kills
- * the command's process group and completes only once the shell has exited. When the shell
- * exits by itself, background processes it left (`server &`) are not killed.
+ * Runs `command` with `bash -c` in `options.cwd`. Never fails. Interrupting the effect stops
+ * every process of the call and completes only once they are gone. When the shell exits by
+ * itself, background processes it left running (`server &`) are stopped before the outcome,
+ * which counts them (`stoppedBackgroundProcesses`).
  */
 export const runCommand = (command: string, options: CommandOptions): Effect.Effect<CommandOutcome> =>
   Effect.async<CommandOutcome>((resume) => {
@@ -328,7 +470,8 @@ export const runCommand = (command: string, options: CommandOptions): Effect.Eff
 
 /**
  * The text for a tool result: the output (or "(no output)") followed by one-line notes —
- * "[output truncated: …]" and then "[exit code 0]" / "[killed by SIGTERM after timeout 2000 ms]";
+ * "[output truncated: …]", then "[exit code 0]" / "[killed by SIGTERM after timeout 2000 ms]",
+ * then what was stopped when the command exited, pointing the model at background tasks;
  * just "[could not start: …]" when the process never ran.
  */
 export const describeOutcome = (outcome: CommandOutcome): string => {
@@ -353,5 +496,19 @@ export const describeOutcome = (outcome: CommandOutcome): string => {
     )
   } else if (outcome.signal !== undefined) lines.push(`[killed by ${outcome.signal}]`)
   else lines.push(`[exit code ${outcome.exitCode ?? "unknown"}]`)
+  const stopped = describeStopped(outcome)
+  if (stopped !== undefined) lines.push(`[${stopped}; run long-running commands with background: true]`)
   return lines.join("\n")
+}
+
+/**
+ * What was stopped when the command exited, e.g. "stopped 1 background process still running
+ * when the command exited"; undefined when nothing was.
+ */
+export const describeStopped = (outcome: CommandOutcome): string | undefined => {
+  const stopped = outcome.stoppedBackgroundProcesses ?? 0
+  if (stopped === 0) return undefined
+  const notStopped = outcome.backgroundProcessesNotStopped ?? 0
+  return `stopped ${stopped} background ${stopped === 1 ? "process" : "processes"} still running when the command exited` +
+    (notStopped > 0 ? ` (${notStopped} still running after SIGKILL)` : "")
 }

@@ -61,11 +61,13 @@ export const agentToolkit = Toolkit.make(
   // Not "bash": @effect/ai-anthropic turns every tool_use named "bash" into its built-in AnthropicBash tool.
   Tool.make("shell", {
     description: "Run a shell command in the working directory. " +
-      "With background: true it returns at once and its completion is reported in a later message.",
+      "The call ends with the command: whatever it leaves running (`cmd &`, nohup, setsid) is stopped when it exits. " +
+      "For servers, watchers and other long-running commands use background: true: it returns at once and " +
+      "its completion is reported in a later message.",
     parameters: {
       command: param("string", "The command, run with bash -c."),
       timeout_ms: optionalParam("integer", "Kill the command after this many milliseconds."),
-      background: optionalParam("boolean", "Run in the background and report completion later.")
+      background: optionalParam("boolean", "Run in the background (for long-running commands) and report completion later.")
     }
   })
 )
