@@ -96,6 +96,86 @@ describe("MaintenanceLock.layer", () => {
       })
     ))
 
+  it.effect("a working turn holds up maintenance of every session, naming its own", () =>
+    withLock((lock) =>
+      Effect.gen(function*() {
+        const running = yield* hold((held) => lock.turn("send", "s", held))
+        const refused = yield* Effect.exit(lock.maintenance("restore", "other", Effect.void))
+        expect(busyReason(refused)).toBe("run_in_flight")
+        expect(String(Exit.isFailure(refused) && refused.cause)).toContain(`turns are running in session(s) "s"`)
+        yield* running.release
+        yield* lock.maintenance("restore", "other", Effect.void)
+      })
+    ))
+
+  it.effect("a turn waiting for a permission answer does not hold up other sessions' maintenance; its own, and pruning, wait for it", () =>
+    withLock((lock) =>
+      Effect.gen(function*() {
+        const asking = yield* hold((held) => lock.turn("send", "s", lock.whileAsking("s", held)))
+        expect(yield* lock.maintenance("restore", "other", Effect.succeed("restored"))).toBe("restored")
+        expect(yield* lock.maintenance("deleteSession", "other", Effect.succeed("deleted"))).toBe("deleted")
+        const own = yield* Effect.exit(lock.maintenance("restore", "s", Effect.void))
+        expect(busyReason(own)).toBe("run_in_flight")
+        expect(String(Exit.isFailure(own) && own.cause)).toContain(`a turn of session "s" is running, waiting for a permission answer or queued`)
+        const pruning = yield* Effect.exit(lock.maintenance("pruneSessions", "other", Effect.void, { everySession: true }))
+        expect(busyReason(pruning)).toBe("run_in_flight")
+        yield* asking.release
+        yield* lock.maintenance("pruneSessions", "other", Effect.void, { everySession: true })
+      })
+    ))
+
+  it.effect("a turn answered while maintenance of another session runs goes on once it is over, and is working again", () =>
+    withLock((lock) =>
+      Effect.gen(function*() {
+        const order: Array<string> = []
+        const asked = yield* Deferred.make<void>()
+        const answer = yield* Deferred.make<void>()
+        const turn = yield* Effect.fork(lock.turn("send", "s", Effect.gen(function*() {
+          yield* lock.whileAsking("s", Effect.zipRight(Deferred.succeed(asked, undefined), Deferred.await(answer)))
+          order.push("the turn goes on")
+          // Working again: maintenance of another session waits for it.
+          return busyReason(yield* Effect.exit(lock.maintenance("restore", "third", Effect.void)))
+        })))
+        // The turn failing before it asks ends the wait too (and the test, with its error).
+        yield* Effect.raceFirst(Deferred.await(asked), Effect.zipRight(Fiber.join(turn), Effect.dieMessage("the turn ended without asking")))
+        const restoring = yield* hold((held) => lock.maintenance("restore", "other", held))
+        yield* Deferred.succeed(answer, undefined)
+        yield* Effect.repeatN(Effect.yieldNow(), 20)
+        expect(order).toEqual([])
+        yield* restoring.release
+        expect(yield* Fiber.join(turn)).toBe("run_in_flight")
+        expect(order).toEqual(["the turn goes on"])
+      })
+    ))
+
+  it.effect("a turn queued behind one that asks does not hold up other sessions' maintenance either", () =>
+    withLock((lock) =>
+      Effect.gen(function*() {
+        const order: Array<string> = []
+        const asking = yield* hold((held) => lock.turn("send", "s", lock.whileAsking("s", held)))
+        const queued = yield* Effect.fork(lock.turn("send", "s", Effect.sync(() => order.push("queued turn"))))
+        yield* Effect.yieldNow()
+        yield* lock.maintenance("restore", "other", Effect.void)
+        expect(busyReason(yield* Effect.exit(lock.maintenance("restore", "s", Effect.void)))).toBe("run_in_flight")
+        yield* asking.release
+        yield* Fiber.join(queued)
+        expect(order).toEqual(["queued turn"])
+        yield* lock.maintenance("restore", "s", Effect.void)
+      })
+    ))
+
+  it.effect("a turn interrupted while it asks ends at once, even while maintenance runs, and releases what it claimed", () =>
+    withLock((lock) =>
+      Effect.gen(function*() {
+        const asking = yield* hold((held) => lock.turn("send", "s", lock.whileAsking("s", held)))
+        const restoring = yield* hold((held) => lock.maintenance("restore", "other", held))
+        yield* Fiber.interrupt(asking.fiber)
+        yield* restoring.release
+        yield* lock.maintenance("restore", "s", Effect.void)
+        yield* lock.maintenance("pruneSessions", "s", Effect.void, { everySession: true })
+      })
+    ))
+
   it.effect("a turn or maintenance that fails or is interrupted releases what it claimed", () =>
     withLock((lock) =>
       Effect.gen(function*() {

@@ -237,7 +237,8 @@ describe("lite-agent -p (print mode)", () => {
     expect(help.stdout).not.toContain("--wizard")
     const serveHelp = await cli(["serve", "-h"])
     expect(serveHelp.code).toBe(0)
-    for (const text of ["--host", "--port", "--token", "Also serve an agent"]) expect(serveHelp.stdout).toContain(text)
+    for (const text of ["--host", "--port", "--token", "Also serve an agent", "--permission-timeout <seconds>"]) expect(serveHelp.stdout).toContain(text)
+    expect(help.stdout).not.toContain("--permission-timeout")
     // After an option that takes a value, --help is that value.
     const asPrompt = await cli(["-p", "--help", "--model", `scripted:${turnsFile([{ text: "a prompt called --help" }])}`, "--checkpointer", `file:${tempDir("cli-help")}`])
     expect(asPrompt.stdout).toContain("a prompt called --help")

@@ -1,7 +1,7 @@
 /**
  * The agent runtime: a tool loop whose every step is an event in the session log. This file
  * composes the parts, each with one job:
- * - `MaintenanceLock` — who may run what when (turns per session, maintenance only when idle);
+ * - `MaintenanceLock` — who may run what when (turns per session, maintenance only when no other work runs);
  * - `turn.ts` — one turn, step by step, through a `SessionWriter` (`SessionWriter.ts`), with the
  *   model's responses mapped by `modelResponse.ts` and the prompt built by `prompt.ts`;
  * - `BackgroundTasks.ts` — background shell tasks and the inbox of their completions;
@@ -131,7 +131,7 @@ export interface LiteAgentService {
   readonly pruneSessions: (
     options: PruneOptions
   ) => Effect.Effect<ReadonlyArray<string>, CheckpointerError | SessionsDisabledError | AgentBusyError | ConfigurationError>
-  /** Roll back to just before a checkpoint (agent must be idle), then make `sessionId` current. */
+  /** Roll back to just before a checkpoint (agent must be idle, as `MaintenanceLock` says), then make `sessionId` current. */
   readonly restore: (
     sessionId: string,
     seq: number,
@@ -143,16 +143,16 @@ export interface LiteAgentService {
    * `RestoreInterruptedError`.
    */
   readonly interruptedRestore: (sessionId: string) => Effect.Effect<InterruptedRestore | undefined, CheckpointerError | SessionsDisabledError>
-  /** Put back every file the session's interrupted restore changed, as it was before it (agent must be idle). */
+  /** Put back every file the session's interrupted restore changed, as it was before it (agent must be idle, as `MaintenanceLock` says). */
   readonly undoInterruptedRestore: (sessionId: string) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
   /**
    * Undo the session's last move — a restore, a switch or a redo — conversation and workspace
-   * (agent must be idle); repeated, it walks the history of moves back. Then `sessionId` is current.
+   * (agent must be idle, as `MaintenanceLock` says); repeated, it walks the history of moves back. Then `sessionId` is current.
    */
   readonly undo: (sessionId: string, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
-  /** Redo the session's last undo (agent must be idle). Then `sessionId` is current. */
+  /** Redo the session's last undo (agent must be idle, as `MaintenanceLock` says). Then `sessionId` is current. */
   readonly redo: (sessionId: string, options?: MoveOptions) => Effect.Effect<RestoreResult, RestoreError | SessionsDisabledError | AgentBusyError>
-  /** Switch to another branch of the session, by its tip's seq from `tree` (agent must be idle). Then `sessionId` is current. */
+  /** Switch to another branch of the session, by its tip's seq from `tree` (agent must be idle, as `MaintenanceLock` says). Then `sessionId` is current. */
   readonly switchBranch: (
     sessionId: string,
     leaf: number,
@@ -162,7 +162,7 @@ export interface LiteAgentService {
    * Fork the session from just before checkpoint `seq` (or from its tip): a new session with the
    * conversation up to there and the workspace as it was there — in this workdir (the files move,
    * as for a restore; then the fork is current) or written into `options.workdir` (this workdir
-   * is left alone; run the fork with an agent there). The agent must be idle.
+   * is left alone; run the fork with an agent there). The agent must be idle, as `MaintenanceLock` says.
    */
   readonly fork: (
     sessionId: string,
@@ -325,7 +325,7 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
               pending = kept
             }
             return doomed.filter((session) => deleted.has(session.id)).map((session) => session.id)
-          }))
+          }), { everySession: true })
         }),
       restore: (sessionId, seq, restoreOptions) => moving("restore", sessionId, timeTravel.restore(sessionId, seq, restoreOptions)),
       interruptedRestore: (sessionId) =>

@@ -168,13 +168,15 @@ const describeFailure = (error: unknown) => (error instanceof Error ? error.mess
 
 /**
  * The decision on one call: `undefined` when none was needed (it runs, and nothing is logged),
- * else the event to log. Announces a question (`permission_request`) before asking it.
+ * else the event to log. Announces a question (`permission_request`) before asking it, and waits
+ * for the answer through `whileAsking` (the turn tells its lock that it is only waiting).
  */
 export const decide = (
   settings: PermissionSettings,
   state: Session.SessionState,
   call: PendingCall,
-  emit: Emit
+  emit: Emit,
+  whileAsking: (asking: Effect.Effect<PermissionResult>) => Effect.Effect<PermissionResult> = (asking) => asking
 ): Effect.Effect<PermissionDecided | undefined> =>
   Effect.gen(function*() {
     const mode = settings.mode
@@ -206,7 +208,7 @@ export const decide = (
       input: call.input,
       mode
     })
-    const answer = yield* ask(settings.canUseTool, call, mode)
+    const answer = yield* whileAsking(ask(settings.canUseTool, call, mode))
     return answer.behavior === "allow"
       ? new PermissionDecided({ ...base, behavior: "allow", decidedBy: "callback", ...(answer.remember === true ? { remember: true } : {}) })
       : new PermissionDecided({

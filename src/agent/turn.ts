@@ -240,22 +240,24 @@ export const makeRunTurn = (
               settings.permissions,
               writer.state,
               { sessionId, toolUseId: call.id, name: call.name, input: call.input },
-              emit
+              emit,
+              (asking) => lock.whileAsking(sessionId, asking)
             )
+            // After a question (which may have waited for hours, while the user or a restore of
+            // another session changed files): what changed meanwhile is the user's (a `checkpoint`
+            // capture, as before a prompt), not the next tool's — so a restore refuses to overwrite
+            // it. After a denial too: the calls that follow it in this turn may change files.
+            const asked = decision?.decidedBy === "callback"
+            if (asked) yield* commitWithCapture(writer, { _tag: "checkpoint" }, [decision], captureProblems, true)
             if (decision?.behavior === "deny") {
               yield* commitResult(writer, call, { content: deniedResult(decision), isError: true }, emit, toolCalls, captureProblems, {
                 ran: false,
-                before: [decision]
+                before: asked ? [] : [decision]
               })
               if (decision.interrupt === true) stopped = decision
               continue
             }
-            // After a question answered by someone (which may have taken hours), before a changing
-            // tool runs: what changed meanwhile is the user's (a `checkpoint` capture, as before a
-            // prompt), not the tool's — so a restore refuses to overwrite it.
-            if (decision?.decidedBy === "callback" && CHANGING_TOOLS.has(call.name)) {
-              yield* commitWithCapture(writer, { _tag: "checkpoint" }, [decision], captureProblems, true)
-            } else if (decision !== undefined) yield* writer.commit([decision])
+            if (decision !== undefined && !asked) yield* writer.commit([decision])
             yield* emit({ type: "tool_start", sessionId, toolUseId: call.id, name: call.name, input: call.input })
             const outcome = yield* runToolCall(
               { sessionId, toolUseId: call.id, name: call.name, input: call.input, state: writer.state },

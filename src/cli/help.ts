@@ -65,6 +65,12 @@ export const OPTIONS = {
   },
   allowedTools: { flags: ["--allowed-tools"], takes: "text", value: "<tools>", about: "Tools that run without asking, comma-separated (e.g. shell,write_file)" },
   disallowedTools: { flags: ["--disallowed-tools"], takes: "text", value: "<tools>", about: "Tools that never run, comma-separated" },
+  permissionTimeout: {
+    flags: ["--permission-timeout"],
+    takes: "integer",
+    value: "<seconds>",
+    about: "How long a permission question waits for a client's answer before it is denied (default 300; 0 waits without limit)"
+  },
   noColor: { flags: ["--no-color"], takes: "switch", about: "No colours (also when NO_COLOR is set or the output is not a terminal)" },
   host: { flags: ["--host"], takes: "text", value: "<address>", about: "The address to listen on (default 127.0.0.1; others need --token)" },
   port: { flags: ["--port"], takes: "integer", value: "<n>", about: "The port (default 7321; 0 picks a free one)" },
@@ -111,7 +117,8 @@ export const SERVE_OPTIONS = [
   "capture",
   "permissionMode",
   "allowedTools",
-  "disallowedTools"
+  "disallowedTools",
+  "permissionTimeout"
 ] as const satisfies ReadonlyArray<OptionKey>
 
 const shownFlags = (spec: OptionSpec) => {

@@ -119,6 +119,19 @@ const liteAgent = (args: ParsedOptions<(typeof MAIN_OPTIONS)[number]>) =>
     )
   })
 
+/** `--permission-timeout <seconds>` as the question registry takes it: 0 is no limit; unset, the registry's default. */
+const questionTimeoutMs = (seconds: number | undefined, maxMs: number) =>
+  Effect.suspend(() => {
+    if (seconds === undefined) return Effect.succeed(undefined)
+    if (seconds === 0) return Effect.succeed(Infinity)
+    const maxSeconds = Math.floor(maxMs / 1000)
+    return seconds > 0 && seconds <= maxSeconds
+      ? Effect.succeed(seconds * 1000)
+      : Effect.fail(new CliUsageError({
+        message: `--permission-timeout takes a number of seconds from 1 to ${maxSeconds}, or 0 to wait without limit; got ${seconds}`
+      }))
+  })
+
 /** `lite-agent serve [options]`: sessions, and with `--model` an agent, over HTTP. */
 const serve = (args: ParsedOptions<(typeof SERVE_OPTIONS)[number]>) =>
   Effect.gen(function*() {
@@ -130,7 +143,7 @@ const serve = (args: ParsedOptions<(typeof SERVE_OPTIONS)[number]>) =>
     const [SessionServer, PermissionRequests] = yield* Effect.promise(() =>
       Promise.all([import("../server/SessionServer.js"), import("../server/PermissionRequests.js")])
     )
-    const questions = PermissionRequests.make()
+    const questions = PermissionRequests.make({ timeoutMs: yield* questionTimeoutMs(args.permissionTimeout, PermissionRequests.MAX_TIMEOUT_MS) })
     const checkpointer = yield* checkpointerLayer(args.checkpointer)
     const model = args.serveModel === undefined ? Option.none() : Option.some(yield* modelProvider(args.serveModel))
     const token = args.token ?? process.env["LITE_AGENT_TOKEN"]

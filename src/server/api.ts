@@ -348,7 +348,9 @@ export class AgentGroup extends HttpApiGroup.make("agent")
       .annotate(
         OpenApi.Description,
         "Answers a pending `permission_request` of a turn (its `requestId`): allow (with `remember` for the rest of the session) or " +
-          "deny (with the `message` the model is told, and `interrupt` to stop the turn)."
+          "deny (with the `message` the model is told, and `interrupt` to stop the turn). A question nobody answers within the " +
+          "server's permission timeout (`lite-agent serve --permission-timeout`, default 5 minutes) is denied, and then 404 like " +
+          "one already answered."
       )
   )
   .add(

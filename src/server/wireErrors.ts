@@ -85,7 +85,10 @@ export const badRequest = (message: string) => new BadRequest({ message })
 export const sessionNotFound = (sessionId: string) => new SessionNotFound({ message: `there is no session "${sessionId}"` })
 export const noAgent = new NoAgent({ message: "this server has no agent: it serves sessions only" })
 export const permissionRequestNotFound = (sessionId: string, requestId: string) =>
-  new PermissionRequestNotFound({ message: `no permission question "${requestId}" waits in session "${sessionId}"` })
+  new PermissionRequestNotFound({
+    message: `no permission question "${requestId}" waits in session "${sessionId}" (answered already, denied when nobody answered in time, ` +
+      "or never asked)"
+  })
 export const payloadTooLarge = (limit: number) =>
   new PayloadTooLarge({ message: `the request body is too large (the limit is ${limit} bytes)` })
 export const unauthorized = new Unauthorized({ message: "send Authorization: Bearer <token>" })
