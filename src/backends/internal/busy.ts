@@ -56,10 +56,16 @@ export const retryWhileBusy = <A, E, R>(
           detail: busy.detail
         })
       ))
+  // A pause ends at its timer or at the wake-up, whichever comes first; the race then interrupts
+  // the other side. Run in the caller's fiber, both sides would take on the caller's
+  // interruptibility: in a caller that cannot be interrupted (a move's commit) a timer that won
+  // would wait for the wake-up as well — a file-system event that may never come, whose watch
+  // keeps no process alive (Node then exits with code 13). So the race runs interruptibly in a
+  // fiber of its own, and the caller is exactly as interruptible as it was.
   const pause = (ms: number) =>
     options.wakeUp === undefined
       ? Effect.sleep(Duration.millis(ms))
-      : Effect.raceFirst(Effect.sleep(Duration.millis(ms)), options.wakeUp)
+      : Effect.disconnect(Effect.interruptible(Effect.raceFirst(Effect.sleep(Duration.millis(ms)), options.wakeUp)))
   const again = (started: number, tries: number, busy: Busy): Effect.Effect<A, Exclude<E, Busy> | CheckpointBusyError, R> =>
     Effect.flatMap(monotonicMillis, (now) => {
       const elapsed = now - started
