@@ -171,6 +171,31 @@ describe.each(["file", "sqlite"] as const)("time travel at the edges on the %s b
     expect(lstatSync(join(workdir, "build")).isSymbolicLink()).toBe(true)
     expect(readFileSync(join(elsewhere, "theirs.o"), "utf8")).toBe("not ours\n")
   })
+
+  it("a restore says it put back only what is there when it commits: a path another process writes meanwhile is reported, left as written", async () => {
+    const files = ["f0.txt", "f1.txt", "f2.txt", "f3.txt", "f4.txt"]
+    const writes = (version: string) => files.map((path) => ({ name: "write_file", input: { path, content: `${version}\n` } }))
+    const { agent, workdir } = setup([{ toolCalls: writes("one") }, { text: "one" }, { toolCalls: writes("two") }, { text: "two" }])
+    await agent.send("one")
+    await agent.send("two")
+    const [, second] = await agent.listCheckpoints(agent.sessionId)
+    // Another writer, as the restore goes: right after the restore wrote its first file, that file is written again.
+    let victim: string | undefined
+    agent.subscribe((event) => {
+      if (event.type === "checkpoint_restore" && event.phase === "progress" && victim === undefined) {
+        victim = event.path
+        writeFileSync(join(workdir, victim), "theirs\n")
+      }
+    })
+    const result = await agent.restore(agent.sessionId, second!.seq)
+    expect(victim).toBeDefined()
+    expect(readFileSync(join(workdir, victim!), "utf8")).toBe("theirs\n")
+    expect(result.restoredFiles).toEqual(files.filter((path) => path !== victim))
+    expect(result.notCovered).toEqual([
+      { path: victim, reason: "another process changed it while the restore ran (it now holds a file of 7 bytes, mode 644): left as it is" }
+    ])
+    for (const path of files.filter((path) => path !== victim)) expect(readFileSync(join(workdir, path), "utf8")).toBe("one\n")
+  })
 })
 
 /**

@@ -206,20 +206,17 @@ export const make = Effect.gen(function*() {
         ...reporting(sessionId, seq)
       })
 
-      const kept = new Set(applied.keptDirectories)
+      const notPutBack = new Set([...applied.keptDirectories, ...applied.changedMeanwhile.map((changed) => changed.path)])
       const result: RestoreResult = {
         ...report,
-        notCovered: [
-          ...report.notCovered,
-          ...applied.keptDirectories.map((path) => ({ path, reason: "a directory that still holds paths the capture does not cover" }))
-        ],
-        restoredFiles: plan.files.map((file) => file.path).filter((path) => !kept.has(path)),
+        notCovered: [...report.notCovered, ...RestoreFiles.notRestored(applied)],
+        restoredFiles: plan.files.map((file) => file.path).filter((path) => !notPutBack.has(path)),
         conversationRestored: run.conversation,
         dryRun: false
       }
       // At the leaf moved to, the last capture of each covered path is its state there — what the
       // restore put back — except for a directory it had to keep.
-      if (!run.conversation || applied.keptDirectories.length > 0) yield* recordRestore(sessionId, operations, applied.keptDirectories)
+      if (!run.conversation || applied.keptDirectories.length > 0) yield* recordRestore(sessionId, operations, applied)
       yield* publish({ type: "checkpoint_restore", phase: "done", sessionId, seq, result })
       return result
     })
@@ -347,14 +344,16 @@ export const make = Effect.gen(function*() {
    * changes. A failure loses nothing: the next capture sees the same changes, attributed to
    * nobody — a later restore then refuses them rather than guess.
    */
-  const recordRestore = (sessionId: string, operations: ReadonlyArray<FileOperation>, keptDirectories: ReadonlyArray<string>) =>
+  const recordRestore = (sessionId: string, operations: ReadonlyArray<FileOperation>, applied: RestoreFiles.Applied) =>
     capture === undefined || !capture.enabled ? Effect.void : Effect.gen(function*() {
       const { state } = yield* states.get(sessionId)
       // A session never captured (or cut back to before its first capture) starts its captures at its next prompt.
       if (state.coveredFrom === undefined || state.coverage === undefined) return
-      const kept = new Set(keptDirectories)
+      const kept = new Set(applied.keptDirectories)
+      // What another process wrote meanwhile is not recorded: the next capture sees it, as an edit from outside.
+      const changedMeanwhile = new Set(applied.changedMeanwhile.map((changed) => changed.path))
       const changes: Array<CapturedPath> = []
-      for (const operation of operations) {
+      for (const operation of operations.filter((operation) => !changedMeanwhile.has(operation.path))) {
         const done: CapturedState | undefined = operation.kind === "write"
           ? { _tag: "content", data: operation.data, mode: operation.mode, size: operation.data.length, sha256: sha256Hex(operation.data) }
           : operation.kind === "link"
@@ -404,10 +403,12 @@ export const make = Effect.gen(function*() {
         afterPutBack: Effect.succeed(undefined),
         ...reporting(sessionId, seq)
       })
-      yield* recordRestore(sessionId, operations, undone.keptDirectories)
+      yield* recordRestore(sessionId, operations, undone)
+      const changedMeanwhile = new Set(undone.changedMeanwhile.map((changed) => changed.path))
       const result: RestoreResult = {
         ...nothingRestored,
-        restoredFiles: operations.map((operation) => operation.path),
+        notCovered: RestoreFiles.notRestored({ keptDirectories: [], changedMeanwhile: undone.changedMeanwhile }),
+        restoredFiles: operations.map((operation) => operation.path).filter((path) => !changedMeanwhile.has(path)),
         resumed: true
       }
       yield* publish({ type: "checkpoint_restore", phase: "done", sessionId, seq, result })

@@ -8,6 +8,7 @@ import { posix } from "node:path"
 import { Cause, Data, Effect } from "effect"
 import { messageOf } from "../backends/internal/causes.js"
 import type { CheckpointerError } from "../core/errors.js"
+import type * as Session from "../core/session.js"
 import { RestoreFailedError, WorkspaceIOError } from "./errors.js"
 import { type EntryState, isWriteTemp, type WorkspaceService } from "./Workspace.js"
 
@@ -34,6 +35,11 @@ export interface ApplyOptions {
 export interface Applied {
   /** Directories to delete that were left because they still hold something the restore does not cover. */
   readonly keptDirectories: ReadonlyArray<string>
+  /**
+   * Paths that no longer held what the restore put there when it looked again, right before its
+   * commit (another process wrote them meanwhile): not restored, and what is there now.
+   */
+  readonly changedMeanwhile: ReadonlyArray<{ readonly path: string; readonly now: string }>
 }
 
 export interface FileApplier {
@@ -104,6 +110,19 @@ export const make = (workspace: WorkspaceService): FileApplier => {
             })
       }
     }
+    /**
+     * Each path looked at again once all are done: a restore says it put back only what is
+     * there when it commits. One another process changed meanwhile is left as that process
+     * left it (putting it back would undo that process's write) and reported.
+     */
+    const changedMeanwhile: Array<{ readonly path: string; readonly now: string }> = []
+    const verify = Effect.forEach(operations, (operation) =>
+      keptDirectories.includes(operation.path) ? Effect.void : Effect.match(workspace.entry(operation.path), {
+        onFailure: (error) => void changedMeanwhile.push({ path: operation.path, now: `something that cannot be read (${error.message})` }),
+        onSuccess: (now) => {
+          if (!holds(now, operation)) changedMeanwhile.push({ path: operation.path, now: describeEntry(now) })
+        }
+      }), { discard: true })
     const checkAbort = Effect.suspend(() => (signal?.aborted === true ? Effect.fail(new RestoreAborted()) : Effect.void))
     const execute = Effect.gen(function*() {
       let completed = 0
@@ -118,13 +137,14 @@ export const make = (workspace: WorkspaceService): FileApplier => {
         yield* Effect.yieldNow()
       }
       yield* checkAbort
+      yield* verify
     })
     // The commit runs uninterruptibly once the files are in place, so it either commits with
     // them in place or fails and they are put back.
     return Effect.uninterruptibleMask((restoreInterruptibility) =>
       Effect.gen(function*() {
         const outcome = yield* Effect.exit(Effect.zipRight(restoreInterruptibility(execute), options.commit))
-        if (outcome._tag === "Success") return { keptDirectories } satisfies Applied
+        if (outcome._tag === "Success") return { keptDirectories, changedMeanwhile } satisfies Applied
         const notRolledBack = yield* putBack
         const note = notRolledBack.length === 0 ? yield* options.afterPutBack : undefined
         const error = new RestoreFailedError({
@@ -158,6 +178,44 @@ export const make = (workspace: WorkspaceService): FileApplier => {
     )
 
   return { apply, removeWriteTemps }
+}
+
+/** What a restore's files left as they are: directories it had to keep, paths another process changed meanwhile. */
+export const notRestored = (applied: Applied): Array<Session.NotCovered> => [
+  ...applied.keptDirectories.map((path) => ({ path, reason: "a directory that still holds paths the capture does not cover" })),
+  ...applied.changedMeanwhile.map(({ now, path }) => ({
+    path,
+    reason: `another process changed it while the restore ran (it now holds ${now}): left as it is`
+  }))
+]
+
+/** Whether what is at the path is what `operation` put there. */
+const holds = (now: EntryState, operation: FileOperation): boolean => {
+  switch (operation.kind) {
+    case "write":
+      return now.kind === "file" && now.mode === (operation.mode & 0o7777) && Buffer.from(now.data).equals(Buffer.from(operation.data))
+    case "link":
+      return now.kind === "link" && now.target === operation.target
+    case "directory":
+      return now.kind === "directory" && now.mode === (operation.mode & 0o7777)
+    case "delete":
+      return now.kind === "absent"
+  }
+}
+
+const describeEntry = (entry: EntryState): string => {
+  switch (entry.kind) {
+    case "file":
+      return `a file of ${entry.data.length} bytes, mode ${entry.mode.toString(8)}`
+    case "link":
+      return `a link to ${JSON.stringify(entry.target)}`
+    case "directory":
+      return "a directory"
+    case "absent":
+      return "nothing"
+    case "other":
+      return entry.description
+  }
 }
 
 /** An `AbortSignal` fired: turned into a `RestoreFailedError` after the files are put back. */

@@ -5,7 +5,7 @@
  * session refuses other restores (and turns) until the same restore finishes it or its files
  * are put back from it.
  */
-import { Effect } from "effect"
+import { Chunk, Effect, Stream } from "effect"
 import type { CheckpointerService } from "../core/Checkpointer.js"
 import { type CheckpointerError, type Refusal, SnapshotBlobError } from "../core/errors.js"
 import { LeafMoved, type MoveReason, RestoreEnded, type RestoreFile, RestoreStarted } from "../core/events.js"
@@ -91,8 +91,8 @@ export const make = (checkpointer: CheckpointerService, preflight: Preflight): R
   return {
     start: (sessionId, intent, expectedHead) => checkpointer.append(sessionId, [new RestoreStarted(intent)], expectedHead),
     close,
-    commit: (sessionId, { conversation, head, leafAfter, leafBefore, reason, startedSeq }) =>
-      conversation
+    commit: (sessionId, { conversation, head, leafAfter, leafBefore, reason, startedSeq }) => {
+      const committed = conversation
         ? Effect.asVoid(checkpointer.append(
           sessionId,
           [new LeafMoved({ from: leafBefore, to: leafAfter, reason, ...(startedSeq === undefined ? {} : { restoreStarted: startedSeq }) })],
@@ -100,7 +100,19 @@ export const make = (checkpointer: CheckpointerService, preflight: Preflight): R
         ))
         : startedSeq === undefined
         ? Effect.void
-        : close(sessionId, startedSeq, "finished", head),
+        : close(sessionId, startedSeq, "finished", head)
+      if (startedSeq === undefined) return committed
+      // Another process may have finished this very restore meanwhile (it found it under way and
+      // took it for one a crash cut short): its commit is this one's, and the files are what both
+      // wrote — putting back what this one found would undo the other's work.
+      const finishedByAnother = Effect.map(Stream.runCollect(checkpointer.read(sessionId, { sinceSeq: head })), (events) =>
+        Chunk.some(events, ({ event }) =>
+          conversation
+            ? event._tag === "LeafMoved" && event.restoreStarted === startedSeq && event.to === leafAfter
+            : event._tag === "RestoreEnded" && event.startedSeq === startedSeq && event.outcome === "finished"))
+      return Effect.catchTag(committed, "CheckpointConflictError", (conflict) =>
+        Effect.flatMap(finishedByAnother, (finished) => (finished ? Effect.void : Effect.fail(conflict))))
+    },
     closeAfterPutBack: (sessionId, startedSeq) =>
       Effect.flatMap(checkpointer.head(sessionId), (now) => close(sessionId, startedSeq, "undone", now)).pipe(
         Effect.as(undefined),
