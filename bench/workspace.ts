@@ -8,6 +8,9 @@
  * - the bytes it stores, against the unique bytes that changed (the shadow repository's growth beside it);
  * - a capture after a command made 2,000 new files (a build's output), against the shadow commit;
  * - a restore of 5 files, on the large tree against the small one;
+ * - a restore of 400 files three directories deep (every step by directory handle, every file
+ *   looked at again before the commit), against writing the same bytes to the same paths with
+ *   `writeFileSync` (no temp file, no rename, no check: the floor);
  * - an agent turn whose command changes 5 files, with `capture: "all"` against `capture: "tools"`.
  *
  * Medians of `ROUNDS` rounds; every figure is a ratio against a baseline of the same run.
@@ -220,6 +223,48 @@ const measureTree = async (files: number): Promise<TreeFigures> => {
   }
 }
 
+const WIDE_FILES = 400
+
+/** A restore that rewrites WIDE_FILES files of d/a*\/b*\/, and writeFileSync of the same bytes to the same paths. */
+const measureWideRestore = async (): Promise<{ readonly restoreMs: number; readonly writeMs: number }> => {
+  const root = mkdtempSync(join(tmpdir(), "lite-agent-bench-wide-"))
+  const paths = Array.from({ length: WIDE_FILES }, (_, i) => join("d", `a${i % 4}`, `b${i % 10}`, `f${i}.txt`))
+  const contents = paths.map(() => randomBytes(512).toString("hex"))
+  for (const [i, path] of paths.entries()) {
+    mkdirSync(join(root, path, ".."), { recursive: true })
+    writeFileSync(join(root, path), contents[i]!)
+  }
+  const store = mkdtempSync(join(tmpdir(), "lite-agent-bench-wide-store-"))
+  const checkpointer = fileCheckpointer({ dir: store })
+  // Each round a command rewrites every file (bash builtins only: one process), and the restore puts them back.
+  const rewriteAll = (round: number) => shellTurn(`for f in d/*/*/*.txt; do echo "round ${round}" > "$f"; done`)
+  const agent = createLiteAgent({
+    model: scripted([{ text: "baseline" }, ...Array.from({ length: ROUNDS }, (_, round) => rewriteAll(round)).flat()]),
+    workdir: root,
+    checkpointer,
+    sessionId: "wide"
+  })
+  await agent.send("start")
+  const restoreTimes: Array<number> = []
+  const writeTimes: Array<number> = []
+  for (let round = 0; round < ROUNDS; round++) {
+    await agent.send(`rewrite ${round}`)
+    const checkpoints = await agent.listCheckpoints("wide")
+    const start = process.hrtime.bigint()
+    const result = await agent.restore("wide", checkpoints.at(-1)!.seq)
+    restoreTimes.push(ms(start))
+    if (result.restoredFiles.length !== WIDE_FILES) throw new Error(`the restore put back ${result.restoredFiles.length} files, not ${WIDE_FILES}`)
+    // The floor: the same bytes to the same paths, straight.
+    writeTimes.push(timed(() => {
+      for (const [i, path] of paths.entries()) writeFileSync(join(root, path), contents[i]!)
+    }))
+  }
+  await agent.close()
+  await checkpointer.close()
+  for (const dir of [root, store]) rmSync(dir, { recursive: true, force: true })
+  return { restoreMs: median(restoreTimes), writeMs: median(writeTimes) }
+}
+
 export const runWorkspaceBench = async (): Promise<Array<Array<string>>> => {
   const small = await measureTree(2_000)
   const large = await measureTree(20_000)
@@ -235,5 +280,13 @@ export const runWorkspaceBench = async (): Promise<Array<Array<string>>> => {
     )
   }
   rows.push(["20,000 vs 2,000 files", "restore of 5 files", `${large.restoreMs.toFixed(1)} ms`, `${small.restoreMs.toFixed(1)} ms`, x(large.restoreMs / small.restoreMs)])
+  const wide = await measureWideRestore()
+  rows.push([
+    `${WIDE_FILES} files, 3 directories deep`,
+    "restore of every file",
+    `${wide.restoreMs.toFixed(1)} ms`,
+    `writeFileSync of the same bytes ${wide.writeMs.toFixed(1)} ms`,
+    x(wide.restoreMs / wide.writeMs)
+  ])
   return rows
 }
