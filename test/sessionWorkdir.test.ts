@@ -4,7 +4,7 @@
  * refused with an error naming both, and changes nothing — unless the caller re-homes the
  * session, which the log records. Real agents, real files, the file and SQLite backends.
  */
-import { readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { createLiteAgent, type PromiseCheckpointer, SessionWorkdirError } from "../src/index.js"
@@ -98,6 +98,18 @@ describe.each(["file", "sqlite"] as const)("a session belongs to its workdir: %s
     await expect(resumedAtHome.send("go on")).rejects.toEqual(refusedIn("turn", forkDir, home))
     const there = track(createLiteAgent({ model: scripted([{ text: "in the fork" }]), workdir: forkDir, checkpointer, sessionId: "f" }))
     expect((await there.send("go on")).text).toBe("in the fork")
+  })
+
+  it("a fork written into a directory named through a link belongs to that directory: an agent opened there by either name runs it", async () => {
+    const { agent: atHome, checkpointer } = await sessionAtHome()
+    const real = tempDir("forks-real")
+    const linked = join(tempDir("forks-link"), "link")
+    symlinkSync(real, linked)
+    await atHome.fork("s", undefined, { id: "f3", workdir: join(linked, "f") })
+    for (const [name, workdir] of [["by the link", join(linked, "f")], ["by its real path", join(real, "f")]] as const) {
+      const there = track(createLiteAgent({ model: scripted([{ text: `ran ${name}` }]), workdir, checkpointer, sessionId: "f3" }))
+      expect((await there.send("go on")).text).toBe(`ran ${name}`)
+    }
   })
 
   it("a fork in place of a session from another workdir needs rehome; made, it names this workdir", async () => {

@@ -139,7 +139,7 @@ export const make = (deps: ForkDeps) => {
       const point = forkPoint(sessionId, source, seq)
       if (point instanceof RestoreRefusedError) return yield* point
       const moveOptions = { dryRun: options.dryRun ?? false, includeUserEdits: options.includeUserEdits ?? false, signal: options.signal }
-      const elsewhere = options.workdir === undefined ? undefined : path.resolve(options.workdir)
+      const elsewhere = options.workdir === undefined ? undefined : realPathOf(path.resolve(options.workdir))
       if (elsewhere === undefined || elsewhere === workspace.root) {
         // Here, the files move from the source's state: this must be its workdir, unless the fork is made at home here.
         const home = otherWorkdir(source, workspace.root)
@@ -150,6 +150,21 @@ export const make = (deps: ForkDeps) => {
       }
       return yield* forkElsewhere(sessionId, forkId, source, point, elsewhere, moveOptions)
     })
+
+  /**
+   * The directory as its real path (its parent's, for one not made yet), as a workspace's root
+   * is: the fork's log names it, and an agent opened there must find its own root in it.
+   */
+  const realPathOf = (directory: string): string => {
+    for (const [at, rest] of [[directory, ""], [path.dirname(directory), path.basename(directory)]] as const) {
+      try {
+        return path.join(fs.realpathSync(at), rest)
+      } catch {
+        // Not there (yet): the parent, or the checks below say what is wrong.
+      }
+    }
+    return directory
+  }
 
   /** In the session's workdir: the fork, then its leaf moved to the point with the files (a restore of the fork). */
   const forkHere = (

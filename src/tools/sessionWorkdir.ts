@@ -5,6 +5,7 @@
  * knows, so a restore would write its files into another tree and a capture would take every
  * difference for the user's edit. Re-homing is explicit: it records the new workdir as an event.
  */
+import * as fs from "node:fs"
 import { Effect } from "effect"
 import type { CheckpointerService } from "../core/Checkpointer.js"
 import type { CheckpointerError } from "../core/errors.js"
@@ -13,10 +14,19 @@ import type * as Session from "../core/session.js"
 import { SessionWorkdirError } from "./errors.js"
 import type { SessionStatesService } from "./SessionStates.js"
 
-/** The workdir the session's log names when it is not `workdir` (a session that names none runs anywhere). */
+/**
+ * The workdir the session's log names when it is not `workdir` (a real path, as a workspace's
+ * root); a session that names none runs anywhere. A name that reaches `workdir` through a link
+ * (a log written before fork directories were recorded as real paths) is the same directory.
+ */
 export const otherWorkdir = (state: Session.SessionState, workdir: string): string | undefined => {
   const recorded = state.metadata.workdir
-  return recorded === undefined || recorded === workdir ? undefined : recorded
+  if (recorded === undefined || recorded === workdir) return undefined
+  try {
+    return fs.realpathSync(recorded) === workdir ? undefined : recorded
+  } catch {
+    return recorded
+  }
 }
 
 /** The event that makes `workdir` the session's. */

@@ -96,8 +96,8 @@ export const make = (
     origin: ForkOrigin | undefined
   ): Effect.Effect<number, CheckpointerError> => Effect.map(appendWritten(sessionId, events, expectedHead, origin), (written) => written.head)
   
-  /** Whether the source's own log still holds the `ForkMade` naming `fork` that was written at `named`. */
-  const stillNames = (source: string, fork: string, named: Written) =>
+  /** Whether the source's own log still holds the `ForkMade` naming `fork` at `at` that was written at `named`. */
+  const stillNames = (source: string, fork: string, at: number, named: Written) =>
     driver.withSession(source, (session) => {
       // Nothing cut since: the record is where it was written.
       if (session.generation === named.generation) return Effect.succeed(session.head >= named.ownHead)
@@ -106,7 +106,8 @@ export const make = (
         Stream.runFold(session.records(), false, (found, raw) =>
           found || (tagOf(raw) === "ForkMade" && Either.match(decodeStoredEvent(source, 0, raw), {
             onLeft: () => false,
-            onRight: ({ event }) => event._tag === "ForkMade" && event.fork === fork
+            // At the same point: a name an earlier attempt left (a crash) says nothing of this one.
+            onRight: ({ event }) => event._tag === "ForkMade" && event.fork === fork && event.at === at
           }))),
         (found) => found
       )
@@ -134,8 +135,15 @@ export const make = (
       }
       // The source names its fork first (a crash before the fork exists leaves a name that names
       // nothing: whoever looks checks that the fork is there and forked from it).
-      const named = (yield* driver.head(sessionId)) === 0
-        ? yield* appendWritten(
+      // A session already there is no fork to start: refused now, as the append would be — going on
+      // would let it be deleted meanwhile and the fork made without its source naming it.
+      const existing = yield* viewHead(sessionId)
+      if (existing !== 0) {
+        return yield* (expectedHead === undefined || expectedHead === existing
+          ? refuse(`the session already holds ${existing} events: a SessionForked only starts a new session`)
+          : Effect.fail(new CheckpointConflictError({ sessionId, expected: expectedHead, actual: existing })))
+      }
+      const named = yield* appendWritten(
           forked.from,
           [new ForkMade({ fork: sessionId, at: forked.at })],
           undefined,
@@ -143,7 +151,6 @@ export const make = (
           // Looked at again where it counts: a source deleted or cut since is not to be named (nor made again).
           (sourceHead) => sourceHead < forked.at ? refuse(`it forks the first ${forked.at} events of session "${forked.from}", which holds ${sourceHead}`) : Effect.void
         )
-        : undefined
       const origin = { from: forked.from, at: forked.at }
       const head = yield* appendOwn(sessionId, events, 0, origin).pipe(
         Effect.catchTag("CheckpointConflictError", (conflict): Effect.Effect<never, CheckpointerError> =>
@@ -155,7 +162,7 @@ export const make = (
       // A delete or truncate of the source decides, inside the source's exclusion, whether a fork
       // it names exists. One that looked before this fork existed may have taken the events it
       // shares: looked at in the same exclusion, the source still holds its name, or the fork goes.
-      if (named !== undefined && !(yield* stillNames(forked.from, sessionId, named))) {
+      if (!(yield* stillNames(forked.from, sessionId, forked.at, named))) {
         // Only as this call made it: what others appended meanwhile is not this call's to take.
         yield* driver.withSession(sessionId, (session) => (session.head === events.length ? session.remove : Effect.void))
         forks.forget(sessionId)
