@@ -1,7 +1,7 @@
 /**
  * Benchmarks, run by hand: `npm run bench`. Figures are ratios against a baseline measured
  * in the same run, because the machines are noisy. `npm run bench -- file sqlite` runs only
- * those sections (core, file, sqlite, postgres, server, agent, long, workspace, tree, cli, viewer).
+ * those sections (core, file, sqlite, postgres, server, agent, long, workspace, storage, tree, cli, viewer).
  */
 import { Effect, Stream } from "effect"
 import { Checkpointer, encodeStoredEvent, MemoryCheckpointer, Session, UserMessage, AssistantMessage } from "../src/core.js"
@@ -14,9 +14,10 @@ import { runPostgresBench } from "./postgres.js"
 import { runServerBench } from "./server.js"
 import { runSqliteBench } from "./sqlite.js"
 import { runTreeBench } from "./tree.js"
+import { runStorageBench } from "./storage.js"
 import { runWorkspaceBench } from "./workspace.js"
 
-const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long", "workspace", "tree", "cli", "viewer"]
+const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long", "workspace", "storage", "tree", "cli", "viewer"]
 const wanted = process.argv.slice(2)
 const unknown = wanted.filter((name) => !SECTIONS.includes(name))
 if (unknown.length > 0) throw new Error(`unknown bench section(s): ${unknown.join(", ")}; the sections are ${SECTIONS.join(", ")}`)
@@ -98,6 +99,14 @@ if (runs("workspace")) {
     "Whole-workspace checkpoints (file backend; medians of 5 rounds; git baselines in the same run)",
     ["tree", "measurement", "lite-agent", "baseline", "ratio"],
     await runWorkspaceBench()
+  )
+}
+
+if (runs("storage")) {
+  printTable(
+    "A store across sessions (file backend; each session a new process editing one file; baselines in the same run)",
+    ["tree", "measurement", "lite-agent", "baseline", "ratio"],
+    await runStorageBench()
   )
 }
 

@@ -25,10 +25,10 @@ import { scripted, type ScriptedTurn } from "../src/provider.js"
 import { median, ms } from "./shared.js"
 
 const ROUNDS = 5
-const FILE_BYTES = 10 * 1024
-const PER_DIRECTORY = 50
+export const FILE_BYTES = 10 * 1024
+export const PER_DIRECTORY = 50
 
-const makeTree = (files: number): string => {
+export const makeTree = (files: number): string => {
   const root = mkdtempSync(join(tmpdir(), `lite-agent-bench-tree-${files}-`))
   for (let i = 0; i < files; i++) {
     const dir = join(root, "src", `d${Math.floor(i / PER_DIRECTORY)}`)
@@ -39,16 +39,16 @@ const makeTree = (files: number): string => {
   return root
 }
 
-const git = (args: ReadonlyArray<string>, cwd: string, env: Record<string, string> = {}) =>
+export const git = (args: ReadonlyArray<string>, cwd: string, env: Record<string, string> = {}) =>
   execFileSync("git", [...args], { cwd, env: { ...process.env, ...env, GIT_AUTHOR_NAME: "b", GIT_AUTHOR_EMAIL: "b@b", GIT_COMMITTER_NAME: "b", GIT_COMMITTER_EMAIL: "b@b" }, stdio: ["ignore", "pipe", "ignore"] })
 
-const timed = (run: () => unknown): number => {
+export const timed = (run: () => unknown): number => {
   const start = process.hrtime.bigint()
   run()
   return ms(start)
 }
 
-const duBytes = (dir: string): number => {
+export const duBytes = (dir: string): number => {
   let total = 0
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name)
