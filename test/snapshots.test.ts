@@ -3,8 +3,8 @@
  * nothing; blobs go through the log's codec (never plaintext under gzip or AES, bound to their
  * name); and logs written before the store, with snapshot bytes inline, still restore.
  */
-import { randomBytes } from "node:crypto"
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { createCipheriv, randomBytes } from "node:crypto"
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { recordLine, headerLine } from "../src/backends/file/format.js"
@@ -167,6 +167,40 @@ describe("blobs go through the codec", () => {
     const missing = await checkpointer.readSnapshot("s", sha256Hex(plaintext)).catch((e: unknown) => e)
     expect(missing).toBeInstanceOf(SnapshotBlobError)
     expect(missing).toMatchObject({ reason: "missing" })
+  })
+})
+
+describe("aes-256-gcm blobs are bound to their hash, not their session", () => {
+  const plaintext = bytesOf(`SHARED-OBJECT-${randomBytes(8).toString("hex")}`.repeat(20))
+
+  it("the same bytes are the same object in every session: a blob copied into another session's store under its name reads back", async () => {
+    const dir = tempDir("blob-object")
+    const checkpointer = track(fileCheckpointer({ dir, codec: aes256gcmCodec(randomBytes(32)) }))
+    await checkpointer.append("s", [snapshot("a", plaintext)])
+    await checkpointer.append("t", [new UserMessage({ content: "another session" })])
+    mkdirSync(join(dir, "t", "blobs"))
+    copyFileSync(join(dir, "s", "blobs", sha256Hex(plaintext)), join(dir, "t", "blobs", sha256Hex(plaintext)))
+    expect(Array.from(await checkpointer.readSnapshot("t", sha256Hex(plaintext)))).toEqual(Array.from(plaintext))
+  })
+
+  it("a blob written when blobs were bound to their session too still reads; under another session it does not", async () => {
+    const dir = tempDir("blob-legacy")
+    const key = randomBytes(32)
+    const checkpointer = track(fileCheckpointer({ dir, codec: aes256gcmCodec(key) }))
+    await checkpointer.append("s", [new UserMessage({ content: "a session whose blob is older" })])
+    // The earlier format: AES-256-GCM, a random IV, "blob\0<session>\0<sha256>" authenticated.
+    const sha256 = sha256Hex(plaintext)
+    const sealed = (sessionId: string) => {
+      const iv = randomBytes(12)
+      const cipher = createCipheriv("aes-256-gcm", key, iv)
+      cipher.setAAD(Buffer.from(`blob\0${sessionId}\0${sha256}`, "utf8"))
+      return Buffer.concat([iv, cipher.update(plaintext), cipher.final(), cipher.getAuthTag()])
+    }
+    mkdirSync(join(dir, "s", "blobs"))
+    writeFileSync(join(dir, "s", "blobs", sha256), sealed("s"))
+    expect(Array.from(await checkpointer.readSnapshot("s", sha256))).toEqual(Array.from(plaintext))
+    writeFileSync(join(dir, "s", "blobs", sha256), sealed("elsewhere"))
+    expect(await checkpointer.readSnapshot("s", sha256).catch((e: unknown) => e)).toBeInstanceOf(CodecError)
   })
 })
 

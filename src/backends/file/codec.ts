@@ -129,8 +129,14 @@ const TAG_BYTES = 16
 
 /** The record's identity is authenticated with it, so records cannot be swapped or moved. */
 const additionalData = (record: CodecRecord) => Buffer.from(`${record.sessionId}\0${record.seq}`, "utf8")
-/** A blob's too: its session and the hash it is stored under. */
-const blobAdditionalData = (blob: BlobRecord) => Buffer.from(`blob\0${blob.sessionId}\0${blob.sha256}`, "utf8")
+/**
+ * A blob's: the hash it is stored under, and nothing of its session — the same bytes are the same
+ * object whichever session stored them (so that sessions can share them), and no blob can be read
+ * under another name.
+ */
+const blobAdditionalData = (blob: BlobRecord) => Buffer.from(`object\0${blob.sha256}`, "utf8")
+/** What blobs were authenticated with before they could be shared: their session too. Still read. */
+const sessionBlobAdditionalData = (blob: BlobRecord) => Buffer.from(`blob\0${blob.sessionId}\0${blob.sha256}`, "utf8")
 
 /**
  * AES-256-GCM with a random 96-bit IV per record. The key is yours: 32 bytes, kept out of
@@ -195,10 +201,18 @@ export const aes256gcmCodec = (key: Uint8Array): LogCodecService => {
         try: () => {
           const sealed = blob.data
           if (sealed.length < IV_BYTES + TAG_BYTES) throw new Error("blob is too short")
-          const decipher = createDecipheriv("aes-256-gcm", secret, sealed.subarray(0, IV_BYTES))
-          decipher.setAAD(blobAdditionalData(blob))
-          decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES))
-          return Buffer.concat([decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES)), decipher.final()])
+          const open = (additional: Buffer) => {
+            const decipher = createDecipheriv("aes-256-gcm", secret, sealed.subarray(0, IV_BYTES))
+            decipher.setAAD(additional)
+            decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES))
+            return Buffer.concat([decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES)), decipher.final()])
+          }
+          try {
+            return open(blobAdditionalData(blob))
+          } catch {
+            // A blob written before blobs were bound to their hash alone.
+            return open(sessionBlobAdditionalData(blob))
+          }
         },
         catch: () =>
           new CodecError({
