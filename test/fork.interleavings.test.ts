@@ -75,4 +75,42 @@ describe("a fork and a delete or truncate at the same moment", () => {
       yield* everySessionReads(checkpointer)
     })))
   })
+
+  it("a fork that lost its source and was appended to meanwhile is not taken from whoever appended: the error says it is left, and to delete it", async () => {
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      // Two steps slip in: the source deleted as the fork is about to be written (it is not there
+      // yet, so nothing stops the delete), then an append to the fork right before its look-again.
+      const driver = yield* makeDriver
+      let checkpointer: CheckpointerService | undefined
+      let cut: "no" | "cutting" | "done" = "no"
+      let appended = false
+      const wrapped: CheckpointerDriver = {
+        ...driver,
+        withSession: (sessionId, use) => {
+          const before = Effect.suspend(() => {
+            if (checkpointer === undefined) return Effect.void
+            if (sessionId === "f" && cut === "no") {
+              cut = "cutting"
+              return Effect.zipRight(Effect.ignore(checkpointer.delete("s")), Effect.sync(() => void (cut = "done")))
+            }
+            if (sessionId === "s" && cut === "done" && !appended) {
+              appended = true
+              return Effect.ignore(checkpointer.append("f", messages(1)))
+            }
+            return Effect.void
+          })
+          return Effect.zipRight(before, driver.withSession(sessionId, use))
+        }
+      }
+      const made = yield* makeCheckpointer(wrapped)
+      yield* made.append("s", messages(3))
+      checkpointer = made
+      const forked = yield* Effect.either(made.append("f", [new SessionForked({ from: "s", at: 3 })], 0))
+      expect(appended).toBe(true)
+      expect(forked).toMatchObject({ _tag: "Left", left: { _tag: "InvalidEventError" } })
+      expect(forked._tag === "Left" ? forked.left.message : "").toContain(`is left and cannot be read: delete "f"`)
+      yield* made.delete("f")
+      yield* everySessionReads(made)
+    })))
+  })
 })

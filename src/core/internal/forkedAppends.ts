@@ -164,9 +164,13 @@ export const make = (
       // shares: looked at in the same exclusion, the source still holds its name, or the fork goes.
       if (!(yield* stillNames(forked.from, sessionId, forked.at, named))) {
         // Only as this call made it: what others appended meanwhile is not this call's to take.
-        yield* driver.withSession(sessionId, (session) => (session.head === events.length ? session.remove : Effect.void))
+        const removed = yield* driver.withSession(sessionId, (session) =>
+          session.head === events.length ? Effect.as(session.remove, true) : Effect.succeed(false))
         forks.forget(sessionId)
-        return yield* refuse(`session "${forked.from}" was deleted or cut while it was forked: the fork was not made`)
+        return yield* refuse(
+          `session "${forked.from}" was deleted or cut while it was forked: ` +
+            (removed ? "the fork was not made" : `the fork, which others appended to meanwhile, is left and cannot be read: delete "${sessionId}"`)
+        )
       }
       return head
     })
