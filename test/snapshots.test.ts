@@ -6,6 +6,7 @@
 import { createCipheriv, randomBytes } from "node:crypto"
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { recordLine, headerLine } from "../src/backends/file/format.js"
 import { encodeStoredEvent } from "../src/core/encoding.js"
@@ -20,6 +21,7 @@ import {
   FileSnapshot,
   gzipCodec,
   type LiteAgent,
+  type LogCodecService,
   type PromiseCheckpointer,
   RestoreRefusedError,
   SnapshotBlobError,
@@ -201,6 +203,42 @@ describe("aes-256-gcm blobs are bound to their hash, not their session", () => {
     expect(Array.from(await checkpointer.readSnapshot("s", sha256))).toEqual(Array.from(plaintext))
     writeFileSync(join(dir, "s", "blobs", sha256), sealed("elsewhere"))
     expect(await checkpointer.readSnapshot("s", sha256).catch((e: unknown) => e)).toBeInstanceOf(CodecError)
+  })
+})
+
+describe("a codec that knows only records stores a blob as a record named by its hash", () => {
+  const plaintext = bytesOf(`RECORD-CODEC-${randomBytes(8).toString("hex")}`.repeat(20))
+  /** A codec of records only that authenticates each record's name with its text, as a keyed codec would. */
+  const namedCodec: LogCodecService = {
+    name: "named",
+    encode: (records) =>
+      Effect.succeed(records.map((record) => `${Buffer.from(record.payload).toString("base64")}.${sha256Hex(bytesOf(`${record.sessionId}\0${record.seq}\0${record.payload}`))}`)),
+    decode: (records) =>
+      Effect.forEach(records, (record) => {
+        const [body = "", tag] = record.payload.split(".")
+        const text = Buffer.from(body, "base64").toString("utf8")
+        return tag === sha256Hex(bytesOf(`${record.sessionId}\0${record.seq}\0${text}`))
+          ? Effect.succeed(text)
+          : Effect.fail(new CodecError({ codec: "named", operation: "decode", detail: `${record.sessionId} ${record.seq}: not its record` }))
+      })
+  }
+
+  it("shared by sessions, bound to its hash; one stored as a record of its session (before) still reads", async () => {
+    const dir = tempDir("blob-records")
+    const checkpointer = track(fileCheckpointer({ dir, codec: namedCodec }))
+    const other = bytesOf("other content")
+    await checkpointer.append("s", [snapshot("a", plaintext), snapshot("b", other)])
+    await checkpointer.append("t", [new UserMessage({ content: "another session" })])
+    mkdirSync(join(dir, "t", "blobs"))
+    copyFileSync(join(dir, "s", "blobs", sha256Hex(plaintext)), join(dir, "t", "blobs", sha256Hex(plaintext)))
+    expect(Array.from(await checkpointer.readSnapshot("t", sha256Hex(plaintext)))).toEqual(Array.from(plaintext))
+    // Under another name it is not that name's bytes.
+    copyFileSync(join(dir, "s", "blobs", sha256Hex(plaintext)), join(dir, "s", "blobs", sha256Hex(other)))
+    expect(await checkpointer.readSnapshot("s", sha256Hex(other)).catch((e: unknown) => e)).toBeInstanceOf(CodecError)
+    // The earlier form: a record of the session, seq 0.
+    const [legacy] = await Effect.runPromise(namedCodec.encode([{ sessionId: "s", seq: 0, payload: Buffer.from(plaintext).toString("base64") }]))
+    writeFileSync(join(dir, "s", "blobs", sha256Hex(plaintext)), legacy!)
+    expect(Array.from(await checkpointer.readSnapshot("s", sha256Hex(plaintext)))).toEqual(Array.from(plaintext))
   })
 })
 

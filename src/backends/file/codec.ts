@@ -35,7 +35,10 @@ export interface LogCodecService {
   readonly encode: (records: ReadonlyArray<CodecRecord>) => Effect.Effect<ReadonlyArray<string>, CodecError>
   /** The JSON text of each record, in order. */
   readonly decode: (records: ReadonlyArray<CodecRecord>) => Effect.Effect<ReadonlyArray<string>, CodecError>
-  /** A blob's bytes as stored. Optional: without it, blobs are stored through `encode` as base64 text. */
+  /**
+   * A blob's bytes as stored. Optional: without it, a blob is stored through `encode` as base64
+   * text, one record named by its hash (`sessionId: "object:<sha256>"`, `seq: 0`), not its session.
+   */
   readonly encodeBlob?: (blob: BlobRecord) => Effect.Effect<Uint8Array, CodecError>
   /** A stored blob's plain bytes; required with `encodeBlob`. */
   readonly decodeBlob?: (blob: BlobRecord) => Effect.Effect<Uint8Array, CodecError>
@@ -44,23 +47,35 @@ export interface LogCodecService {
 /** Blob seq for codecs that only know records: blobs are not log records, and their hash names them. */
 const BLOB_SEQ = 0
 
+/**
+ * The record a blob is for a codec that only knows records: named by its hash (`object:<sha256>`),
+ * not by its session — a codec that authenticates the record's name then binds the blob to its
+ * hash, and the same bytes are the same object whichever session stored them.
+ */
+const objectRecordId = (blob: BlobRecord) => `object:${blob.sha256}`
+
 /** How `codec` stores blobs: its own blob methods, or base64 text through its record methods. */
-export const blobCodec = (codec: LogCodecService) => ({
-  encode: (blob: BlobRecord): Effect.Effect<Uint8Array, CodecError> =>
-    codec.encodeBlob !== undefined && codec.decodeBlob !== undefined
-      ? codec.encodeBlob(blob)
-      : Effect.map(
-        codec.encode([{ sessionId: blob.sessionId, seq: BLOB_SEQ, payload: Buffer.from(blob.data).toString("base64") }]),
-        (texts) => Buffer.from(texts[0] ?? "", "utf8")
-      ),
-  decode: (blob: BlobRecord): Effect.Effect<Uint8Array, CodecError> =>
-    codec.encodeBlob !== undefined && codec.decodeBlob !== undefined
-      ? codec.decodeBlob(blob)
-      : Effect.map(
-        codec.decode([{ sessionId: blob.sessionId, seq: BLOB_SEQ, payload: Buffer.from(blob.data).toString("utf8") }]),
-        (texts) => Buffer.from(texts[0] ?? "", "base64")
-      )
-})
+export const blobCodec = (codec: LogCodecService) => {
+  const decodeAs = (blob: BlobRecord, sessionId: string) =>
+    Effect.map(
+      codec.decode([{ sessionId, seq: BLOB_SEQ, payload: Buffer.from(blob.data).toString("utf8") }]),
+      (texts) => Buffer.from(texts[0] ?? "", "base64")
+    )
+  return {
+    encode: (blob: BlobRecord): Effect.Effect<Uint8Array, CodecError> =>
+      codec.encodeBlob !== undefined && codec.decodeBlob !== undefined
+        ? codec.encodeBlob(blob)
+        : Effect.map(
+          codec.encode([{ sessionId: objectRecordId(blob), seq: BLOB_SEQ, payload: Buffer.from(blob.data).toString("base64") }]),
+          (texts) => Buffer.from(texts[0] ?? "", "utf8")
+        ),
+    decode: (blob: BlobRecord): Effect.Effect<Uint8Array, CodecError> =>
+      codec.encodeBlob !== undefined && codec.decodeBlob !== undefined
+        ? codec.decodeBlob(blob)
+        // A blob stored before blobs were named by their hash was a record of its session: still read.
+        : Effect.orElse(decodeAs(blob, objectRecordId(blob)), () => decodeAs(blob, blob.sessionId))
+  }
+}
 
 /** Whether `value` looks like a codec (for options that take one). */
 export const isLogCodec = (value: unknown): value is LogCodecService =>
