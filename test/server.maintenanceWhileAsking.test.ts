@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { live, makeTempDir, removeTempDirs, startServe } from "./support/processes.js"
-import { connectSse, request, type SseMessage } from "./support/sse.js"
+import { connectSse, messagesUntil, request, type SseMessage, storedEvent } from "./support/sse.js"
 
 const TOKEN = "maintenance-while-asking-token-0123"
 
@@ -53,17 +53,6 @@ afterAll(() => {
   removeTempDirs()
 })
 
-/** Messages of a stream until (and with) the first one `until` accepts. */
-const messagesUntil = async (messages: AsyncIterator<SseMessage>, until: (message: SseMessage) => boolean) => {
-  const seen: Array<SseMessage> = []
-  for (;;) {
-    const next = await messages.next()
-    if (next.done === true) throw new Error(`the stream ended before the awaited message; it sent ${JSON.stringify(seen)}`)
-    seen.push(next.value)
-    if (until(next.value)) return seen
-  }
-}
-
 interface StoredEventJson {
   readonly _tag: string
   readonly toolUseId?: string
@@ -71,10 +60,6 @@ interface StoredEventJson {
   readonly changes?: ReadonlyArray<{ readonly path: string }>
   readonly content?: ReadonlyArray<{ readonly type: string; readonly id?: string; readonly name?: string; readonly text?: string }>
 }
-
-/** The stored event of an `event` frame of `/sessions/:id/events`. */
-const storedEvent = (message: SseMessage) =>
-  message.event === "event" ? (JSON.parse(message.data) as { event: StoredEventJson }).event : undefined
 
 /** A turn run to its end (its stream drained, so the session is free again). */
 const runTurn = async (sessionId: string, text: string) => {
@@ -139,7 +124,7 @@ describe("a turn waiting for a permission answer", () => {
     expect(denied).toMatchObject({ status: 204 })
     const rest = await messagesUntil(events, (message) => message.data.includes("Done without the shell."))
     follower.abort()
-    const logged = rest.map(storedEvent).filter((event) => event !== undefined)
+    const logged = rest.map((message) => storedEvent<StoredEventJson>(message)).filter((event) => event !== undefined)
 
     // What the other session's restores left in the workdir while the question waited: the user's.
     const decision = logged.findIndex((event) => event._tag === "PermissionDecided")

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ConfigurationError } from "../src/index.js"
 import { PermissionRequests } from "../src/server.js"
 import { live, makeTempDir, removeTempDirs, startServe, startWorker } from "./support/processes.js"
-import { connectSse, request, type SseMessage } from "./support/sse.js"
+import { connectSse, messagesUntil, request, type SseMessage, storedEvent } from "./support/sse.js"
 
 const TOKEN = "question-timeout-token-0123456789"
 
@@ -49,20 +49,7 @@ afterAll(() => {
   removeTempDirs()
 })
 
-/** Messages of a stream until (and with) the first one `until` accepts. */
-const messagesUntil = async (messages: AsyncIterator<SseMessage>, until: (message: SseMessage) => boolean) => {
-  const seen: Array<SseMessage> = []
-  for (;;) {
-    const next = await messages.next()
-    if (next.done === true) throw new Error(`the stream ended before the awaited message; it sent ${JSON.stringify(seen)}`)
-    seen.push(next.value)
-    if (until(next.value)) return seen
-  }
-}
 
-/** The stored event of an `event` frame of `/sessions/:id/events`. */
-const storedEvent = (message: SseMessage) =>
-  message.event === "event" ? (JSON.parse(message.data) as { event: { _tag: string; [field: string]: unknown } }).event : undefined
 
 const isEvent = (tag: string) => (message: SseMessage) => storedEvent(message)?._tag === tag
 

@@ -28,7 +28,7 @@ import { AnyString, decodeOptions, Flag, PositiveInteger, quoteValue } from "../
 import * as Session from "../core/session.js"
 import { validateSessionId } from "../core/sessionId.js"
 import { RestoreInterruptedError, SessionWorkdirError } from "../tools/errors.js"
-import { otherWorkdir, rehomed } from "../tools/sessionWorkdir.js"
+import { homeFor, rehomed } from "../tools/sessionWorkdir.js"
 import * as FileTools from "../tools/FileTools.js"
 import type { SessionStatesService } from "../tools/SessionStates.js"
 import type { CaptureProblem, Emit, LiteAgentResult, ToolCallRecord } from "./AgentEvents.js"
@@ -162,11 +162,9 @@ export const makeRunTurn = (
         const interrupted = Session.interruptedRestore(writer.state)
         if (interrupted !== undefined) return yield* RestoreInterruptedError.of(sessionId, interrupted)
         // This tree is not the one the session knows: its work, captures and restores would be of another.
-        const home = otherWorkdir(writer.state, settings.workdir)
-        if (home !== undefined) {
-          if (!rehome) return yield* new SessionWorkdirError({ sessionId, operation: "turn", sessionWorkdir: home, workdir: settings.workdir })
-          yield* writer.commit([rehomed(settings.workdir)])
-        }
+        const home = homeFor({ sessionId, state: writer.state, workdir: settings.workdir, operation: "turn", rehome })
+        if (home instanceof SessionWorkdirError) return yield* home
+        if (home === "rehome") yield* writer.commit([rehomed(settings.workdir)])
         yield* writer.commit(repairs(writer.state))
         yield* background.drain(writer)
         const user = new UserMessage({ content: input, origin: "user" })

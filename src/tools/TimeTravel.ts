@@ -206,11 +206,10 @@ export const make = Effect.gen(function*() {
         ...reporting(sessionId, seq)
       })
 
-      const notPutBack = new Set([...applied.keptDirectories, ...applied.changedMeanwhile.map((changed) => changed.path)])
       const result: RestoreResult = {
         ...report,
         notCovered: [...report.notCovered, ...RestoreFiles.notRestored(applied)],
-        restoredFiles: plan.files.map((file) => file.path).filter((path) => !notPutBack.has(path)),
+        restoredFiles: RestoreFiles.putBack(plan.files.map((file) => file.path), applied),
         conversationRestored: run.conversation,
         dryRun: false
       }
@@ -404,11 +403,12 @@ export const make = Effect.gen(function*() {
         ...reporting(sessionId, seq)
       })
       yield* recordRestore(sessionId, operations, undone)
-      const changedMeanwhile = new Set(undone.changedMeanwhile.map((changed) => changed.path))
+      // Its result, as before, lists no kept directory: only the paths another process changed meanwhile.
+      const changedOnly = { keptDirectories: [], changedMeanwhile: undone.changedMeanwhile }
       const result: RestoreResult = {
         ...nothingRestored,
-        notCovered: RestoreFiles.notRestored({ keptDirectories: [], changedMeanwhile: undone.changedMeanwhile }),
-        restoredFiles: operations.map((operation) => operation.path).filter((path) => !changedMeanwhile.has(path)),
+        notCovered: RestoreFiles.notRestored(changedOnly),
+        restoredFiles: RestoreFiles.putBack(operations.map((operation) => operation.path), changedOnly),
         resumed: true
       }
       yield* publish({ type: "checkpoint_restore", phase: "done", sessionId, seq, result })

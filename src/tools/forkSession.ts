@@ -27,7 +27,7 @@ import * as Session from "../core/session.js"
 import { sessionIdProblem } from "../core/sessionId.js"
 import { isUserCheckpoint } from "../core/userCheckpoint.js"
 import { RestoreRefusedError, SessionWorkdirError, WorkspaceIOError } from "./errors.js"
-import { otherWorkdir, rehomed } from "./sessionWorkdir.js"
+import { homeFor, rehomed } from "./sessionWorkdir.js"
 import type { SessionStatesService } from "./SessionStates.js"
 import { ForkOptions, type ForkResult, nothingRestored, type RestoreError, type RestoreResult } from "./timeTravelTypes.js"
 import * as Workspace from "./Workspace.js"
@@ -142,11 +142,9 @@ export const make = (deps: ForkDeps) => {
       const elsewhere = options.workdir === undefined ? undefined : realPathOf(path.resolve(options.workdir))
       if (elsewhere === undefined || elsewhere === workspace.root) {
         // Here, the files move from the source's state: this must be its workdir, unless the fork is made at home here.
-        const home = otherWorkdir(source, workspace.root)
-        if (home !== undefined && options.rehome !== true) {
-          return yield* new SessionWorkdirError({ sessionId, operation: "fork", sessionWorkdir: home, workdir: workspace.root })
-        }
-        return yield* forkHere(sessionId, forkId, source, point, moveOptions, home !== undefined)
+        const home = homeFor({ sessionId, state: source, workdir: workspace.root, operation: "fork", rehome: options.rehome ?? false })
+        if (home instanceof SessionWorkdirError) return yield* home
+        return yield* forkHere(sessionId, forkId, source, point, moveOptions, home === "rehome")
       }
       return yield* forkElsewhere(sessionId, forkId, source, point, elsewhere, moveOptions)
     })

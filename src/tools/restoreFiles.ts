@@ -189,6 +189,12 @@ export const notRestored = (applied: Applied): Array<Session.NotCovered> => [
   }))
 ]
 
+/** Of `paths`, those the restore put back: not a directory it had to keep, nor one another process changed meanwhile. */
+export const putBack = (paths: ReadonlyArray<string>, applied: Applied): Array<string> => {
+  const left = new Set([...applied.keptDirectories, ...applied.changedMeanwhile.map((changed) => changed.path)])
+  return paths.filter((path) => !left.has(path))
+}
+
 /** Whether what is at the path is what `operation` put there. */
 const holds = (now: EntryState, operation: FileOperation): boolean => {
   switch (operation.kind) {

@@ -44,6 +44,15 @@ export interface HomeCheck {
   readonly dryRun: boolean
 }
 
+/** What changing files in `workdir` takes: nothing (its home), logging `workdir` first (re-homing), or the refusal. */
+export const homeFor = (check: Omit<HomeCheck, "dryRun">): "home" | "rehome" | SessionWorkdirError => {
+  const elsewhere = otherWorkdir(check.state, check.workdir)
+  if (elsewhere === undefined) return "home"
+  return check.rehome
+    ? "rehome"
+    : new SessionWorkdirError({ sessionId: check.sessionId, operation: check.operation, sessionWorkdir: elsewhere, workdir: check.workdir })
+}
+
 /**
  * The session's state once it may change files in `workdir`: refused with `SessionWorkdirError`
  * when its log names another, unless re-homing — then the new workdir is logged (at the state's
@@ -54,14 +63,9 @@ export const homedState = (
   states: SessionStatesService,
   check: HomeCheck
 ): Effect.Effect<Session.SessionState, SessionWorkdirError | CheckpointerError> => {
-  const elsewhere = otherWorkdir(check.state, check.workdir)
-  if (elsewhere === undefined) return Effect.succeed(check.state)
-  if (!check.rehome) {
-    return Effect.fail(
-      new SessionWorkdirError({ sessionId: check.sessionId, operation: check.operation, sessionWorkdir: elsewhere, workdir: check.workdir })
-    )
-  }
-  if (check.dryRun) return Effect.succeed(check.state)
+  const home = homeFor(check)
+  if (home instanceof SessionWorkdirError) return Effect.fail(home)
+  if (home === "home" || check.dryRun) return Effect.succeed(check.state)
   return checkpointer.append(check.sessionId, [rehomed(check.workdir)], check.state.head).pipe(
     Effect.zipRight(states.get(check.sessionId)),
     Effect.map((folded) => folded.state)

@@ -106,3 +106,18 @@ export const request = async (
   const text = await response.text()
   return { status: response.status, json: text === "" ? undefined : JSON.parse(text) }
 }
+
+/** Messages of a stream until (and with) the first one `until` accepts; a stream that ends first is an error. */
+export const messagesUntil = async (messages: AsyncIterator<SseMessage>, until: (message: SseMessage) => boolean) => {
+  const seen: Array<SseMessage> = []
+  for (;;) {
+    const next = await messages.next()
+    if (next.done === true) throw new Error(`the stream ended before the awaited message; it sent ${JSON.stringify(seen)}`)
+    seen.push(next.value)
+    if (until(next.value)) return seen
+  }
+}
+
+/** The stored event of an `event` frame of `/sessions/:id/events` (`Event`: the fields a test reads). */
+export const storedEvent = <Event = { readonly _tag: string; readonly [field: string]: unknown }>(message: SseMessage): Event | undefined =>
+  message.event === "event" ? (JSON.parse(message.data) as { event: Event }).event : undefined

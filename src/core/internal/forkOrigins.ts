@@ -64,6 +64,11 @@ export interface ForkOrigins {
   readonly blob: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array | undefined, CheckpointerError>
 }
 
+/** Where a session starts from its first record: a fork's origin, or null for a session that is no fork. */
+const originOfFirst = (sessionId: string, first: unknown) =>
+  Either.map(decodeStoredEvent(sessionId, 1, first), ({ event }): ForkOrigin | null =>
+    event._tag === "SessionForked" ? { from: event.from, at: event.at } : null)
+
 export const make = (driver: CheckpointerDriver): ForkOrigins => {
   // Per session: its origin (null: not a fork) and the generation it was read under (undefined: not known yet).
   const known = new Map<string, { origin: ForkOrigin | null; generation: string | undefined }>()
@@ -76,10 +81,9 @@ export const make = (driver: CheckpointerDriver): ForkOrigins => {
         known.delete(sessionId)
         return Effect.succeed(undefined)
       }
-      return Either.match(decodeStoredEvent(sessionId, 1, first), {
+      return Either.match(originOfFirst(sessionId, first), {
         onLeft: Effect.fail,
-        onRight: ({ event }) => {
-          const origin = event._tag === "SessionForked" ? { from: event.from, at: event.at } : null
+        onRight: (origin) => {
           known.set(sessionId, { origin, generation: page.generation })
           return Effect.succeed(origin ?? undefined)
         }
@@ -130,13 +134,8 @@ export const make = (driver: CheckpointerDriver): ForkOrigins => {
 
   const forksHeld: ForkOrigins["forksHeld"] = (sessionId, session) =>
     forksNamed(sessionId, session.records(), (candidate) =>
-      Effect.map(session.firstRecordOf(candidate), (first) => {
-        if (first === undefined) return undefined
-        const decoded = decodeStoredEvent(candidate, 1, first)
-        return Either.isRight(decoded) && decoded.right.event._tag === "SessionForked"
-          ? { from: decoded.right.event.from, at: decoded.right.event.at }
-          : undefined
-      }))
+      Effect.map(session.firstRecordOf(candidate), (first) =>
+        first === undefined ? undefined : Either.getOrUndefined(originOfFirst(candidate, first)) ?? undefined))
 
   return {
     of,
