@@ -242,7 +242,7 @@ describe("the README's and the docs' samples", () => {
       },
       sqliteHead: 1,
       sqliteConflict: true,
-      sqliteSchemaVersion: 2,
+      sqliteSchemaVersion: 3,
       head: 1,
       expected: 0,
       actual: 1,

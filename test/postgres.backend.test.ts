@@ -5,9 +5,10 @@
  * integrity checks, the live feed and closing.
  */
 import { inspect } from "node:util"
+import * as Reactivity from "@effect/experimental/Reactivity"
 import { PgClient } from "@effect/sql-pg"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Chunk, Effect, Fiber, Layer, Redacted, Stream } from "effect"
+import { Chunk, Clock, Effect, Fiber, Layer, Redacted, type Scope, Stream } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { PostgresCheckpointer, postgresCheckpointer } from "../src/checkpoint-postgres.js"
 import { Checkpointer, type FollowItem } from "../src/core.js"
@@ -18,6 +19,7 @@ import {
   CheckpointIntegrityError,
   ConfigurationError,
   FileSnapshot,
+  InvalidEventError,
   type PromiseCheckpointerWithIntegrity,
   SchemaVersionError,
   StorageError,
@@ -126,7 +128,7 @@ describe("schemas and versions", () => {
     await second.append("shared-id", [message("in b"), message("again b")])
     expect(server.psql(`SELECT value FROM ${a}.lite_agent_meta WHERE key = 'schema_version'`)).toBe(String(PostgresCheckpointer.SCHEMA_VERSION))
     expect(server.psql(`SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = '${a}'`)).toBe(
-      "lite_agent_blobs,lite_agent_events,lite_agent_meta,lite_agent_migrations,lite_agent_sessions"
+      "lite_agent_events,lite_agent_meta,lite_agent_migrations,lite_agent_objects,lite_agent_sessions"
     )
     expect((await first.read("shared-id")).map(contentOf)).toEqual(["in a"])
     expect((await second.read("shared-id")).map(contentOf)).toEqual(["in b", "again b"])
@@ -310,8 +312,178 @@ describe("lost connections", () => {
   })
 })
 
+describe("the object store", () => {
+  const bytes = (text: string) => new TextEncoder().encode(text)
+  const objectOf = (data: Uint8Array) => ({ sha256: sha256Hex(data), data })
+  /** The driver over a pool of its own, in `schema`, for `use`. */
+  const withDriver = <A>(schema: string, use: (parts: PostgresCheckpointer.PostgresDriverParts, client: PgClient.PgClient) => Effect.Effect<A, unknown, Scope.Scope>) =>
+    Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const client = yield* PgClient.make({ url: Redacted.make(server.url) })
+      const parts = yield* PostgresCheckpointer.makeDriverWithClient(client, { schema, busyTimeoutMs: 5000 })
+      return yield* use(parts, client)
+    })).pipe(Effect.provide(Reactivity.layer)))
+  const byHash = <T extends { readonly sha256: string }>(items: ReadonlyArray<T>) => [...items].sort((a, b) => a.sha256.localeCompare(b.sha256))
+
+  it("stores each object once, touches without moving a time back, names what a touch misses, and deletes only what is still untouched", async () => {
+    const a = objectOf(bytes("object a"))
+    const b = objectOf(new Uint8Array([0, 255, 0, 1, 92, 120]))
+    const c = objectOf(bytes("never stored"))
+    await withDriver(freshSchema("objects"), ({ driver: { objects } }) =>
+      Effect.gen(function*() {
+        yield* objects.put([a, b, a], 1000)
+        expect(byHash(yield* objects.list)).toEqual(byHash([
+          { sha256: a.sha256, storedBytes: a.data.length, touchedMs: 1000 },
+          { sha256: b.sha256, storedBytes: b.data.length, touchedMs: 1000 }
+        ]))
+        yield* objects.put([a], 500)
+        yield* objects.put([a], 3000)
+        expect(yield* objects.touch([b.sha256, c.sha256, b.sha256], 2000)).toEqual([c.sha256])
+        expect(yield* objects.touch([b.sha256], 1500)).toEqual([])
+        expect(yield* objects.touch([], 1500)).toEqual([])
+        expect(byHash(yield* objects.list).map((object) => object.touchedMs)).toEqual(
+          byHash([{ sha256: a.sha256, touchedMs: 3000 }, { sha256: b.sha256, touchedMs: 2000 }]).map((object) => object.touchedMs)
+        )
+        expect(yield* objects.sizes([a.sha256, a.sha256, c.sha256, b.sha256])).toEqual([
+          { sha256: a.sha256, storedBytes: a.data.length },
+          { sha256: b.sha256, storedBytes: b.data.length }
+        ])
+        expect(yield* objects.read(b.sha256)).toEqual(b.data)
+        expect(yield* objects.read(c.sha256)).toBeUndefined()
+        // b (touched at 2000) is before the cutoff, a (3000) is not, c is not stored.
+        expect(yield* objects.deleteUntouched([a.sha256, b.sha256, c.sha256], 2500)).toEqual([
+          { sha256: b.sha256, storedBytes: b.data.length }
+        ])
+        expect(yield* objects.deleteUntouched([], 2500)).toEqual([])
+        expect(yield* objects.read(b.sha256)).toBeUndefined()
+        expect((yield* objects.list).map((object) => object.sha256)).toEqual([a.sha256])
+        // Stored again after its delete: a new object.
+        yield* objects.put([b], 4000)
+        expect(yield* objects.read(b.sha256)).toEqual(b.data)
+      }))
+  })
+
+  it("a put of 2,500 objects takes 3 statements, and every object reads back byte for byte", async () => {
+    const schema = freshSchema("objects_many")
+    const many = Array.from({ length: 2500 }, (_, index) => objectOf(bytes(`object ${index} `.repeat(1 + (index % 7)))))
+    const inserts = () =>
+      Number(server.psql(`SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query LIKE 'INSERT INTO "${schema}".lite_agent_objects%'`))
+    await withDriver(schema, ({ driver: { objects } }) =>
+      Effect.gen(function*() {
+        const before = inserts()
+        yield* objects.put(many, 1000)
+        expect(inserts() - before).toBe(3)
+        expect((yield* objects.list).length).toBe(2500)
+        for (const object of [many[0]!, many[999]!, many[1000]!, many[2499]!]) expect(yield* objects.read(object.sha256)).toEqual(object.data)
+        expect(yield* objects.touch(many.map((object) => object.sha256), 2000)).toEqual([])
+        expect((yield* objects.deleteUntouched(many.map((object) => object.sha256), 3000)).length).toBe(2500)
+      }))
+  })
+
+  it("a delete passes over an object another transaction holds, without waiting: it is being touched", async () => {
+    const schema = freshSchema("objects_held")
+    const x = objectOf(bytes("held"))
+    await withDriver(schema, ({ driver: { objects } }, client) =>
+      Effect.gen(function*() {
+        yield* objects.put([x], 1000)
+        const holder = yield* client.reserve
+        yield* holder.execute("BEGIN", [], undefined)
+        yield* holder.execute(`UPDATE "${schema}".lite_agent_objects SET touched_ms = 1000 WHERE sha256 = $1`, [x.sha256], undefined)
+        expect(yield* Effect.timeout(objects.deleteUntouched([x.sha256], 2000), "2 seconds")).toEqual([])
+        yield* holder.execute("ROLLBACK", [], undefined)
+        expect(yield* objects.deleteUntouched([x.sha256], 2000)).toEqual([{ sha256: x.sha256, storedBytes: x.data.length }])
+      }))
+  })
+
+  it("gc over the store deletes the objects no log references once untouched past the grace, and keeps the others", async () => {
+    const schema = freshSchema("gc")
+    const kept = bytes("referenced by a session")
+    const dropped = bytes("referenced by a deleted session")
+    const snapshot = (data: Uint8Array) =>
+      new FileSnapshot({
+        toolUseId: "t",
+        path: "f",
+        state: { _tag: "content", data, sha256: sha256Hex(data), size: data.length, mode: 0o644 }
+      })
+    /** The live clock, `offsetMs` ahead. */
+    const aheadBy = (offsetMs: number): Clock.Clock => {
+      const live = Clock.make()
+      return {
+        [Clock.ClockTypeId]: Clock.ClockTypeId,
+        unsafeCurrentTimeMillis: () => live.unsafeCurrentTimeMillis() + offsetMs,
+        currentTimeMillis: Effect.sync(() => live.unsafeCurrentTimeMillis() + offsetMs),
+        unsafeCurrentTimeNanos: () => live.unsafeCurrentTimeNanos() + BigInt(offsetMs) * 1_000_000n,
+        currentTimeNanos: Effect.sync(() => live.unsafeCurrentTimeNanos() + BigInt(offsetMs) * 1_000_000n),
+        sleep: (duration) => live.sleep(duration)
+      }
+    }
+    const program = Effect.gen(function*() {
+      const c = yield* Checkpointer
+      yield* c.append("keep", [snapshot(kept)])
+      yield* c.append("gone", [snapshot(dropped)])
+      yield* c.delete("gone")
+      const now = yield* c.gc()
+      const later = yield* Effect.withClock(aheadBy(2 * 60 * 60_000))(c.gc())
+      return { now, later, read: yield* c.readSnapshot("keep", sha256Hex(kept)) }
+    })
+    const result = await Effect.runPromise(program.pipe(Effect.provide(PostgresCheckpointer.layer({ url: server.url, schema }))))
+    expect(result.now).toEqual({ sessions: 1, objects: 2, referenced: 1, recent: 1, deleted: 0, freedBytes: 0 })
+    expect(result.later).toEqual({ sessions: 1, objects: 2, referenced: 1, recent: 0, deleted: 1, freedBytes: dropped.length })
+    expect(result.read).toEqual(kept)
+    expect(server.psql(`SELECT string_agg(sha256, ',') FROM ${schema}.lite_agent_objects`)).toBe(sha256Hex(kept))
+  })
+
+  it("an append's objects are stored in its own transaction: a pool of one connection appends snapshots and references", async () => {
+    const schema = freshSchema("one_connection")
+    const c = checkpointer({ url: server.url, schema, maxConnections: 1, connectTimeoutMs: 2000 })
+    const data = bytes("file content")
+    const snapshot = (toolUseId: string, state: FileSnapshot["state"]) => new FileSnapshot({ toolUseId, path: "a.txt", state })
+    expect(await c.append("s", [snapshot("t1", { _tag: "content", data, sha256: sha256Hex(data), size: data.length, mode: 0o644 })])).toBe(1)
+    // Another session naming the object by its hash alone: touched, not stored again.
+    expect(await c.append("r", [snapshot("t2", { _tag: "stored", sha256: sha256Hex(data), size: data.length, mode: 0o644 })])).toBe(1)
+    expect(await c.readSnapshot("r", sha256Hex(data))).toEqual(data)
+    // A reference to an object the store does not hold is refused, and nothing is written.
+    const absent = bytes("absent")
+    const refused = await rejection(
+      c.append("q", [snapshot("t3", { _tag: "stored", sha256: sha256Hex(absent), size: absent.length, mode: 0o644 })])
+    )
+    expect(refused).toBeInstanceOf(InvalidEventError)
+    expect(await c.head("q")).toBe(0)
+    expect(server.psql(`SELECT count(*) FROM ${schema}.lite_agent_sessions WHERE id = 'q'`)).toBe("0")
+    expect(server.psql(`SELECT count(*) FROM ${schema}.lite_agent_objects`)).toBe("1")
+  })
+
+  it("writers of two sessions storing and touching the same objects in crossing orders all succeed (a deadlock is tried again)", async () => {
+    const schema = freshSchema("crossing")
+    const c = checkpointer({ url: server.url, schema })
+    const x = bytes("x")
+    const y = bytes("y")
+    const content = (data: Uint8Array) => new FileSnapshot({
+      toolUseId: "t",
+      path: "f",
+      state: { _tag: "content", data, sha256: sha256Hex(data), size: data.length, mode: 0o644 }
+    })
+    const stored = (data: Uint8Array) => new FileSnapshot({
+      toolUseId: "t",
+      path: "g",
+      state: { _tag: "stored", sha256: sha256Hex(data), size: data.length, mode: 0o644 }
+    })
+    await c.append("setup", [content(x), content(y)])
+    const deadlocks = () => Number(server.psql("SELECT deadlocks FROM pg_stat_database WHERE datname = 'postgres'"))
+    const before = deadlocks()
+    const rounds = 4
+    for (let round = 0; round < rounds; round++) {
+      // "a" stores y, then touches x; "b" stores x, then touches y.
+      expect(await Promise.all([c.append("a", [content(y), stored(x)]), c.append("b", [content(x), stored(y)])])).toEqual([
+        2 * round + 2,
+        2 * round + 2
+      ])
+    }
+    console.log(`postgres crossing object writes: ${deadlocks() - before} deadlocks in ${rounds} rounds, each tried again`)
+  })
+})
+
 describe("checkIntegrity", () => {
-  it("reports damage the server's tables can show: a missing event, events without a session, a blob whose bytes changed", async () => {
+  it("reports damage the server's tables can show: a missing event, events without a session, an object whose bytes changed", async () => {
     const schema = freshSchema("integrity")
     const c = checkpointer({ url: server.url, schema })
     const data = new TextEncoder().encode("file content")
@@ -326,13 +498,13 @@ describe("checkIntegrity", () => {
     ])
     expect(await c.checkIntegrity()).toMatchObject({ ok: true })
     server.psql(`DELETE FROM ${schema}.lite_agent_events WHERE session_id = 'gap' AND seq = 2`)
-    server.psql(`UPDATE ${schema}.lite_agent_blobs SET data = 'tampered'::bytea WHERE session_id = 'blob'`)
+    server.psql(`UPDATE ${schema}.lite_agent_objects SET data = 'tampered'::bytea WHERE sha256 = '${sha256Hex(data)}'`)
     server.psql(`INSERT INTO ${schema}.lite_agent_events VALUES ('orphan', 1, 0, '{}')`)
     const report = await c.checkIntegrity()
     expect(report.ok).toBe(false)
     expect(report.detail).toContain("session gap: head 3, but 2 events from seq 1 to 3")
     expect(report.detail).toContain("events of session orphan without a session row")
-    expect(report.detail).toMatch(/snapshot [0-9a-f]{64} of session blob: its bytes hash to/)
+    expect(report.detail).toContain(`object ${sha256Hex(data)}: its bytes hash to ${sha256Hex(new TextEncoder().encode("tampered"))}`)
     expect(report.detail).not.toContain("good")
     // Reading the damaged session fails with the integrity error; the others read back.
     expect(await rejection(c.read("gap"))).toBeInstanceOf(CheckpointIntegrityError)

@@ -1,16 +1,20 @@
 /**
- * The snapshot store on real files: restore refuses a missing or damaged blob and changes
- * nothing; blobs go through the log's codec (never plaintext under gzip or AES, bound to their
- * name); and logs written before the store, with snapshot bytes inline, still restore.
+ * The object store on real files: restore refuses a missing or damaged object and changes
+ * nothing; objects go through the log's codec (never plaintext under gzip or AES, bound to their
+ * name); blobs kept per session by earlier releases move into the shared store when it opens;
+ * and logs written before the store, with snapshot bytes inline, still restore.
  */
 import { createCipheriv, randomBytes } from "node:crypto"
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { recordLine, headerLine } from "../src/backends/file/format.js"
 import { encodeStoredEvent } from "../src/core/encoding.js"
 import { sha256Hex } from "../src/core/internal/sha256.js"
+import { DEFAULT_GRACE_MS } from "../src/core/internal/objectCollection.js"
+import { shiftedBy } from "../src/testing/helpers.js"
+import { Checkpointer } from "../src/core/Checkpointer.js"
 import {
   aes256gcmCodec,
   AssistantMessage,
@@ -20,6 +24,7 @@ import {
   FileChange,
   FileSnapshot,
   gzipCodec,
+  jsonCodec,
   type LiteAgent,
   type LogCodecService,
   type PromiseCheckpointer,
@@ -36,6 +41,13 @@ const track = closeAfterEach()
 
 const write = (content: string) => ({ toolCalls: [{ name: "write_file", input: { path: "a.txt", content } }] })
 const bytesOf = (text: string) => new TextEncoder().encode(text)
+/** A collection as if run past the grace period (through the store's Effect layer: the clock is the caller's). */
+const gcLater = (checkpointer: PromiseCheckpointer) =>
+  Effect.runPromise(shiftedBy(2 * DEFAULT_GRACE_MS)(Effect.flatMap(Checkpointer, (c) => c.gc())).pipe(Effect.provide(checkpointer.layer)))
+/** Where the file backend keeps an object of the store in `dir`. */
+const objectPath = (dir: string, sha256: string) => join(dir, ".objects", sha256.slice(0, 2), sha256.slice(2))
+/** Where earlier releases kept a session's blob. */
+const sessionBlobPath = (dir: string, sessionId: string, sha256: string) => join(dir, sessionId, "blobs", sha256)
 const snapshot = (path: string, data: Uint8Array) =>
   new FileSnapshot({ toolUseId: "toolu_x", path, state: { _tag: "content", data, mode: 0o644, size: data.length, sha256: sha256Hex(data) } })
 
@@ -52,7 +64,7 @@ describe("restore and the snapshot store", () => {
     }))
     for (const prompt of ["v1", "v2", "v3"]) await agent.send(prompt)
     const second = (await agent.listCheckpoints(agent.sessionId))[1]!
-    const blob = join(dir, agent.sessionId, "blobs", sha256Hex(bytesOf("one")))
+    const blob = objectPath(dir, sha256Hex(bytesOf("one")))
     expect(existsSync(blob)).toBe(true)
     // The JSON codec stores a blob as its raw bytes.
     expect(readFileSync(blob, "utf8")).toBe("one")
@@ -74,15 +86,15 @@ describe("restore and the snapshot store", () => {
     expect(await checkpointer.head(agent.sessionId)).toBe(head)
   })
 
-  it("a restore puts the bytes back and keeps every blob: the branch it leaves still references them", async () => {
+  it("a restore puts the bytes back and keeps every object: the branch it leaves still references them", async () => {
     const { agent, checkpointer, workdir, second } = await threeVersions()
     // "one", "two" and "three", each once: the captures after the writes and the snapshots before them share blobs.
     const blobs = (await checkpointer.listSnapshots(agent.sessionId)).map((blob) => blob.sha256).sort()
     expect(blobs.length).toBe(3)
     await agent.restore(agent.sessionId, second.seq)
     expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("one")
-    // "two" and "three" are referenced only by the branch the restore left, which stays: a sweep keeps them.
-    expect(await checkpointer.sweepSnapshots(agent.sessionId)).toBe(0)
+    // "two" and "three" are referenced only by the branch the restore left, which stays: a collection keeps them.
+    expect(await gcLater(checkpointer)).toMatchObject({ deleted: 0 })
     expect((await checkpointer.listSnapshots(agent.sessionId)).map((blob) => blob.sha256).sort()).toEqual(blobs)
   })
 })
@@ -126,17 +138,42 @@ describe("large tool-call arguments", () => {
   })
 })
 
-describe("the file backend's sweep", () => {
-  it("removes what a crash left half-written in blobs/, and keeps every referenced blob", async () => {
-    const dir = tempDir("blob-leftovers")
+describe("the file backend's collection", () => {
+  it("removes what a crash left half-written or half-collected, once old: a half-collected object goes back in place", async () => {
+    const dir = tempDir("object-leftovers")
     const checkpointer = track(fileCheckpointer({ dir }))
-    const data = bytesOf("kept")
+    const [kept, dropped] = [bytesOf("kept"), bytesOf("dropped")]
+    await checkpointer.append("s", [snapshot("a", kept)])
+    await checkpointer.append("s", [snapshot("b", dropped)])
+    await checkpointer.truncate("s", 1)
+    const temp = join(dir, ".objects", "tmp", "12345-crashed")
+    writeFileSync(temp, "half an object")
+    // A collector killed between its rename and its decision left the referenced object in the trash.
+    mkdirSync(join(dir, ".objects", "trash"))
+    const trashed = join(dir, ".objects", "trash", `${sha256Hex(kept)}.999-dead`)
+    renameSync(objectPath(dir, sha256Hex(kept)), trashed)
+    // Readers find it there meanwhile.
+    expect(new TextDecoder().decode(await checkpointer.readSnapshot("s", sha256Hex(kept)))).toBe("kept")
+    expect(await checkpointer.gc()).toMatchObject({ deleted: 0 })
+    expect(existsSync(objectPath(dir, sha256Hex(kept)))).toBe(true)
+    expect(existsSync(trashed)).toBe(false)
+    expect(existsSync(temp)).toBe(true)
+    const later = await gcLater(checkpointer)
+    expect(later).toMatchObject({ deleted: 1, freedBytes: dropped.length })
+    expect(existsSync(temp)).toBe(false)
+    expect(existsSync(objectPath(dir, sha256Hex(dropped)))).toBe(false)
+    expect(new TextDecoder().decode(await checkpointer.readSnapshot("s", sha256Hex(kept)))).toBe("kept")
+  })
+
+  it("stores bytes shared by sessions once", async () => {
+    const dir = tempDir("object-once")
+    const checkpointer = track(fileCheckpointer({ dir }))
+    const data = bytesOf("the same file in two sessions")
     await checkpointer.append("s", [snapshot("a", data)])
-    const blobs = join(dir, "s", "blobs")
-    writeFileSync(join(blobs, ".tmp-12345-crashed"), "half a blob")
-    expect(await checkpointer.sweepSnapshots("s")).toBe(0)
-    expect(existsSync(join(blobs, ".tmp-12345-crashed"))).toBe(false)
-    expect(new TextDecoder().decode(await checkpointer.readSnapshot("s", sha256Hex(data)))).toBe("kept")
+    await checkpointer.append("t", [snapshot("b", data)])
+    expect(existsSync(objectPath(dir, sha256Hex(data)))).toBe(true)
+    expect(existsSync(join(dir, "s", "blobs"))).toBe(false)
+    expect(existsSync(join(dir, "t", "blobs"))).toBe(false)
   })
 })
 
@@ -150,7 +187,7 @@ describe("blobs go through the codec", () => {
     const dir = tempDir("blob-codec")
     const checkpointer: PromiseCheckpointer = track(fileCheckpointer({ dir, codec: codec() }))
     await checkpointer.append("s", [snapshot("secret.txt", plaintext)])
-    const onDisk = readFileSync(join(dir, "s", "blobs", sha256Hex(plaintext)))
+    const onDisk = readFileSync(objectPath(dir, sha256Hex(plaintext)))
     expect(onDisk.includes(Buffer.from("SECRET-SNAPSHOT"))).toBe(false)
     expect(Array.from(await checkpointer.readSnapshot("s", sha256Hex(plaintext)))).toEqual(Array.from(plaintext))
   })
@@ -163,8 +200,7 @@ describe("blobs go through the codec", () => {
     await checkpointer.append("s", [snapshot("a", plaintext), snapshot("b", other)])
     const wrongKey = track(fileCheckpointer({ dir, codec: aes256gcmCodec(randomBytes(32)) }))
     expect(await wrongKey.readSnapshot("s", sha256Hex(plaintext)).catch((e: unknown) => e)).toBeInstanceOf(CodecError)
-    const blobs = join(dir, "s", "blobs")
-    renameSync(join(blobs, sha256Hex(plaintext)), join(blobs, sha256Hex(other)))
+    renameSync(objectPath(dir, sha256Hex(plaintext)), objectPath(dir, sha256Hex(other)))
     expect(await checkpointer.readSnapshot("s", sha256Hex(other)).catch((e: unknown) => e)).toBeInstanceOf(CodecError)
     const missing = await checkpointer.readSnapshot("s", sha256Hex(plaintext)).catch((e: unknown) => e)
     expect(missing).toBeInstanceOf(SnapshotBlobError)
@@ -172,41 +208,54 @@ describe("blobs go through the codec", () => {
   })
 })
 
-describe("aes-256-gcm blobs are bound to their hash, not their session", () => {
+describe("blobs kept per session by earlier releases move into the shared store", () => {
   const plaintext = bytesOf(`SHARED-OBJECT-${randomBytes(8).toString("hex")}`.repeat(20))
-
-  it("the same bytes are the same object in every session: a blob copied into another session's store under its name reads back", async () => {
-    const dir = tempDir("blob-object")
-    const checkpointer = track(fileCheckpointer({ dir, codec: aes256gcmCodec(randomBytes(32)) }))
-    await checkpointer.append("s", [snapshot("a", plaintext)])
-    await checkpointer.append("t", [new UserMessage({ content: "another session" })])
-    mkdirSync(join(dir, "t", "blobs"))
-    copyFileSync(join(dir, "s", "blobs", sha256Hex(plaintext)), join(dir, "t", "blobs", sha256Hex(plaintext)))
-    expect(Array.from(await checkpointer.readSnapshot("t", sha256Hex(plaintext)))).toEqual(Array.from(plaintext))
-  })
-
-  it("a blob written when blobs were bound to their session too still reads; under another session it does not", async () => {
-    const dir = tempDir("blob-legacy")
-    const key = randomBytes(32)
-    const checkpointer = track(fileCheckpointer({ dir, codec: aes256gcmCodec(key) }))
-    await checkpointer.append("s", [new UserMessage({ content: "a session whose blob is older" })])
-    // The earlier format: AES-256-GCM, a random IV, "blob\0<session>\0<sha256>" authenticated.
-    const sha256 = sha256Hex(plaintext)
-    const sealed = (sessionId: string) => {
-      const iv = randomBytes(12)
-      const cipher = createCipheriv("aes-256-gcm", key, iv)
-      cipher.setAAD(Buffer.from(`blob\0${sessionId}\0${sha256}`, "utf8"))
-      return Buffer.concat([iv, cipher.update(plaintext), cipher.final(), cipher.getAuthTag()])
+  const key = randomBytes(32)
+  /** The earlier AES-256-GCM form: a random IV, "blob\0<session>\0<sha256>" authenticated. */
+  const sealedFor = (sessionId: string, data: Uint8Array) => {
+    const iv = randomBytes(12)
+    const cipher = createCipheriv("aes-256-gcm", key, iv)
+    cipher.setAAD(Buffer.from(`blob\0${sessionId}\0${sha256Hex(data)}`, "utf8"))
+    return Buffer.concat([iv, cipher.update(data), cipher.final(), cipher.getAuthTag()])
+  }
+  /** A store as an earlier release left it: logs of version 1 naming blobs in their sessions' own `blobs/`. */
+  const earlierStore = async (dir: string, codec: LogCodecService, blobOf: (sessionId: string, data: Uint8Array) => Uint8Array) => {
+    const only = bytesOf("only in t")
+    const writer = track(fileCheckpointer({ dir, codec }))
+    await writer.append("s", [snapshot("a", plaintext)])
+    await writer.append("t", [snapshot("a", plaintext), snapshot("b", only)])
+    await writer.close()
+    for (const [sessionId, contents] of [["s", [plaintext]], ["t", [plaintext, only]]] as const) {
+      mkdirSync(join(dir, sessionId, "blobs"))
+      for (const data of contents) writeFileSync(sessionBlobPath(dir, sessionId, sha256Hex(data)), blobOf(sessionId, data))
+      const log = join(dir, sessionId, "log")
+      writeFileSync(log, readFileSync(log, "utf8").replace('"version":2', '"version":1'))
     }
-    mkdirSync(join(dir, "s", "blobs"))
-    writeFileSync(join(dir, "s", "blobs", sha256), sealed("s"))
-    expect(Array.from(await checkpointer.readSnapshot("s", sha256))).toEqual(Array.from(plaintext))
-    writeFileSync(join(dir, "s", "blobs", sha256), sealed("elsewhere"))
-    expect(await checkpointer.readSnapshot("s", sha256).catch((e: unknown) => e)).toBeInstanceOf(CodecError)
+    rmSync(join(dir, ".objects"), { recursive: true })
+    // A blob a crash left half-written.
+    writeFileSync(join(dir, "t", "blobs", ".tmp-1-crashed"), "half")
+    return [plaintext, only] as const
+  }
+
+  it.each([
+    ["aes-256-gcm (bound to their session)", () => aes256gcmCodec(key), sealedFor],
+    ["json", () => jsonCodec, (_: string, data: Uint8Array) => data]
+  ] as const)("%s: opening moves them, each once, every one reads back; the logs say so and the old dirs go", async (_, codec, blobOf) => {
+    const dir = tempDir("blob-move")
+    const contents = await earlierStore(dir, codec(), blobOf)
+    const checkpointer = track(fileCheckpointer({ dir, codec: codec() }))
+    for (const data of contents) {
+      expect(Array.from(await checkpointer.readSnapshot("t", sha256Hex(data)))).toEqual(Array.from(data))
+      expect(existsSync(objectPath(dir, sha256Hex(data)))).toBe(true)
+    }
+    expect(existsSync(join(dir, "s", "blobs"))).toBe(false)
+    expect(existsSync(join(dir, "t", "blobs"))).toBe(false)
+    for (const sessionId of ["s", "t"]) expect(readFileSync(join(dir, sessionId, "log"), "utf8")).toMatch(/^\{"format":"lite-agent\/session-log","version":2,/)
+    expect((await checkpointer.read("t")).length).toBe(2)
   })
 })
 
-describe("a codec that knows only records stores a blob as a record named by its hash", () => {
+describe("a codec that knows only records stores an object as a record named by its hash", () => {
   const plaintext = bytesOf(`RECORD-CODEC-${randomBytes(8).toString("hex")}`.repeat(20))
   /** A codec of records only that authenticates each record's name with its text, as a keyed codec would. */
   const namedCodec: LogCodecService = {
@@ -223,22 +272,23 @@ describe("a codec that knows only records stores a blob as a record named by its
       })
   }
 
-  it("shared by sessions, bound to its hash; one stored as a record of its session (before) still reads", async () => {
+  it("bound to its hash; one stored as a record of its session by an earlier release moves in and reads", async () => {
     const dir = tempDir("blob-records")
     const checkpointer = track(fileCheckpointer({ dir, codec: namedCodec }))
     const other = bytesOf("other content")
     await checkpointer.append("s", [snapshot("a", plaintext), snapshot("b", other)])
-    await checkpointer.append("t", [new UserMessage({ content: "another session" })])
-    mkdirSync(join(dir, "t", "blobs"))
-    copyFileSync(join(dir, "s", "blobs", sha256Hex(plaintext)), join(dir, "t", "blobs", sha256Hex(plaintext)))
-    expect(Array.from(await checkpointer.readSnapshot("t", sha256Hex(plaintext)))).toEqual(Array.from(plaintext))
     // Under another name it is not that name's bytes.
-    copyFileSync(join(dir, "s", "blobs", sha256Hex(plaintext)), join(dir, "s", "blobs", sha256Hex(other)))
+    writeFileSync(objectPath(dir, sha256Hex(other)), readFileSync(objectPath(dir, sha256Hex(plaintext))))
     expect(await checkpointer.readSnapshot("s", sha256Hex(other)).catch((e: unknown) => e)).toBeInstanceOf(CodecError)
-    // The earlier form: a record of the session, seq 0.
+    await checkpointer.close()
+    // The earlier form: a record of the session, seq 0, in the session's own blobs/.
     const [legacy] = await Effect.runPromise(namedCodec.encode([{ sessionId: "s", seq: 0, payload: Buffer.from(plaintext).toString("base64") }]))
-    writeFileSync(join(dir, "s", "blobs", sha256Hex(plaintext)), legacy!)
-    expect(Array.from(await checkpointer.readSnapshot("s", sha256Hex(plaintext)))).toEqual(Array.from(plaintext))
+    rmSync(objectPath(dir, sha256Hex(plaintext)))
+    mkdirSync(join(dir, "s", "blobs"))
+    writeFileSync(sessionBlobPath(dir, "s", sha256Hex(plaintext)), legacy!)
+    const reopened = track(fileCheckpointer({ dir, codec: namedCodec }))
+    expect(Array.from(await reopened.readSnapshot("s", sha256Hex(plaintext)))).toEqual(Array.from(plaintext))
+    expect(existsSync(join(dir, "s", "blobs"))).toBe(false)
   })
 })
 
@@ -295,7 +345,7 @@ describe("createLiteAgent({ storage })", () => {
     await agent.send("second")
     const sessionDir = join(dir, agent.sessionId)
     expect(readFileSync(join(sessionDir, "log")).includes(Buffer.from(secret))).toBe(false)
-    const blob = join(sessionDir, "blobs", sha256Hex(bytesOf(`${secret} v1`)))
+    const blob = objectPath(dir, sha256Hex(bytesOf(`${secret} v1`)))
     expect(existsSync(blob)).toBe(true)
     expect(readFileSync(blob).includes(Buffer.from(secret))).toBe(false)
     const plain = track(fileCheckpointer({ dir }))

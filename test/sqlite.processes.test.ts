@@ -490,7 +490,9 @@ describe("sqlite backend: damaged database files", () => {
       { name: "lite_agent_sessions", rootpage: 3 },
       { name: "sqlite_autoindex_lite_agent_sessions_1", rootpage: 4 },
       { name: "lite_agent_events", rootpage: 5 },
-      { name: "lite_agent_blobs", rootpage: 6 }
+      // Page 6 held version 2's blobs table, which version 3's migration drops (a free page now).
+      { name: "lite_agent_objects", rootpage: 7 },
+      { name: "sqlite_autoindex_lite_agent_objects_1", rootpage: 8 }
     ])
     overwritePages(file, 2, 4)
     const damaged = readFileSync(file)

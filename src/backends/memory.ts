@@ -23,8 +23,6 @@ const pages = <A>(records: Chunk.Chunk<A>): Array<Chunk.Chunk<A>> => {
 
 interface MemorySession {
   readonly records: Chunk.Chunk<StoredEventEncoded>
-  /** The snapshot store: blob bytes by SHA-256 (copies, so callers' buffers can change freely). */
-  readonly blobs: HashMap.HashMap<string, Uint8Array>
   /** Epoch ms of the last activity; strictly increasing across the store, so `list` order is exact. */
   readonly mtime: number
   /** Changed by every truncate; a deleted and re-created session starts a new one. */
@@ -52,7 +50,6 @@ export const makeDriver = Effect.gen(function*() {
   const nextGeneration = () => `g${++generations}`
   const emptySession = (): MemorySession => ({
     records: Chunk.empty(),
-    blobs: HashMap.empty(),
     mtime: 0,
     generation: nextGeneration()
   })
@@ -62,8 +59,45 @@ export const makeDriver = Effect.gen(function*() {
         const current = Option.getOrElse(HashMap.get(all, sessionId), emptySession)
         return HashMap.set(all, sessionId, { ...current, ...change, mtime })
       }))
-  const blobsOf = (sessionId: string) =>
-    Effect.map(sessionOf(sessionId), Option.match({ onNone: () => HashMap.empty<string, Uint8Array>(), onSome: (s) => s.blobs }))
+  // The object store: bytes by SHA-256 (copies, so callers' buffers can change freely) and when
+  // each was last stored or touched. Each call runs in one step: atomic with respect to the others.
+  const objects = new Map<string, { readonly data: Uint8Array; touchedMs: number }>()
+  const objectStore: Checkpointer.ObjectStore = {
+    put: (added, nowMs) =>
+      Effect.sync(() => {
+        for (const { data, sha256 } of added) {
+          const stored = objects.get(sha256)
+          if (stored === undefined) objects.set(sha256, { data: data.slice(), touchedMs: nowMs })
+          else stored.touchedMs = Math.max(stored.touchedMs, nowMs)
+        }
+      }),
+    touch: (hashes, nowMs) =>
+      Effect.sync(() =>
+        hashes.filter((sha256) => {
+          const stored = objects.get(sha256)
+          if (stored !== undefined) stored.touchedMs = Math.max(stored.touchedMs, nowMs)
+          return stored === undefined
+        })
+      ),
+    read: (sha256) => Effect.sync(() => objects.get(sha256)?.data.slice()),
+    sizes: (hashes) =>
+      Effect.sync(() =>
+        [...new Set(hashes)].flatMap((sha256) => {
+          const stored = objects.get(sha256)
+          return stored === undefined ? [] : [{ sha256, storedBytes: stored.data.length }]
+        })
+      ),
+    list: Effect.sync(() => Array.from(objects, ([sha256, { data, touchedMs }]) => ({ sha256, storedBytes: data.length, touchedMs }))),
+    deleteUntouched: (hashes, cutoffMs) =>
+      Effect.sync(() =>
+        hashes.flatMap((sha256) => {
+          const stored = objects.get(sha256)
+          if (stored === undefined || stored.touchedMs >= cutoffMs) return []
+          objects.delete(sha256)
+          return [{ sha256, storedBytes: stored.data.length }]
+        })
+      )
+  }
 
   const driver: Checkpointer.CheckpointerDriver = {
     withSession: (sessionId, use) =>
@@ -75,25 +109,7 @@ export const makeDriver = Effect.gen(function*() {
             generation: Option.match(current, { onNone: () => Checkpointer.NO_GENERATION, onSome: (s) => s.generation }),
             append: (added) => save(sessionId, { records: Chunk.appendAll(records, Chunk.fromIterable(added)) }),
             truncate: (toSeq) => save(sessionId, { records: Chunk.take(records, toSeq), generation: nextGeneration() }),
-            // Blobs alone do not make a session exist (nor count as activity): only the log does.
-            putBlobs: (added) =>
-              Ref.update(sessions, (all) => {
-                const session = Option.getOrElse(HashMap.get(all, sessionId), emptySession)
-                let blobs = session.blobs
-                for (const blob of added) if (!HashMap.has(blobs, blob.sha256)) blobs = HashMap.set(blobs, blob.sha256, blob.data.slice())
-                return HashMap.set(all, sessionId, { ...session, blobs })
-              }),
-            missingBlobs: (hashes) =>
-              Effect.map(blobsOf(sessionId), (blobs) => hashes.filter((sha256) => !HashMap.has(blobs, sha256))),
-            deleteBlobs: (hashes) =>
-              Ref.update(sessions, (all) =>
-                Option.match(HashMap.get(all, sessionId), {
-                  onNone: () => all,
-                  onSome: (session) =>
-                    HashMap.set(all, sessionId, { ...session, blobs: HashMap.removeMany(session.blobs, hashes) })
-                })),
             records: () => Stream.fromChunks(...pages(records)),
-            storedBlobs: driver.listBlobs(sessionId),
             firstRecordOf: (other) =>
               Effect.map(sessionOf(other), Option.match({ onNone: () => undefined, onSome: (s) => Option.getOrUndefined(Chunk.head(s.records)) })),
             remove: Ref.update(sessions, HashMap.remove(sessionId))
@@ -132,11 +148,7 @@ export const makeDriver = Effect.gen(function*() {
         onNone: () => 0,
         onSome: (s) => Chunk.reduce(s.records, 0, (total, record) => total + Buffer.byteLength(JSON.stringify(record)) + 1)
       })),
-    readBlob: (sessionId, sha256) =>
-      Effect.map(blobsOf(sessionId), (blobs) => Option.getOrUndefined(Option.map(HashMap.get(blobs, sha256), (data) => data.slice()))),
-    listBlobs: (sessionId) =>
-      Effect.map(blobsOf(sessionId), (blobs) =>
-        Array.from(HashMap.entries(blobs), ([sha256, data]) => ({ sha256, storedBytes: data.length })))
+    objects: objectStore
   }
   return driver
 })

@@ -4,12 +4,13 @@
  * and encoding, seq allocation, expected-head checks, decoding with contiguity checks, the
  * snapshot store's rules and the closed state — so those rules are written once.
  *
- * The snapshot store: file bytes never enter the log. `append` takes events holding bytes
+ * The object store: file bytes never enter the log. `append` takes events holding bytes
  * inline (a `content` file state, a tool call's large argument: each kind's blob lens says
- * where), stores the bytes in the session's content-addressed store (by SHA-256, once per
- * session however often they recur) and logs a reference instead — blobs first, then the log,
- * under the session's write exclusion, so a logged reference always has its blob and a crash
- * in between leaves only an unreferenced blob, which `sweepSnapshots` removes.
+ * where), stores the bytes as objects (by SHA-256, once for every session of the store however
+ * often they recur) and logs a reference instead — objects first, then the log, so a logged
+ * reference always names a stored object and a crash in between leaves only an unreferenced
+ * object, which `gc` removes once no writer can be about to reference it
+ * (internal/objectCollection.ts).
  */
 import { Context, Effect, Either, Schema, Stream } from "effect"
 import type { SessionEventInput } from "./encoding.js"
@@ -27,7 +28,8 @@ import * as ForkedAppends from "./internal/forkedAppends.js"
 import * as ForkedReads from "./internal/forkedReads.js"
 import * as ForkOrigins from "./internal/forkOrigins.js"
 import { normalizeEvents } from "./internal/eventCodec.js"
-import { referencedBlobs } from "./internal/recordDecoding.js"
+import { collect, type GcOptions, type GcReport } from "./internal/objectCollection.js"
+import { blobReferences } from "./internal/blobs.js"
 import { sha256Hex } from "./internal/sha256.js"
 import { makeKeyedSignals } from "./internal/keyedSignals.js"
 import { decodeOptions, PositiveMilliseconds } from "./internal/options.js"
@@ -37,15 +39,18 @@ import { type FollowItem, followSession } from "./follow.js"
 import { sessionIdProblem } from "./sessionId.js"
 
 export type { FollowItem } from "./follow.js"
+export { DEFAULT_GRACE_MS, type GcOptions, type GcReport, MIN_GRACE_MS } from "./internal/objectCollection.js"
 export {
   type CheckpointerDriver,
   type LockedSession,
   NO_GENERATION,
+  type ObjectStore,
   type RecordPage,
   type SessionInfo,
   type SessionVersion,
   type SnapshotBlob,
-  type SnapshotInfo
+  type SnapshotInfo,
+  type StoredObject
 } from "./CheckpointerDriver.js"
 
 /** What a session costs in storage. */
@@ -54,9 +59,9 @@ export interface SessionStats {
   readonly events: number
   /** Bytes the log takes as stored. */
   readonly logBytes: number
-  /** Bytes the snapshot store's blobs take as stored (after the codec). */
+  /** Bytes the objects its events reference take as stored (after the codec), shared with other sessions or not. */
   readonly snapshotBytes: number
-  /** Blobs in the snapshot store. */
+  /** Objects its events reference. */
   readonly snapshots: number
 }
 
@@ -94,26 +99,30 @@ export interface CheckpointerService {
   /**
    * Drop every event after `toSeq` and return the new head (`toSeq`). `toSeq` must be
    * between 0 and the head; `toSeq === head` changes nothing; a larger one fails with
-   * `InvalidSeqError`. Truncating to 0 leaves an existing, empty session. Snapshot blobs
-   * only the dropped events referenced stay until `sweepSnapshots`.
+   * `InvalidSeqError`. Truncating to 0 leaves an existing, empty session. Objects only the
+   * dropped events referenced stay until `gc`.
    */
   readonly truncate: (
     sessionId: string,
     toSeq: number,
     expectedHead?: number
   ) => Effect.Effect<number, CheckpointerError>
-  /** Events, log bytes, snapshot bytes and blobs of a session (zeros for an unknown one). */
+  /** Events, log bytes, and the objects its events reference (zeros for an unknown session). */
   readonly stats: (sessionId: string) => Effect.Effect<SessionStats, CheckpointerError>
-  /** The bytes of a stored file snapshot, checked against their hash (`SnapshotBlobError` when missing or damaged). */
+  /**
+   * The bytes of a stored object (a file snapshot, a stored argument) checked against their hash
+   * (`SnapshotBlobError` when missing or damaged). Objects are shared by every session of the
+   * store: `sessionId` is the session whose event names it, for the error.
+   */
   readonly readSnapshot: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array, CheckpointerError>
-  /** The session's snapshot blobs, referenced or not. */
+  /** The stored objects the session's events (as read: a fork's include those it shares) reference. */
   readonly listSnapshots: (sessionId: string) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
   /**
-   * Delete the session's blobs that no logged event references; resolves to how many went.
-   * `options.only` limits the sweep to those hashes (what a truncate just cut, say), so that it
-   * does not list the whole store; the references are checked against the whole log either way.
+   * Delete the objects no session's log references (every branch, every fork) that were stored
+   * or touched longer ago than the grace period: safe while other processes append (see
+   * internal/objectCollection.ts).
    */
-  readonly sweepSnapshots: (sessionId: string, options?: SweepOptions) => Effect.Effect<number, CheckpointerError>
+  readonly gc: (options?: GcOptions) => Effect.Effect<GcReport, CheckpointerError>
   /**
    * The session's events after `sinceSeq`, then each event any process appends, as it lands —
    * a stream that ends only when its consumer stops. A truncate, or a delete and re-creation,
@@ -121,11 +130,6 @@ export interface CheckpointerService {
    * never a silent mix of the old and the new log. Each look reads only the new events.
    */
   readonly follow: (sessionId: string, options?: FollowOptions) => Stream.Stream<FollowItem, CheckpointerError>
-}
-
-export interface SweepOptions {
-  /** Only these blobs are candidates for deletion. Default: every blob of the session. */
-  readonly only?: ReadonlyArray<string> | undefined
 }
 
 export const FollowOptions = Schema.Struct({
@@ -301,9 +305,9 @@ export const make = (driver: CheckpointerDriver) =>
               detail: "not a SHA-256 digest (64 lowercase hex digits)"
             })
           }
-          const data = yield* forks.blob(sessionId, sha256)
+          const data = yield* driver.objects.read(sha256)
           if (data === undefined) {
-            return yield* new SnapshotBlobError({ sessionId, sha256, reason: "missing", detail: "no such blob in the session's store" })
+            return yield* new SnapshotBlobError({ sessionId, sha256, reason: "missing", detail: "no such object in the store" })
           }
           if (sha256Hex(data) !== sha256) {
             return yield* new SnapshotBlobError({
@@ -317,38 +321,22 @@ export const make = (driver: CheckpointerDriver) =>
         })
       )
 
-    const sweepSnapshots: CheckpointerService["sweepSnapshots"] = (sessionId, options) =>
-      guard(
-        sessionId,
-        Effect.gen(function*() {
-          // A fork's own events (and its forks') may name blobs of this store: they stay too. Read
-          // before the session's write exclusion is taken (a backend may hold one connection for it).
-          const namedByForks = new Set<string>()
-          for (const fork of yield* forks.below(sessionId)) {
-            for (const sha256 of yield* referencedBlobs(fork, driver.read(fork, 0))) namedByForks.add(sha256)
-          }
-          return yield* driver.withSession(sessionId, (session) =>
-            Effect.gen(function*() {
-              const only = options?.only
-              const stored = only === undefined
-                ? (yield* session.storedBlobs).map((blob) => blob.sha256)
-                : yield* Effect.map(session.missingBlobs(only), (missing) => [...new Set(only)].filter((sha256) => !missing.includes(sha256)))
-              if (stored.length === 0) return 0
-              const referenced = yield* referencedBlobs(sessionId, session.records())
-              const unreferenced = stored.filter((sha256) => !referenced.has(sha256) && !namedByForks.has(sha256))
-              // Called even with nothing to delete: a backend may clear its own leftovers (half-written blobs) here.
-              yield* session.deleteBlobs(unreferenced)
-              return unreferenced.length
-            }))
-        })
+    /** The stored objects the session's events, as read, reference. */
+    const referencedObjects = (sessionId: string) =>
+      Effect.flatMap(
+        Stream.runFold(readView(sessionId, 0, 0), new Set<string>(), (hashes, { event }) => {
+          for (const sha256 of blobReferences(event)) hashes.add(sha256)
+          return hashes
+        }),
+        (hashes) => (hashes.size === 0 ? Effect.succeed([]) : driver.objects.sizes([...hashes]))
       )
 
     const service: CheckpointerService = {
       append,
       read,
       readSnapshot,
-      listSnapshots: (sessionId) => guard(sessionId, driver.listBlobs(sessionId)),
-      sweepSnapshots,
+      listSnapshots: (sessionId) => guard(sessionId, referencedObjects(sessionId)),
+      gc: (options) => Effect.zipRight(ensureOpen, collect(driver, options)),
       head: (sessionId) => guard(sessionId, viewHead(sessionId)),
       version: (sessionId) =>
         guard(
@@ -361,7 +349,7 @@ export const make = (driver: CheckpointerDriver) =>
         guard(
           sessionId,
           Effect.map(
-            Effect.all([viewHead(sessionId), driver.logBytes(sessionId), driver.listBlobs(sessionId)]),
+            Effect.all([viewHead(sessionId), driver.logBytes(sessionId), referencedObjects(sessionId)]),
             ([events, logBytes, blobs]): SessionStats => ({
               events,
               logBytes,

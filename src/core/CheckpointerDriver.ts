@@ -7,16 +7,54 @@ import type { Effect, Scope, Stream } from "effect"
 import type { CheckpointerError } from "./errors.js"
 import type { StoredEventEncoded } from "./events.js"
 
-/** A blob of the snapshot store: the SHA-256 of its content and the bytes it takes as stored (after the codec). */
+/** An object of the store: the SHA-256 of its content and the bytes it takes as stored (after the codec). */
 export interface SnapshotInfo {
   readonly sha256: string
   readonly storedBytes: number
 }
 
-/** Content for the snapshot store, under the hash of its bytes. */
+/** Content for the object store, under the hash of its bytes. */
 export interface SnapshotBlob {
   readonly sha256: string
   readonly data: Uint8Array
+}
+
+/** A stored object, and when it was last stored or touched (epoch ms of the clock `make` passes in). */
+export interface StoredObject extends SnapshotInfo {
+  readonly touchedMs: number
+}
+
+/**
+ * The store's objects: content-addressed bytes (file states, large tool-call arguments) kept
+ * once for every session of the store. Sessions reference objects by hash from their events;
+ * `make` decides which objects are garbage (see objectCollection.ts) — a backend only stores,
+ * touches and deletes them, each atomically with respect to the others.
+ *
+ * Every object carries the time it was last stored or touched, as `make` gives it (`nowMs`):
+ * the collector deletes only objects untouched since a cutoff, so a writer that touched an
+ * object just before logging a reference to it never loses it.
+ */
+export interface ObjectStore {
+  /**
+   * Store each object not stored yet, durably (as durably as `append` stores records) before
+   * returning, and touch (`nowMs`) each one already stored. A reader never sees part of an
+   * object; two processes putting the same object at once both succeed.
+   */
+  readonly put: (objects: ReadonlyArray<SnapshotBlob>, nowMs: number) => Effect.Effect<void, CheckpointerError>
+  /** Touch (`nowMs`) each of these objects that is stored; give back the hashes of those that are not. */
+  readonly touch: (hashes: ReadonlyArray<string>, nowMs: number) => Effect.Effect<ReadonlyArray<string>, CheckpointerError>
+  /** An object's bytes as they were put (the backend's own encoding undone), or undefined when it is not stored. */
+  readonly read: (sha256: string) => Effect.Effect<Uint8Array | undefined, CheckpointerError>
+  /** The stored objects among these hashes, with their stored sizes. */
+  readonly sizes: (hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
+  /** Every stored object. */
+  readonly list: Effect.Effect<ReadonlyArray<StoredObject>, CheckpointerError>
+  /**
+   * Delete each of these objects whose touched time is still before `cutoffMs`, decided
+   * atomically with respect to `put` and `touch` (an object touched meanwhile stays), and any
+   * leftovers of writes or deletes a crash cut short; give back the objects deleted.
+   */
+  readonly deleteUntouched: (hashes: ReadonlyArray<string>, cutoffMs: number) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
 }
 
 /**
@@ -58,14 +96,6 @@ export interface LockedSession {
   readonly append: (records: ReadonlyArray<StoredEventEncoded>) => Effect.Effect<void, CheckpointerError>
   /** Drop every record after `toSeq` (< head) atomically. */
   readonly truncate: (toSeq: number) => Effect.Effect<void, CheckpointerError>
-  /** Store these blobs durably (as durably as `append` stores records) before returning; one already stored is kept. */
-  readonly putBlobs: (blobs: ReadonlyArray<SnapshotBlob>) => Effect.Effect<void, CheckpointerError>
-  /** Which of these hashes have no blob stored. */
-  readonly missingBlobs: (hashes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, CheckpointerError>
-  /** Delete these blobs (absent ones are fine), and any leftovers of blobs half-written by a crash. */
-  readonly deleteBlobs: (hashes: ReadonlyArray<string>) => Effect.Effect<void, CheckpointerError>
-  /** Every blob stored for the session, seen from inside the exclusion. */
-  readonly storedBlobs: Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
   /** Every stored record of the session, as `read` gives them, seen from inside the exclusion (built on demand: most holders never read). */
   readonly records: () => Stream.Stream<unknown, CheckpointerError>
   /**
@@ -74,7 +104,7 @@ export interface LockedSession {
    * exclusion as the delete or truncate it forbids. A backend holding one connection reads it there.
    */
   readonly firstRecordOf: (otherSessionId: string) => Effect.Effect<unknown, CheckpointerError>
-  /** Remove the whole session (its records and its blobs) atomically; nothing for a session that does not exist. */
+  /** Remove the whole session's log atomically (the objects it referenced stay for the collector); nothing for a session that does not exist. */
   readonly remove: Effect.Effect<void, CheckpointerError>
 }
 
@@ -104,9 +134,8 @@ export interface CheckpointerDriver {
   readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
   readonly version: (sessionId: string) => Effect.Effect<SessionVersion, CheckpointerError>
   readonly list: Effect.Effect<ReadonlyArray<SessionInfo>, CheckpointerError>
-  /** A blob's bytes as they were put (the backend's own encoding undone), or undefined when it is not stored. */
-  readonly readBlob: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array | undefined, CheckpointerError>
-  readonly listBlobs: (sessionId: string) => Effect.Effect<ReadonlyArray<SnapshotInfo>, CheckpointerError>
+  /** The store's objects, shared by every session. */
+  readonly objects: ObjectStore
   /** Bytes the session's log takes as stored (0 when unknown). */
   readonly logBytes: (sessionId: string) => Effect.Effect<number, CheckpointerError>
   /**

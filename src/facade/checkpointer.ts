@@ -12,7 +12,8 @@ import {
   type SessionInfo,
   type SessionStats,
   type SnapshotInfo,
-  type SweepOptions
+  type GcOptions,
+  type GcReport
 } from "../core/Checkpointer.js"
 import type { SessionEventInput } from "../core/encoding.js"
 import { CheckpointerClosedError } from "../core/errors.js"
@@ -38,16 +39,19 @@ export interface PromiseCheckpointer {
   list(): Promise<Array<SessionInfo>>
   delete(sessionId: string): Promise<void>
   truncate(sessionId: string, toSeq: number, expectedHead?: number): Promise<number>
-  /** Events, log bytes, snapshot bytes and blobs of a session. */
+  /** Events, log bytes, and the objects a session's events reference. */
   stats(sessionId: string): Promise<SessionStats>
   /** The bytes of a stored file snapshot, checked against their hash. */
   readSnapshot(sessionId: string, sha256: string): Promise<Uint8Array>
   /** A logged tool call's input as the model sent it, its stored arguments read back from the snapshot store. */
   toolInput(sessionId: string, block: ToolUseBlock): Promise<JsonValue>
-  /** The session's snapshot blobs (referenced or not), with their stored sizes. */
+  /** The stored objects the session's events reference, with their stored sizes. */
   listSnapshots(sessionId: string): Promise<Array<SnapshotInfo>>
-  /** Delete the session's blobs no logged event references (`options.only`: just among those hashes); resolves to how many went. */
-  sweepSnapshots(sessionId: string, options?: SweepOptions): Promise<number>
+  /**
+   * Delete the objects no session's log references that were stored or touched longer ago than
+   * `options.graceMs` (default one hour, at least five minutes): safe while other processes append.
+   */
+  gc(options?: GcOptions): Promise<GcReport>
   /** Release the backend. Idempotent; every later call rejects with `CheckpointerClosedError`. */
   close(): Promise<void>
   /** The same store as an Effect layer (for `createLiteAgent` and Effect programs). */
@@ -114,7 +118,7 @@ const makeFacade = <R, E>(layer: Layer.Layer<Checkpointer | R, E>) => {
     readSnapshot: (sessionId, sha256) => run((c) => c.readSnapshot(sessionId, sha256)),
     toolInput: (sessionId, block) => run((c) => fullToolInput(c, sessionId, block)),
     listSnapshots: (sessionId) => run((c) => Effect.map(c.listSnapshots(sessionId), (blobs) => [...blobs])),
-    sweepSnapshots: (sessionId, options) => run((c) => c.sweepSnapshots(sessionId, options)),
+    gc: (options) => run((c) => c.gc(options)),
     close: async () => {
       if (closed) return
       closed = true

@@ -1,16 +1,20 @@
 /**
  * Forks: a session whose first event is a `SessionForked { from, at }` reads as the first `at`
- * events of `from` followed by its own — sharing them and their blobs, never copying — and
+ * events of `from` followed by its own — sharing them and their objects, never copying — and
  * nothing may take what a fork shares.
  */
 import assert from "node:assert/strict"
 import { Effect, Queue, Stream } from "effect"
 import { Checkpointer, type CheckpointerService, type FollowItem } from "../core/Checkpointer.js"
-import { CheckpointConflictError, InvalidEventError, InvalidSeqError, SessionForkedError } from "../core/errors.js"
+import { CheckpointConflictError, InvalidEventError, InvalidSeqError, SessionForkedError, SnapshotBlobError } from "../core/errors.js"
 import { FileSnapshot, type SessionEvent, SessionForked, type StoredEvent, UserMessage } from "../core/events.js"
+import { DEFAULT_GRACE_MS } from "../core/internal/objectCollection.js"
 import { sha256Hex } from "../core/internal/sha256.js"
-import { expectFailure, readAll } from "./helpers.js"
+import { expectFailure, readAll, shiftedBy } from "./helpers.js"
 import { type ConformanceSuite, uniquePrefix } from "./runner.js"
+
+/** Past every grace period. */
+const LATER_MS = 2 * DEFAULT_GRACE_MS
 
 const prompts = (...texts: ReadonlyArray<string>) => texts.map((text) => new UserMessage({ content: text }))
 const described = (stored: StoredEvent) =>
@@ -96,13 +100,13 @@ export const forkTests = <E>({ layer, options, runner, test, timeoutMs }: Confor
         assert.deepEqual((yield* readAll(c, p + "deeper")).map(described), ["1:a", "2:b", "3:forked 2", "4:w", "5:forked 4"])
       }))
 
-    test("a fork reads its source's blobs without a copy, and its events may name them", (c, p) =>
+    test("a fork reads its source's objects, and its events may name them", (c, p) =>
       Effect.gen(function*() {
         const { fork, source } = yield* sourceAndFork(c, p, [snapshot])
         assert.deepEqual(Array.from(yield* c.readSnapshot(fork, HASH)), Array.from(BYTES))
         yield* c.append(fork, [reference])
-        assert.deepEqual(yield* c.listSnapshots(fork), [], "the fork's own store holds nothing")
-        assert.equal((yield* c.stats(fork)).snapshots, 0)
+        assert.deepEqual((yield* c.listSnapshots(fork)).map((object) => object.sha256), [HASH], "one object, named by both")
+        assert.equal((yield* c.stats(fork)).snapshots, 1)
         assert.equal((yield* c.listSnapshots(source)).length, 1)
         // A reference to a blob neither store holds is still refused.
         const unknown = new FileSnapshot({ toolUseId: "t", path: "b", state: { _tag: "stored", sha256: "0".repeat(64), mode: 0o644, size: 1 } })
@@ -131,18 +135,27 @@ export const forkTests = <E>({ layer, options, runner, test, timeoutMs }: Confor
         assert.equal(yield* c.head(source), 0)
       }))
 
-    test("a sweep of the source keeps the blobs a fork's own events name", (c, p) =>
+    test("gc keeps the objects a fork's own events name, and those it shares", (c, p) =>
       Effect.gen(function*() {
         const source = p + "source"
         const fork = p + "fork"
-        yield* c.append(source, [...prompts("s1"), snapshot])
-        // The source no longer names the blob itself (not swept yet); its fork names it.
-        yield* c.truncate(source, 1)
-        yield* c.append(fork, [new SessionForked({ from: source, at: 1 }), reference])
-        assert.equal(yield* c.sweepSnapshots(source), 0)
-        assert.deepEqual(Array.from(yield* c.readSnapshot(fork, HASH)), Array.from(BYTES))
+        const [cut, shared] = ["cut", "shared"].map((name) => new TextEncoder().encode(`${p}:${name}`))
+        const snapshotOf = (bytes: Uint8Array) =>
+          new FileSnapshot({ toolUseId: "t", path: "a", state: { _tag: "content", data: bytes, mode: 0o644, size: bytes.length, sha256: sha256Hex(bytes) } })
+        yield* c.append(source, [...prompts("s1"), snapshotOf(shared!), snapshotOf(cut!)])
+        // The source no longer names `cut` itself; its fork names it, and shares `shared`.
+        yield* c.truncate(source, 2)
+        yield* c.append(fork, [
+          new SessionForked({ from: source, at: 2 }),
+          new FileSnapshot({ toolUseId: "t", path: "b", state: { _tag: "stored", sha256: sha256Hex(cut!), mode: 0o644, size: cut!.length } })
+        ])
+        yield* shiftedBy(LATER_MS)(c.gc())
+        assert.deepEqual(Array.from(yield* c.readSnapshot(fork, sha256Hex(cut!))), Array.from(cut!))
+        assert.deepEqual(Array.from(yield* c.readSnapshot(fork, sha256Hex(shared!))), Array.from(shared!))
         yield* c.delete(fork)
-        assert.equal(yield* c.sweepSnapshots(source), 1)
+        yield* shiftedBy(LATER_MS)(c.gc())
+        yield* expectFailure(c.readSnapshot(source, sha256Hex(cut!)), SnapshotBlobError, "no log names it now")
+        assert.deepEqual(Array.from(yield* c.readSnapshot(source, sha256Hex(shared!))), Array.from(shared!))
       }))
 
     test("a follower of a fork gets the shared events, then its own as they land", (c, p) =>

@@ -1,6 +1,6 @@
 /** Reading a session back and checking failures: shared by every group of conformance tests. */
 import assert from "node:assert/strict"
-import { Chunk, Effect, Exit, Schema, Stream } from "effect"
+import { Chunk, Clock, Effect, Exit, Schema, Stream } from "effect"
 import type { CheckpointerService } from "../core/Checkpointer.js"
 import { SessionEvent, type StoredEvent } from "../core/events.js"
 
@@ -32,3 +32,21 @@ export const expectFailure = <A>(
     }))
 
 export const sleep = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+
+/**
+ * `effect` run as if `shiftMs` later (or earlier, when negative): what the store's objects are
+ * touched with and what a collection takes as now — so a test sees what an hour of waiting does
+ * without waiting. Sleeps are not shifted.
+ */
+export const shiftedBy = (shiftMs: number) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Effect.clock, (clock) => {
+    const shifted: Clock.Clock = {
+      [Clock.ClockTypeId]: Clock.ClockTypeId,
+      unsafeCurrentTimeMillis: () => clock.unsafeCurrentTimeMillis() + shiftMs,
+      currentTimeMillis: Effect.map(clock.currentTimeMillis, (now) => now + shiftMs),
+      unsafeCurrentTimeNanos: () => clock.unsafeCurrentTimeNanos() + BigInt(shiftMs) * 1_000_000n,
+      currentTimeNanos: Effect.map(clock.currentTimeNanos, (now) => now + BigInt(shiftMs) * 1_000_000n),
+      sleep: (duration) => clock.sleep(duration)
+    }
+    return Effect.withClock(effect, shifted)
+  })

@@ -1,28 +1,38 @@
-/** The snapshot store: blobs kept once per session, refused when they lie, swept when unreferenced. */
+/** The object store: objects kept once for the whole store, refused when they lie, collected when no log references them. */
 import assert from "node:assert/strict"
 import { Effect, FastCheck as fc, type Layer } from "effect"
 import { Checkpointer, type CheckpointerService } from "../core/Checkpointer.js"
-import { CheckpointConflictError, InvalidEventError, SnapshotBlobError } from "../core/errors.js"
+import { CheckpointConflictError, ConfigurationError, InvalidEventError, SnapshotBlobError } from "../core/errors.js"
 import { AssistantMessage, FileSnapshot, type JsonValue, STORED_ARGUMENT_MIN_BYTES, UserMessage } from "../core/events.js"
 import { blobReferences } from "../core/internal/blobs.js"
 import { sha256Hex } from "../core/internal/sha256.js"
-import { expectFailure, readAll } from "./helpers.js"
+import { DEFAULT_GRACE_MS, type GcOptions, MIN_GRACE_MS } from "../core/internal/objectCollection.js"
+import { expectFailure, readAll, shiftedBy } from "./helpers.js"
 import { type ConformanceOptions, type ConformanceSuite, uniquePrefix } from "./runner.js"
 
 const snapshotOf = (path: string, data: Uint8Array) =>
   new FileSnapshot({ toolUseId: "toolu_snap", path, state: { _tag: "content", data, mode: 0o644, size: data.length, sha256: sha256Hex(data) } })
 
-/** Tool-call arguments large enough to be stored; the first is also one of the snapshot contents. */
-const ARGUMENT_POOL = ["p", "q"].map((letter) => letter.repeat(STORED_ARGUMENT_MIN_BYTES))
+/** Past every grace period: a collection run this much later deletes whatever no log references. */
+const LATER_MS = 2 * DEFAULT_GRACE_MS
 
-/** A few distinct contents, so sequences reuse blobs across events, appends and truncates. */
-const BLOB_POOL = [...Array.from({ length: 5 }, (_, i) => new Uint8Array(64 + i).fill(i + 1)), new TextEncoder().encode(ARGUMENT_POOL[0])]
+/** Tool-call arguments large enough to be stored, and a few contents; the first argument is also one of the contents. Unique to `salt`: the store is shared. */
+const poolsFor = (salt: string) => {
+  const argumentPool = ["p", "q"].map((letter) => (salt + letter).repeat(Math.ceil(STORED_ARGUMENT_MIN_BYTES / (salt.length + 1))))
+  const blobPool = [
+    ...Array.from({ length: 5 }, (_, i) => new TextEncoder().encode(`${salt}:${i}:`.repeat(8 + i))),
+    new TextEncoder().encode(argumentPool[0])
+  ]
+  return { argumentPool, blobPool }
+}
+const POOL_BLOBS = 6
+const POOL_ARGUMENTS = 2
 
 type SnapshotOp =
   | { readonly op: "append"; readonly session: 0 | 1; readonly blobs: ReadonlyArray<number>; readonly arguments: ReadonlyArray<number> }
   | { readonly op: "truncate"; readonly session: 0 | 1; readonly keep: number }
   | { readonly op: "delete"; readonly session: 0 | 1 }
-  | { readonly op: "sweep"; readonly session: 0 | 1 }
+  | { readonly op: "gc"; readonly later: boolean }
 
 const snapshotOpArb: fc.Arbitrary<SnapshotOp> = fc.oneof(
   {
@@ -30,69 +40,91 @@ const snapshotOpArb: fc.Arbitrary<SnapshotOp> = fc.oneof(
     arbitrary: fc.record({
       op: fc.constant("append" as const),
       session: fc.constantFrom(0 as const, 1 as const),
-      blobs: fc.array(fc.nat({ max: BLOB_POOL.length - 1 }), { maxLength: 3 }),
-      arguments: fc.array(fc.nat({ max: ARGUMENT_POOL.length - 1 }), { maxLength: 2 })
+      blobs: fc.array(fc.nat({ max: POOL_BLOBS - 1 }), { maxLength: 3 }),
+      arguments: fc.array(fc.nat({ max: POOL_ARGUMENTS - 1 }), { maxLength: 2 })
     })
   },
   { weight: 2, arbitrary: fc.record({ op: fc.constant("truncate" as const), session: fc.constantFrom(0 as const, 1 as const), keep: fc.nat({ max: 100 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("delete" as const), session: fc.constantFrom(0 as const, 1 as const) }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant("sweep" as const), session: fc.constantFrom(0 as const, 1 as const) }) }
+  { weight: 2, arbitrary: fc.record({ op: fc.constant("gc" as const), later: fc.boolean() }) }
 )
 
-const checkSnapshotInvariant = (c: CheckpointerService, id: string, swept: boolean, after: string) =>
+/** The objects the sessions' events reference. */
+const referencedBy = (c: CheckpointerService, ids: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const referenced = new Set<string>()
-    for (const { event } of yield* readAll(c, id)) {
-      for (const sha256 of blobReferences(event)) referenced.add(sha256)
+    for (const id of ids) {
+      for (const { event } of yield* readAll(c, id)) {
+        for (const sha256 of blobReferences(event)) referenced.add(sha256)
+      }
     }
-    for (const sha256 of referenced) {
-      const data = yield* c.readSnapshot(id, sha256)
-      assert.equal(sha256Hex(data), sha256, `${after}: blob ${sha256} reads back`)
+    return referenced
+  })
+
+/**
+ * Every object a session references reads back and is listed for it; after a collection run
+ * past the grace period, the pool's objects no session references are gone.
+ */
+const checkSnapshotInvariant = (c: CheckpointerService, ids: ReadonlyArray<string>, pool: ReadonlyArray<Uint8Array>, collected: boolean, after: string) =>
+  Effect.gen(function*() {
+    for (const id of ids) {
+      const referenced = yield* referencedBy(c, [id])
+      for (const sha256 of referenced) {
+        const data = yield* c.readSnapshot(id, sha256)
+        assert.equal(sha256Hex(data), sha256, `${after}: object ${sha256} reads back`)
+      }
+      const listed = (yield* c.listSnapshots(id)).map((object) => object.sha256).sort()
+      assert.deepEqual(listed, [...referenced].sort(), `${after}: ${id} lists what it references`)
     }
-    const held = new Set((yield* c.listSnapshots(id)).map((blob) => blob.sha256))
-    for (const sha256 of referenced) assert.ok(held.has(sha256), `${after}: referenced blob ${sha256} is listed`)
-    if (swept) assert.deepEqual([...held].sort(), [...referenced].sort(), `${after}: a sweep leaves only referenced blobs`)
+    if (!collected) return
+    const referenced = yield* referencedBy(c, ids)
+    for (const data of pool) {
+      const sha256 = sha256Hex(data)
+      if (referenced.has(sha256)) continue
+      const gone = yield* Effect.flip(c.readSnapshot(ids[0]!, sha256))
+      assert.ok(gone instanceof SnapshotBlobError && gone.reason === "missing", `${after}: unreferenced ${sha256} was collected`)
+    }
   })
 
 const runSnapshotProperty = async <E>(layer: Layer.Layer<Checkpointer, E>, options: ConformanceOptions) => {
   await fc.assert(
     fc.asyncProperty(fc.array(snapshotOpArb, { minLength: 1, maxLength: 12 }), async (ops) => {
       const prefix = uniquePrefix("blob")
+      const { argumentPool, blobPool } = poolsFor(prefix)
+      const ids = [`${prefix}0`, `${prefix}1`]
       await Effect.runPromise(Effect.scoped(Effect.flatMap(Checkpointer, (c) =>
         Effect.gen(function*() {
-          const swept = [true, true]
+          let collected = false
           for (const [index, step] of ops.entries()) {
-            const id = `${prefix}${step.session}`
             const after = `step ${index} (${JSON.stringify(step)})`
             switch (step.op) {
               case "append":
-                yield* c.append(id, [
+                yield* c.append(ids[step.session]!, [
                   new UserMessage({ content: `u${index}` }),
                   ...step.arguments.map((argument, i) =>
                     new AssistantMessage({
-                      content: [{ type: "tool_use", id: `toolu_${index}_${i}`, name: "write_file", input: { path: "f", content: ARGUMENT_POOL[argument]! } }]
+                      content: [{ type: "tool_use", id: `toolu_${index}_${i}`, name: "write_file", input: { path: "f", content: argumentPool[argument]! } }]
                     })
                   ),
-                  ...step.blobs.map((blob, i) => snapshotOf(`f${i}`, BLOB_POOL[blob]!))
+                  ...step.blobs.map((blob, i) => snapshotOf(`f${i}`, blobPool[blob]!))
                 ])
-                // New blobs are all referenced: an append keeps a swept store swept.
                 break
               case "truncate": {
+                const id = ids[step.session]!
                 const head = yield* c.head(id)
                 yield* c.truncate(id, head === 0 ? 0 : step.keep % (head + 1))
-                swept[step.session] = false
                 break
               }
               case "delete":
-                yield* c.delete(id)
-                swept[step.session] = true
+                yield* c.delete(ids[step.session]!)
                 break
-              case "sweep":
-                yield* c.sweepSnapshots(id)
-                swept[step.session] = true
+              case "gc":
+                yield* (step.later ? shiftedBy(LATER_MS)(c.gc()) : c.gc())
                 break
             }
-            yield* checkSnapshotInvariant(c, id, swept[step.session]!, after)
+            // An append, truncate or delete may leave unreferenced objects: only a later collection removes them.
+            collected = step.op === "gc" ? step.later : step.op === "append" ? collected : false
+            yield* checkSnapshotInvariant(c, ids, blobPool, collected, after)
           }
         })).pipe(Effect.provide(layer))))
     }),
@@ -101,8 +133,8 @@ const runSnapshotProperty = async <E>(layer: Layer.Layer<Checkpointer, E>, optio
 }
 
 export const snapshotStoreTests = <E>({ layer, options, runner, test, timeoutMs }: ConformanceSuite<E>): void => {
-  runner.describe("snapshot store", () => {
-    test("a content snapshot is logged as a stored reference; its bytes are kept once per session", (c, p) =>
+  runner.describe("object store", () => {
+    test("a content snapshot is logged as a stored reference; its bytes are one object for every session", (c, p) =>
       Effect.gen(function*() {
         const id = p + "blobs"
         const bytes = new Uint8Array(4096).map((_, i) => (i * 7) % 256)
@@ -119,15 +151,21 @@ export const snapshotStoreTests = <E>({ layer, options, runner, test, timeoutMs 
         // A caller changing its buffer afterwards changes nothing stored.
         bytes.fill(0)
         assert.deepEqual(Array.from(yield* c.readSnapshot(id, sha256)), original)
+        // Another session storing the same bytes references the same object.
+        const other = p + "other"
+        yield* c.append(other, [snapshotOf("copy.txt", new Uint8Array(original))])
+        assert.deepEqual(yield* c.listSnapshots(other), listed.filter((blob) => blob.sha256 === sha256))
+        assert.deepEqual((yield* c.stats(other)).snapshots, 1)
+        assert.deepEqual(Array.from(yield* c.readSnapshot(other, sha256)), original)
       }))
 
-    test("a hash the store does not hold, or no hash at all, is SnapshotBlobError; stores are per session", (c, p) =>
+    test("a hash the store does not hold, or no hash at all, is SnapshotBlobError", (c, p) =>
       Effect.gen(function*() {
         const id = p + "s1"
-        const bytes = new Uint8Array([5, 6, 7])
+        const bytes = new TextEncoder().encode(p + "held")
         yield* c.append(id, [snapshotOf("x", bytes)])
-        const other = yield* expectFailure(c.readSnapshot(p + "s2", sha256Hex(bytes)), SnapshotBlobError, "other session")
-        assert.equal(other.reason, "missing")
+        const absent = yield* expectFailure(c.readSnapshot(id, sha256Hex(new TextEncoder().encode(p + "never stored"))), SnapshotBlobError, "never stored")
+        assert.equal(absent.reason, "missing")
         for (const bad of ["0".repeat(64), "../log", "A".repeat(64), ""]) {
           const error = yield* expectFailure(c.readSnapshot(id, bad), SnapshotBlobError, `hash ${bad}`)
           assert.equal(error.reason, "missing")
@@ -199,7 +237,7 @@ export const snapshotStoreTests = <E>({ layer, options, runner, test, timeoutMs 
         // An event read back can be appended again as it is (its blob is held).
         yield* c.append(id, [stored!.event])
         assert.equal(yield* c.head(id), 3)
-        assert.equal(yield* c.sweepSnapshots(id), 0, "referenced by the tool calls and the snapshot")
+        assert.deepEqual((yield* c.listSnapshots(id)).map((blob) => blob.sha256), [reference.sha256], "the tool calls and the snapshot name one object")
       }))
 
     test("stored arguments that are ambiguous, repeated or not held are refused and change nothing", (c, p) =>
@@ -225,50 +263,75 @@ export const snapshotStoreTests = <E>({ layer, options, runner, test, timeoutMs 
         assert.equal(yield* c.head(id), 2)
       }))
 
-    test("an append refused on its expected head stores no blob", (c, p) =>
+    test("an append refused on its expected head stores no object", (c, p) =>
       Effect.gen(function*() {
         const id = p + "conflict"
         yield* c.append(id, [new UserMessage({ content: "one" })])
-        yield* expectFailure(c.append(id, [snapshotOf("x", new Uint8Array([4]))], 0), CheckpointConflictError, "stale head")
+        const bytes = new TextEncoder().encode(p + "conflict")
+        yield* expectFailure(c.append(id, [snapshotOf("x", bytes)], 0), CheckpointConflictError, "stale head")
         assert.deepEqual(yield* c.listSnapshots(id), [])
+        yield* expectFailure(c.readSnapshot(id, sha256Hex(bytes)), SnapshotBlobError, "nothing stored")
       }))
 
-    test("truncate keeps every referenced blob; sweep removes exactly the unreferenced; delete removes all", (c, p) =>
+    test("gc deletes the objects no log references once they are older than the grace period; never a referenced one", (c, p) =>
       Effect.gen(function*() {
-        const id = p + "sweep"
-        const [a, b, shared] = [new Uint8Array([1]), new Uint8Array([2]), new Uint8Array([3])]
-        yield* c.append(id, [snapshotOf("a", a), snapshotOf("s", shared)])
-        yield* c.append(id, [snapshotOf("b", b), snapshotOf("s2", shared)])
-        yield* c.truncate(id, 2)
-        assert.equal((yield* c.listSnapshots(id)).length, 3, "truncate alone removes no blob")
-        assert.equal(yield* c.sweepSnapshots(id), 1)
-        assert.deepEqual((yield* c.listSnapshots(id)).map((blob) => blob.sha256).sort(), [sha256Hex(a), sha256Hex(shared)].sort())
-        yield* expectFailure(c.readSnapshot(id, sha256Hex(b)), SnapshotBlobError, "swept blob")
-        assert.deepEqual(Array.from(yield* c.readSnapshot(id, sha256Hex(shared))), [3])
-        assert.equal(yield* c.sweepSnapshots(id), 0, "a second sweep finds nothing")
-        yield* c.delete(id)
-        assert.deepEqual(yield* c.listSnapshots(id), [])
-        assert.equal(yield* c.sweepSnapshots(p + "never"), 0)
-      }))
-
-    test("a sweep limited to some hashes deletes only those of them no event references", (c, p) =>
-      Effect.gen(function*() {
-        const id = p + "sweep-only"
-        const [a, b, kept] = [new Uint8Array([5]), new Uint8Array([6]), new Uint8Array([7])]
-        yield* c.append(id, [snapshotOf("k", kept)])
-        yield* c.append(id, [snapshotOf("a", a)])
-        yield* c.append(id, [snapshotOf("b", b)])
+        const id = p + "gc"
+        const other = p + "gc-other"
+        const [a, b, shared] = ["a", "b", "shared"].map((name) => new TextEncoder().encode(`${p}:${name}`))
+        yield* c.append(id, [snapshotOf("a", a!), snapshotOf("s", shared!)])
+        yield* c.append(id, [snapshotOf("b", b!), snapshotOf("s2", shared!)])
+        yield* c.append(other, [snapshotOf("s", shared!)])
         yield* c.truncate(id, 1)
-        // a and b are both unreferenced now; only a is named, with a referenced blob and one never stored.
-        const never = sha256Hex(new Uint8Array([8]))
-        assert.equal(yield* c.sweepSnapshots(id, { only: [sha256Hex(a), sha256Hex(kept), never] }), 1)
-        assert.deepEqual((yield* c.listSnapshots(id)).map((blob) => blob.sha256).sort(), [sha256Hex(b), sha256Hex(kept)].sort())
-        assert.equal(yield* c.sweepSnapshots(id, { only: [] }), 0)
-        assert.equal(yield* c.sweepSnapshots(id), 1, "a full sweep finds b")
+        assert.deepEqual(Array.from(yield* c.readSnapshot(id, sha256Hex(b!))), Array.from(b!), "a truncate alone deletes no object")
+        // Just stored: kept for the grace period, whoever references it.
+        const now = yield* c.gc()
+        assert.ok(now.recent >= 1 && now.referenced >= 2, JSON.stringify(now))
+        assert.deepEqual(Array.from(yield* c.readSnapshot(id, sha256Hex(b!))), Array.from(b!))
+        const later = yield* shiftedBy(LATER_MS)(c.gc())
+        assert.ok(later.deleted >= 1 && later.freedBytes > 0, JSON.stringify(later))
+        assert.equal((yield* expectFailure(c.readSnapshot(id, sha256Hex(b!)), SnapshotBlobError, "collected")).reason, "missing")
+        for (const kept of [a!, shared!]) assert.deepEqual(Array.from(yield* c.readSnapshot(id, sha256Hex(kept))), Array.from(kept))
+        // Deleting a session frees what only it referenced; what another session references stays.
+        yield* c.delete(id)
+        yield* shiftedBy(LATER_MS)(c.gc())
+        yield* expectFailure(c.readSnapshot(id, sha256Hex(a!)), SnapshotBlobError, "only the deleted session named it")
+        assert.deepEqual(Array.from(yield* c.readSnapshot(other, sha256Hex(shared!))), Array.from(shared!))
+        const again = yield* shiftedBy(LATER_MS)(c.gc())
+        assert.equal(again.deleted, 0, "a second collection finds nothing of ours")
+        assert.equal(again.recent, 0)
+      }))
+
+    test("a writer that stores or references an old unreferenced object keeps it; a reference to a collected one is refused", (c, p) =>
+      Effect.gen(function*() {
+        const [reused, referencedOnly, lost] = ["reused", "referenced", "lost"].map((name) => new TextEncoder().encode(`${p}:${name}`))
+        // Stored long ago by a session since deleted: unreferenced and past the grace period.
+        yield* shiftedBy(-LATER_MS)(c.append(p + "old", [snapshotOf("r", reused!), snapshotOf("o", referencedOnly!), snapshotOf("l", lost!)]))
+        yield* c.delete(p + "old")
+        const stored = (bytes: Uint8Array) => new FileSnapshot({ toolUseId: "t", path: "x", state: { _tag: "stored", sha256: sha256Hex(bytes), size: bytes.length, mode: 0o644 } })
+        // One writer stores the same bytes again, another only names an object it finds stored: both touch them.
+        yield* c.append(p + "new", [snapshotOf("r", reused!), stored(referencedOnly!)])
+        yield* c.delete(p + "new")
+        const report = yield* c.gc({ graceMs: MIN_GRACE_MS })
+        assert.ok(report.recent >= 2, JSON.stringify(report))
+        for (const kept of [reused!, referencedOnly!]) assert.deepEqual(Array.from(yield* c.readSnapshot(p + "new", sha256Hex(kept))), Array.from(kept))
+        yield* expectFailure(c.readSnapshot(p + "new", sha256Hex(lost!)), SnapshotBlobError, "untouched, it was collected")
+        const refused = yield* expectFailure(c.append(p + "late", [new UserMessage({ content: "x" }), stored(lost!)]), InvalidEventError, "names a collected object")
+        assert.equal(refused.index, 1)
+        assert.equal(yield* c.head(p + "late"), 0)
+      }))
+
+    test("gc refuses a grace period shorter than a writer's touch is valid for, or an unknown option", (c) =>
+      Effect.gen(function*() {
+        // What a caller without types could pass.
+        const given: ReadonlyArray<unknown> = [{ graceMs: MIN_GRACE_MS - 1 }, { graceMs: 0 }, { graceMs: -5 }, { grace: 1000 }]
+        for (const options of given) {
+          const error = yield* expectFailure(c.gc(options as GcOptions), ConfigurationError, JSON.stringify(options))
+          assert.match(error.message, /grace/)
+        }
       }))
 
     runner.it(
-      "random append/truncate/delete/sweep sequences never leave a referenced blob missing, nor an unreferenced one after a sweep",
+      "random append/truncate/delete/gc sequences never leave a referenced object missing, nor an unreferenced one after a later gc",
       () => runSnapshotProperty(layer, options),
       Math.max(timeoutMs, 600_000)
     )

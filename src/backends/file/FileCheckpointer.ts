@@ -8,7 +8,8 @@
  * <dir>/<sessionId>/log                   header line + one line per event (see format.ts)
  * <dir>/<sessionId>/torn-<ms>-<offset>    bytes cut off a torn tail, kept for inspection
  * <dir>/<sessionId>/log.tmp-<random>      a truncate or a first append in progress
- * <dir>/<sessionId>/blobs/<sha256>        a snapshot blob (blobs/.tmp-<random>: one being written)
+ * <dir>/.objects/<ab>/<cdef…>             an object (a file snapshot, a stored argument) of every session
+ * <dir>/.objects/tmp/, .objects/trash/    objects being written, and being collected (objectStore.ts)
  * <dir>/.trash/                           deleted sessions on their way out
  * ```
  *
@@ -17,7 +18,7 @@
  * hold it right before they write. Logs of recent sessions stay open between mutations, with
  * their committed head and end; after taking the lock a mutation reuses them only once it has
  * checked no one else can have changed them (openLogs.ts), and reads the tail again otherwise.
- * Snapshot blobs live beside the log (blobStore.ts).
+ * Objects are shared by every session of the directory (objectStore.ts).
  *
  * The parts: logRecords.ts (records to and from lines under the codec), logReader.ts (reading
  * a log), logRewrite.ts (truncating, atomic replaces, torn tails), lockedSessions.ts (a session's
@@ -26,21 +27,22 @@
  */
 import { homedir } from "node:os"
 import { join } from "node:path"
-import { Context, Deferred, Duration, Effect, Exit, Layer, Random, Schema, type Scope, Stream } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Exit, Layer, Random, Schema, type Scope, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import { ConfigurationError, type CheckpointerError, StorageError } from "../../core/errors.js"
 import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised, renamedOptions } from "../../core/internal/options.js"
 import { sessionIdProblem } from "../../core/sessionId.js"
 import { errnoOf } from "../internal/causes.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
-import { makeBlobStore } from "./blobStore.js"
 import { isLogCodec, jsonCodec, LogCodec } from "./codec.js"
+import { HEADER_VERSION_OFFSET, LOG_VERSION } from "./format.js"
 import { makeLogChanges } from "./logChanges.js"
 import { makeLockedSessions } from "./lockedSessions.js"
 import { layerNode, LogFiles } from "./LogFiles.js"
 import { makeLogReader } from "./logReader.js"
 import { makeLogRecords } from "./logRecords.js"
 import { makeLogRewrite } from "./logRewrite.js"
+import { makeObjectStore } from "./objectStore.js"
 import { makeOpenLogs } from "./openLogs.js"
 import { type HeldSessionLock, SessionLock } from "./SessionLock.js"
 import * as SessionLocks from "./SessionLock.js"
@@ -136,7 +138,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
     const sessionDir = (sessionId: string) => join(realDir, sessionId)
     const logPath = (sessionId: string) => join(realDir, sessionId, LOG_FILE)
     const randomSuffix = Effect.map(Random.nextInt, (n) => `${process.pid}-${Math.abs(n).toString(36)}`)
-    const blobStore = makeBlobStore({ files, codec, directory: realDir, durable, tempSuffix: randomSuffix })
+    const objects = makeObjectStore({ files, codec, directory: realDir, durable, tempSuffix: randomSuffix })
 
     const lock = yield* SessionLock
     const withSessionLock = <A, E>(sessionId: string, use: (held: HeldSessionLock) => Effect.Effect<A, E>) =>
@@ -165,7 +167,6 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       files,
       logRecords,
       rewrite: makeLogRewrite({ files, logRecords, durable, tempSuffix: randomSuffix }),
-      blobStore,
       directory: realDir,
       sessionDir,
       logPath,
@@ -184,6 +185,22 @@ export const make = (options: FileCheckpointerOptions = {}) =>
               use(existingSession(held, sessionId, log)),
               openLogs.keep(sessionId, log, (kept) => held.leave?.(kept))
             )))
+
+    /** A log this release now needs (its objects moved into the shared store): its header's version raised in place, one digit. */
+    const markLog = (sessionId: string) =>
+      withSessionLock(sessionId, (held) =>
+        Effect.scoped(Effect.gen(function*() {
+          const file = yield* files.open(logPath(sessionId), "update")
+          if (file === undefined) return
+          const digit = yield* file.readAt(HEADER_VERSION_OFFSET, 2)
+          // A single digit then a comma: a header this library wrote, of an older version.
+          if (digit.length < 2 || digit[1] !== 0x2c || digit[0]! < 0x30 || digit[0]! - 0x30 >= LOG_VERSION) return
+          yield* held.ensureHeld
+          yield* file.writeAt(HEADER_VERSION_OFFSET, Buffer.from(String(LOG_VERSION)))
+          if (durable) yield* file.flush
+        })))
+    if (writesRefused === undefined) yield* objects.moveSessionBlobs(markLog, yield* Clock.currentTimeMillis)
+    else yield* objects.findSessionBlobs
 
     const list = Effect.gen(function*() {
       const entries = yield* files.list(realDir)
@@ -236,8 +253,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       head: (sessionId) => Effect.map(reader.version(sessionId), (current) => current.head),
       version: reader.version,
       list,
-      readBlob: blobStore.read,
-      listBlobs: blobStore.list,
+      objects: objects.objectStore,
       logBytes,
       watch,
       followPollMs: FOLLOW_POLL_MS
@@ -273,7 +289,7 @@ export const layerWithoutDependencies = (
   options: FileCheckpointerOptions = {}
 ): Layer.Layer<
   Checkpointer.Checkpointer | CheckpointerIntegrity,
-  ConfigurationError | StorageError,
+  CheckpointerError,
   LogFiles | LogCodec | SessionLock
 > =>
   Layer.scopedContext(Effect.map(make(options), ({ integrity, service }) =>
@@ -285,7 +301,7 @@ export const layerWithoutDependencies = (
  */
 export const layer = (
   input: FileCheckpointerLayerOptions = {}
-): Layer.Layer<Checkpointer.Checkpointer | CheckpointerIntegrity, ConfigurationError | StorageError> =>
+): Layer.Layer<Checkpointer.Checkpointer | CheckpointerIntegrity, CheckpointerError> =>
   Layer.unwrapEffect(Effect.map(
     decodeOptions(FileCheckpointerLayerOptions, input, "file checkpointer options"),
     ({ codec, ...options }) =>

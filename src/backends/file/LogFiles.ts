@@ -36,17 +36,23 @@ export interface LogFilesService {
   readonly create: (path: string) => Effect.Effect<LogHandle, StorageError, Scope.Scope>
   readonly writeFile: (path: string, bytes: Uint8Array) => Effect.Effect<void, StorageError>
   readonly rename: (from: string, to: string) => Effect.Effect<void, StorageError>
+  /** Rename `from` to `to` (replacing it); false when `from` does not exist. */
+  readonly renameIfPresent: (from: string, to: string) => Effect.Effect<boolean, StorageError>
+  /** Remove the file `path`; false when it does not exist. */
+  readonly unlinkIfPresent: (path: string) => Effect.Effect<boolean, StorageError>
+  /** Set a file's access and modification times to `timeMs`; false when it does not exist. */
+  readonly touch: (path: string, timeMs: number) => Effect.Effect<boolean, StorageError>
   /** Remove a file or a directory tree; a missing path is fine. */
   readonly remove: (path: string) => Effect.Effect<void, StorageError>
   readonly makeDirectory: (path: string) => Effect.Effect<void, StorageError>
   /** Flush a directory's entries (after a create, rename or remove) to disk. */
   readonly flushDirectory: (path: string) => Effect.Effect<void, StorageError>
   readonly list: (path: string) => Effect.Effect<ReadonlyArray<string>, StorageError>
-  /** The regular files directly in `path` whose names pass `wanted`, with their sizes, in one pass (empty when there is no such directory). */
+  /** The regular files directly in `path` whose names pass `wanted`, with their sizes and modification times, in one pass (empty when there is no such directory). */
   readonly sizes: (
     path: string,
     wanted: (name: string) => boolean
-  ) => Effect.Effect<ReadonlyArray<{ readonly name: string; readonly size: number }>, StorageError>
+  ) => Effect.Effect<ReadonlyArray<{ readonly name: string; readonly size: number; readonly modifiedMs: number }>, StorageError>
   /** Modification time of a file, or `undefined` when it does not exist. */
   readonly modifiedAt: (path: string) => Effect.Effect<Date | undefined, StorageError>
   /**
@@ -89,6 +95,17 @@ const statIfPresent = (path: string): fs.BigIntStats | undefined => {
     return fs.statSync(path, { bigint: true })
   } catch (error) {
     if (codeOf(error) === "ENOENT" || codeOf(error) === "ENOTDIR") return undefined
+    throw error
+  }
+}
+
+/** Runs `operation`; false when what it names does not exist. */
+const unlessMissing = (operation: () => void): boolean => {
+  try {
+    operation()
+    return true
+  } catch (error) {
+    if (codeOf(error) === "ENOENT") return false
     throw error
   }
 }
@@ -166,6 +183,9 @@ export const node: LogFilesService = {
     ),
   writeFile: (path, bytes) => attempt("write", () => fs.writeFileSync(path, bytes, { mode: 0o600 })),
   rename: (from, to) => attempt("rename", () => fs.renameSync(from, to)),
+  renameIfPresent: (from, to) => attempt("rename", () => unlessMissing(() => fs.renameSync(from, to))),
+  unlinkIfPresent: (path) => attempt("remove", () => unlessMissing(() => fs.unlinkSync(path))),
+  touch: (path, timeMs) => attempt("touch", () => unlessMissing(() => fs.utimesSync(path, timeMs / 1000, timeMs / 1000))),
   remove: (path) => attempt("remove", () => fs.rmSync(path, { recursive: true, force: true })),
   makeDirectory: (path) => attempt("mkdir", () => void fs.mkdirSync(path, { recursive: true, mode: 0o700 })),
   flushDirectory: (path) =>
@@ -188,12 +208,12 @@ export const node: LogFilesService = {
         if ((error as NodeJS.ErrnoException).code === "ENOENT") return []
         throw error
       }
-      const found: Array<{ readonly name: string; readonly size: number }> = []
+      const found: Array<{ readonly name: string; readonly size: number; readonly modifiedMs: number }> = []
       for (const name of names) {
         if (!wanted(name)) continue
         // Removed since the listing (a sweep elsewhere): not there.
         const stat = fs.statSync(`${path}/${name}`, { throwIfNoEntry: false })
-        if (stat?.isFile() === true) found.push({ name, size: stat.size })
+        if (stat?.isFile() === true) found.push({ name, size: stat.size, modifiedMs: stat.mtimeMs })
       }
       return found
     }),

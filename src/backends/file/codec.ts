@@ -3,7 +3,7 @@
  * on its line, and back. A codec may be asynchronous; the file backend runs it under the
  * session lock. The codec's name (and, for keyed codecs, a key fingerprint) is written in
  * the log header, so a log is never read with a codec other than the one that wrote it.
- * File snapshots (the session's blobs) go through the same codec, as bytes.
+ * The store's objects (file snapshots, large tool-call arguments) go through the same codec, as bytes.
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
 import { promisify } from "node:util"
@@ -19,9 +19,13 @@ export interface CodecRecord {
   readonly payload: string
 }
 
-/** A file snapshot's bytes (`data`: plain when encoding, as stored when decoding), named by their plain SHA-256. */
+/**
+ * An object's bytes (`data`: plain when encoding, as stored when decoding), named by their plain
+ * SHA-256. Objects are shared by every session of the store: `sessionId` is set only when a blob
+ * stored by a release that kept blobs per session is read (to be moved into the shared store).
+ */
 export interface BlobRecord {
-  readonly sessionId: string
+  readonly sessionId?: string | undefined
   readonly sha256: string
   readonly data: Uint8Array
 }
@@ -54,6 +58,10 @@ const BLOB_SEQ = 0
  */
 const objectRecordId = (blob: BlobRecord) => `object:${blob.sha256}`
 
+/** How an error names a blob. */
+const blobName = (blob: BlobRecord) =>
+  blob.sessionId === undefined ? `object ${blob.sha256}` : `session "${blob.sessionId}", snapshot ${blob.sha256}`
+
 /** How `codec` stores blobs: its own blob methods, or base64 text through its record methods. */
 export const blobCodec = (codec: LogCodecService) => {
   const decodeAs = (blob: BlobRecord, sessionId: string) =>
@@ -73,7 +81,9 @@ export const blobCodec = (codec: LogCodecService) => {
       codec.encodeBlob !== undefined && codec.decodeBlob !== undefined
         ? codec.decodeBlob(blob)
         // A blob stored before blobs were named by their hash was a record of its session: still read.
-        : Effect.orElse(decodeAs(blob, objectRecordId(blob)), () => decodeAs(blob, blob.sessionId))
+        : blob.sessionId === undefined
+        ? decodeAs(blob, objectRecordId(blob))
+        : Effect.orElse(decodeAs(blob, objectRecordId(blob)), () => decodeAs(blob, blob.sessionId!))
   }
 }
 
@@ -134,7 +144,7 @@ export const gzipCodec = (input: GzipCodecOptions = {}): LogCodecService => {
       Effect.tryPromise({
         try: () => gunzipAsync(blob.data),
         catch: (cause) =>
-          new CodecError({ codec: "gzip", operation: "decode", detail: `session "${blob.sessionId}", snapshot ${blob.sha256}: ${String(cause)}` })
+          new CodecError({ codec: "gzip", operation: "decode", detail: `${blobName(blob)}: ${String(cause)}` })
       })
   }
 }
@@ -224,8 +234,9 @@ export const aes256gcmCodec = (key: Uint8Array): LogCodecService => {
           }
           try {
             return open(blobAdditionalData(blob))
-          } catch {
-            // A blob written before blobs were bound to their hash alone.
+          } catch (error) {
+            // A blob written before blobs were bound to their hash alone (read only to be moved into the shared store).
+            if (blob.sessionId === undefined) throw error
             return open(sessionBlobAdditionalData(blob))
           }
         },
@@ -233,7 +244,7 @@ export const aes256gcmCodec = (key: Uint8Array): LogCodecService => {
           new CodecError({
             codec: "aes-256-gcm",
             operation: "decode",
-            detail: `session "${blob.sessionId}", snapshot ${blob.sha256}: authentication failed (wrong key or tampered blob)`
+            detail: `${blobName(blob)}: authentication failed (wrong key or tampered blob)`
           })
       })
   }

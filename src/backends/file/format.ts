@@ -17,7 +17,14 @@ import { CheckpointIntegrityError, SchemaVersionError } from "../../core/errors.
 import { crc32Range } from "./crc32.js"
 
 export const LOG_FORMAT = "lite-agent/session-log"
-export const LOG_VERSION = 1
+/**
+ * 2: the log's objects are in the store's shared object store (`.objects/`), not in a `blobs/`
+ * directory of its session; a release that knows only 1 refuses it rather than miss them.
+ */
+export const LOG_VERSION = 2
+
+/** Where the version digit of a header this library wrote sits: `{"format":"lite-agent/session-log","version":` comes first. */
+export const HEADER_VERSION_OFFSET = `{"format":"${LOG_FORMAT}","version":`.length
 
 const NEWLINE = 0x0a
 

@@ -1,13 +1,12 @@
 /**
- * A session as a mutation holding its lock sees it (`Checkpointer.LockedSession`): appends,
- * truncates and snapshot blobs, each written only once the lock is confirmed still ours.
+ * A session as a mutation holding its lock sees it (`Checkpointer.LockedSession`): appends and
+ * truncates, each written only once the lock is confirmed still ours.
  * A session without a log gets its first append written whole and renamed into place; one with
  * a log appends to it in place, after cutting any torn tail.
  */
 import { Effect, type Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import type { CheckpointerError } from "../../core/errors.js"
-import type { BlobStore } from "./blobStore.js"
 import type { LogFilesService } from "./LogFiles.js"
 import type { LogRecords } from "./logRecords.js"
 import type { LogRewrite } from "./logRewrite.js"
@@ -18,7 +17,6 @@ export interface LockedSessionsSettings {
   readonly files: LogFilesService
   readonly logRecords: LogRecords
   readonly rewrite: LogRewrite
-  readonly blobStore: BlobStore
   /** The sessions directory (its real path). */
   readonly directory: string
   readonly sessionDir: (sessionId: string) => string
@@ -34,19 +32,8 @@ export interface LockedSessionsSettings {
 }
 
 export const makeLockedSessions = (
-  { blobStore, directory, durable, files, firstRecordOf, logPath, logRecords, read, remove, rewrite, sessionDir }: LockedSessionsSettings
+  { directory, durable, files, firstRecordOf, logPath, logRecords, read, remove, rewrite, sessionDir }: LockedSessionsSettings
 ) => {
-  /** The session's snapshot store, changed only while `held` is still the lock's. */
-  const snapshotsOf = (
-    held: HeldSessionLock,
-    sessionId: string
-  ): Pick<Checkpointer.LockedSession, "putBlobs" | "missingBlobs" | "deleteBlobs" | "storedBlobs"> => ({
-    putBlobs: (added) => blobStore.put(sessionId, added, held.ensureHeld),
-    missingBlobs: (hashes) => blobStore.missing(sessionId, hashes),
-    deleteBlobs: (hashes) => blobStore.remove(sessionId, hashes, held.ensureHeld),
-    storedBlobs: blobStore.list(sessionId)
-  })
-
   /** The first append of a session: its log is written whole beside its path and renamed into place. */
   const newSession = (held: HeldSessionLock, sessionId: string): Checkpointer.LockedSession => ({
     head: 0,
@@ -61,10 +48,8 @@ export const makeLockedSessions = (
         yield* rewrite.replaceAtomically(logPath(sessionId), [logRecords.newHeader(), lines], held.ensureHeld)
       }),
     truncate: () => Effect.void,
-    ...snapshotsOf(held, sessionId),
     records: () => read(sessionId, 0),
     firstRecordOf,
-    // Blobs put before a first append are the only thing such a session can have.
     remove: remove(held, sessionId)
   })
 
@@ -110,8 +95,7 @@ export const makeLockedSessions = (
           log.reusable = false
           yield* rewrite.replaceAtomically(logPath(sessionId), contents, held.ensureHeld)
         }),
-      ...snapshotsOf(held, sessionId),
-      records: () => read(sessionId, 0),
+        records: () => read(sessionId, 0),
       firstRecordOf,
       remove: Effect.suspend(() => {
         // Gone with its directory: not to be kept open for the next holder.

@@ -5,13 +5,20 @@
  *
  * - Every mutation is one transaction (READ COMMITTED) on a connection of its own that first
  *   locks the session's row (`SELECT … FOR UPDATE`): writers of one session queue on that row
- *   lock in the server, writers of different sessions never wait for each other. A session
- *   without a row gets one (`INSERT … ON CONFLICT DO NOTHING`, which waits for a concurrent
- *   creator) before the lock is taken; a transaction that ends up writing nothing rolls back,
- *   so checking an expected head never creates a session. With the lock held, every statement
- *   sees the latest committed state, so no serialization failure can occur.
+ *   lock in the server, writers of different sessions wait for each other only over objects
+ *   they both store or touch (below). A session without a row gets one (`INSERT … ON CONFLICT
+ *   DO NOTHING`, which waits for a concurrent creator) before the lock is taken; a transaction
+ *   that ends up writing nothing rolls back, so checking an expected head never creates a
+ *   session. With the lock held, every statement sees the latest committed state, so no
+ *   serialization failure can occur.
  * - The lock wait is bounded in the server (`lock_timeout` = `busyTimeoutMs`), then
  *   `CheckpointBusyError`; the wait never blocks the event loop.
+ * - The objects (file states, large tool-call arguments) are one table shared by every session,
+ *   by SHA-256, each with the time it was last stored or touched. A write's objects are stored
+ *   and touched in the session's transaction (their rows stay locked until it commits); the
+ *   collector's deletes are statements of their own, which pass over rows a transaction holds.
+ *   Writers of two sessions touching the same objects in crossing orders can deadlock: the
+ *   server rolls one back, and it is tried again.
  * - Appends and truncates `pg_notify` a change (schema, session, head, generation) in the same
  *   transaction, delivered on commit: the live feed (`changes`).
  * - Reads page by seq outside any transaction; each page carries the session's generation, and a
@@ -23,7 +30,7 @@
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, Layer, Redacted, Schema, type Scope, Stream } from "effect"
+import { Context, Duration, Effect, FiberRef, Layer, Redacted, Schema, type Scope, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import { type CheckpointerError, CheckpointIntegrityError, ConfigurationError } from "../../core/errors.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
@@ -103,6 +110,40 @@ const SECRETS = ["url", "password"]
 const FOLLOW_POLL_MS = 30_000
 const DEFAULT_SCHEMA = "lite_agent"
 
+/** Statements in a session's transaction: `write` marks it as having written (so it commits). */
+interface SessionStatements {
+  readonly run: (operation: string, statement: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, CheckpointerError>
+  readonly write: (operation: string, statement: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, CheckpointerError>
+}
+
+/** Objects stored per statement: bounds the statement's parameters (bytea travels as hex, twice its size). */
+const PUT_BATCH_OBJECTS = 1000
+const PUT_BATCH_BYTES = 16 * 1024 * 1024
+
+/**
+ * The objects to put, each hash once, in statements of at most `PUT_BATCH_OBJECTS` and about
+ * `PUT_BATCH_BYTES`, in hash order: the rows of one put are locked in that order across its
+ * statements, so two puts never wait for each other in a cycle.
+ */
+const putBatches = (objects: ReadonlyArray<Checkpointer.SnapshotBlob>): ReadonlyArray<ReadonlyArray<Checkpointer.SnapshotBlob>> => {
+  const unique = [...new Map(objects.map((object) => [object.sha256, object])).values()]
+    .sort((a, b) => (a.sha256 < b.sha256 ? -1 : a.sha256 > b.sha256 ? 1 : 0))
+  const batches: Array<Array<Checkpointer.SnapshotBlob>> = []
+  let batch: Array<Checkpointer.SnapshotBlob> = []
+  let bytes = 0
+  for (const object of unique) {
+    if (batch.length > 0 && (batch.length >= PUT_BATCH_OBJECTS || bytes + object.data.byteLength > PUT_BATCH_BYTES)) {
+      batches.push(batch)
+      batch = []
+      bytes = 0
+    }
+    batch.push(object)
+    bytes += object.data.byteLength
+  }
+  if (batch.length > 0) batches.push(batch)
+  return batches
+}
+
 /** A random generation, as an integer that survives a round trip through JavaScript numbers. */
 const newGeneration = () => Math.floor(Math.random() * Number.MAX_SAFE_INTEGER) + 1
 
@@ -122,17 +163,24 @@ export interface PostgresCheckpointerParts {
   readonly changes: Context.Tag.Service<PostgresChanges>
 }
 
+export interface PostgresDriverParts {
+  readonly driver: Checkpointer.CheckpointerDriver
+  readonly integrity: Context.Tag.Service<CheckpointerIntegrity>
+  readonly changes: Context.Tag.Service<PostgresChanges>
+}
+
 /**
- * The checkpointer over `client`, in the schema `options.schema`. Migrates the schema first
- * (or refuses a newer one with `SchemaVersionError`, writing nothing).
+ * The driver over `client`, in the schema `options.schema` (what `makeWithClient` builds the
+ * checkpointer on), with the integrity check and the live feed. Migrates the schema first (or
+ * refuses a newer one with `SchemaVersionError`, writing nothing).
  */
-export const makeWithClient = (
+export const makeDriverWithClient = (
   client: PgClient.PgClient,
   options: ResolvedStorageOptions
-): Effect.Effect<PostgresCheckpointerParts, CheckpointerError, Scope.Scope> =>
+): Effect.Effect<PostgresDriverParts, CheckpointerError, Scope.Scope> =>
   Effect.gen(function*() {
     const statements = statementsFor(options.schema)
-    const { query, transaction } = makeTransactions(client, options.busyTimeoutMs)
+    const { query, transaction, write: writeAlone } = makeTransactions(client, options.busyTimeoutMs)
     yield* migrate(client, options.schema, query)
 
     const now = Effect.clockWith((clock) => clock.currentTimeMillis)
@@ -150,6 +198,76 @@ export const makeWithClient = (
           return page instanceof CheckpointIntegrityError ? Effect.fail(page) : Effect.succeed(page)
         }
       )
+
+    /**
+     * The transaction of the session whose `withSession` body is running, if any. `make` stores
+     * and touches a batch's objects inside the session's exclusion; there they go in its
+     * transaction, on its connection, and commit with the records that reference them. A second
+     * pooled connection, asked for while the transaction holds one, could be waited for forever:
+     * every connection held by a writer waiting for another (with `maxConnections: 1`, the first
+     * write). The object rows stay locked until that commit: a writer of another session putting
+     * or touching the same objects waits that long (bounded by `lock_timeout`).
+     */
+    const sessionTransaction = yield* FiberRef.make<SessionStatements | undefined>(undefined)
+    /** An object statement: in the running session's transaction, else alone (and committed) on a connection of its own. */
+    const objectStatement = <Row>(operation: string, statement: string, params: ReadonlyArray<unknown>, writes: boolean) =>
+      Effect.flatMap(FiberRef.get(sessionTransaction), (session) =>
+        session !== undefined
+          ? Effect.map((writes ? session.write : session.run)(operation, statement, params), rowsOf<Row>)
+          : (writes ? writeAlone : query)<Row>(operation, statement, params))
+
+    const objects: Checkpointer.ObjectStore = {
+      put: (added, nowMs) =>
+        Effect.forEach(
+          putBatches(added),
+          (batch) =>
+            objectStatement("store objects", statements.putObjects, [
+              batch.map((object) => object.sha256),
+              batch.map((object) => Buffer.from(object.data.buffer, object.data.byteOffset, object.data.byteLength)),
+              nowMs
+            ], true),
+          { discard: true }
+        ),
+      touch: (hashes, nowMs) =>
+        hashes.length === 0 ? Effect.succeed([]) : Effect.map(
+          objectStatement<{ sha256: string }>("touch objects", statements.touchObjects, [[...new Set(hashes)], nowMs], true),
+          (rows) => {
+            const found = new Set(rows.map((row) => row.sha256))
+            return hashes.filter((sha256) => !found.has(sha256))
+          }
+        ),
+      read: (sha256) =>
+        Effect.map(objectStatement<{ data: Buffer }>("read object", statements.readObject, [sha256], false), (rows) => {
+          const data = rows[0]?.data
+          return data === undefined ? undefined : new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+        }),
+      sizes: (hashes) => {
+        const unique = [...new Set(hashes)]
+        return unique.length === 0 ? Effect.succeed([]) : Effect.map(
+          objectStatement<Checkpointer.SnapshotInfo>("object sizes", statements.objectSizes, [unique], false),
+          // In the order asked for.
+          (rows) => {
+            const bytes = new Map(rows.map((row) => [row.sha256, row.storedBytes]))
+            return unique.flatMap((sha256) => {
+              const storedBytes = bytes.get(sha256)
+              return storedBytes === undefined ? [] : [{ sha256, storedBytes }]
+            })
+          }
+        )
+      },
+      list: Effect.map(
+        objectStatement<{ sha256: string; storedBytes: number; touchedMs: string }>("list objects", statements.listObjects, [], false),
+        (rows) => rows.map((row) => ({ sha256: row.sha256, storedBytes: row.storedBytes, touchedMs: Number(row.touchedMs) }))
+      ),
+      // A transaction never leaves part of a write or delete behind: no leftovers to clear.
+      deleteUntouched: (hashes, cutoffMs) =>
+        hashes.length === 0 ? Effect.succeed([]) : objectStatement<Checkpointer.SnapshotInfo>(
+          "delete objects",
+          statements.deleteUntouched,
+          [[...new Set(hashes)], cutoffMs],
+          true
+        )
+    }
 
     const feed = yield* makeChangeFeed(client, options.schema, query)
     const driver: Checkpointer.CheckpointerDriver = {
@@ -172,7 +290,7 @@ export const makeWithClient = (
               locked = rowsOf<{ head: string; generation: string }>(yield* execute(statements.lockSession, [sessionId]))
             }
             const head = Number(locked[0]?.head ?? 0)
-            const value = yield* use({
+            const value = yield* Effect.locally(sessionTransaction, { run, write })(use({
               head,
               generation: existed && locked[0] !== undefined ? locked[0].generation : Checkpointer.NO_GENERATION,
               append: (records) =>
@@ -190,28 +308,6 @@ export const makeWithClient = (
                 }),
               truncate: (toSeq) =>
                 Effect.flatMap(now, (mtime) => write("truncate", statements.truncate, [sessionId, toSeq, mtime, newGeneration()])),
-              putBlobs: (blobs) =>
-                Effect.forEach(
-                  blobs,
-                  (blob) =>
-                    write("store snapshot", statements.putBlob, [
-                      sessionId,
-                      blob.sha256,
-                      Buffer.from(blob.data.buffer, blob.data.byteOffset, blob.data.byteLength)
-                    ]),
-                  { discard: true }
-                ),
-              missingBlobs: (hashes) =>
-                Effect.map(run("check snapshots", statements.presentBlobs, [sessionId, hashes]), (rows) => {
-                  const present = new Set(rowsOf<{ sha256: string }>(rows).map((row) => row.sha256))
-                  return hashes.filter((sha256) => !present.has(sha256))
-                }),
-              deleteBlobs: (hashes) =>
-                hashes.length === 0 ? Effect.void : Effect.asVoid(write("delete snapshots", statements.deleteBlobs, [sessionId, hashes])),
-              storedBlobs: Effect.map(
-                run("list snapshots", statements.listBlobs, [sessionId]),
-                rowsOf<Checkpointer.SnapshotInfo>
-              ),
               records: () => Stream.fromIterableEffect(run("read", statements.allRecords, [sessionId])).pipe(
                 Stream.mapEffect((row) => {
                   const record = recordOf(sessionId, row as EventRow)
@@ -226,7 +322,7 @@ export const makeWithClient = (
                   return record instanceof CheckpointIntegrityError ? Effect.fail(record) : Effect.succeed(record)
                 }),
               remove: existed ? Effect.asVoid(write("delete", statements.deleteSession, [sessionId])) : Effect.void
-            })
+            }))
             return { value, wrote }
           })),
       read: (sessionId, sinceSeq) =>
@@ -251,15 +347,13 @@ export const makeWithClient = (
             ? { head: 0, generation: Checkpointer.NO_GENERATION }
             : { head: Number(row.head), generation: row.generation }
         }),
-      readBlob: (sessionId, sha256) =>
-        Effect.map(query<{ data: Uint8Array }>("read snapshot", statements.readBlob, [sessionId, sha256]), (rows) => rows[0]?.data),
       logBytes: (sessionId) =>
         Effect.map(query<{ bytes: string }>("stats", statements.logBytes, [sessionId]), (rows) => Number(rows[0]?.bytes ?? 0)),
-      listBlobs: (sessionId) => query<Checkpointer.SnapshotInfo>("list snapshots", statements.listBlobs, [sessionId]),
       list: Effect.map(
         query<{ id: string; mtime: string }>("list", statements.list, []),
         (rows) => rows.map((row) => ({ id: row.id, mtime: new Date(Number(row.mtime)) }))
       ),
+      objects
     }
 
     const checkIntegrity: Effect.Effect<IntegrityReport, CheckpointerError> = Effect.map(
@@ -267,15 +361,29 @@ export const makeWithClient = (
       (results) => {
         const findings = results.flat().map((row) => row.finding)
         return findings.length === 0
-          ? { ok: true, detail: `schema ${options.schema}: every session's events run from 1 to its head; every snapshot matches its hash` }
+          ? { ok: true, detail: `schema ${options.schema}: every session's events run from 1 to its head; every object matches its hash` }
           : { ok: false, detail: findings.join("\n") }
       }
     )
 
-    // Followers wake on this session's notifications, and on `reconnected` (what was missed is unknown).
-    const service = yield* Checkpointer.make({ ...driver, watch: feed.wakeUps, followPollMs: FOLLOW_POLL_MS })
-    return { service, integrity: { checkIntegrity }, changes: { changes: feed.changes } }
+    return {
+      // Followers wake on this session's notifications, and on `reconnected` (what was missed is unknown).
+      driver: { ...driver, watch: feed.wakeUps, followPollMs: FOLLOW_POLL_MS },
+      integrity: { checkIntegrity },
+      changes: { changes: feed.changes }
+    }
   })
+
+/**
+ * The checkpointer over `client`, in the schema `options.schema`. Migrates the schema first
+ * (or refuses a newer one with `SchemaVersionError`, writing nothing).
+ */
+export const makeWithClient = (
+  client: PgClient.PgClient,
+  options: ResolvedStorageOptions
+): Effect.Effect<PostgresCheckpointerParts, CheckpointerError, Scope.Scope> =>
+  Effect.flatMap(makeDriverWithClient(client, options), ({ changes, driver, integrity }) =>
+    Effect.map(Checkpointer.make(driver), (service) => ({ service, integrity, changes })))
 
 const contextOf = (built: PostgresCheckpointerParts) =>
   Context.make(Checkpointer.Checkpointer, built.service).pipe(

@@ -9,6 +9,10 @@
  * the marker, and kept no migrations table. Such a schema is adopted: a migration whose id the
  * marker already reaches is recorded in `lite_agent_migrations` without being run.
  *
+ * Version 2 replaced the per-session snapshot store (`lite_agent_blobs`) with one object store
+ * shared by every session (`lite_agent_objects`), copying what was stored: a release that knows
+ * only version 1 refuses a schema migrated to it.
+ *
  * The Migrator alone is not safe for processes opening an empty schema together: it looks for its
  * table and creates it outside any lock or transaction. Measured with 4 clients opening a fresh
  * database at once, 5 rounds: in every round 2 or 3 of the 4 failed (`duplicate key value
@@ -40,8 +44,9 @@ interface Migration {
 
 const MIGRATIONS: ReadonlyArray<Migration> = [
   {
-    // The log, the sessions' heads and generations, and the snapshot store: the DDL releases
-    // before the Migrator ran by hand, unchanged, so schemas of both kinds are the same.
+    // The log, the sessions' heads and generations, and the snapshot store (one copy of an object
+    // per session that stored it): the DDL releases before the Migrator ran by hand, unchanged,
+    // so schemas of both kinds are the same.
     id: 1,
     name: "create_tables",
     statements: ({ blobs, events, meta, sessions }) => [
@@ -66,11 +71,35 @@ const MIGRATIONS: ReadonlyArray<Migration> = [
           PRIMARY KEY (session_id, sha256)
         )`
     ]
+  },
+  {
+    // One object store shared by every session: each distinct object of the per-session store,
+    // touched now (a collection keeps it for its grace period from now, as any object just
+    // stored), then the per-session store dropped. In the Migrator's transaction with the marker:
+    // a crash leaves the schema at version 1, whole. Of two copies of one hash, one whose bytes
+    // match it is kept (a damaged copy in one session does not replace a good one in another).
+    // The old store is locked first: a process of an earlier release still writing to it waits,
+    // and then fails, instead of storing a copy after the copy was taken.
+    id: 2,
+    name: "shared_objects",
+    statements: ({ blobs, objects }) => [
+      `LOCK TABLE ${blobs} IN ACCESS EXCLUSIVE MODE`,
+      `CREATE TABLE ${objects} (
+          sha256 text PRIMARY KEY,
+          data bytea NOT NULL,
+          touched_ms bigint NOT NULL
+        )`,
+      `INSERT INTO ${objects} (sha256, data, touched_ms)
+        SELECT DISTINCT ON (sha256) sha256, data, (extract(epoch from clock_timestamp()) * 1000)::bigint
+          FROM ${blobs}
+          ORDER BY sha256, encode(sha256(data), 'hex') = sha256 DESC`,
+      `DROP TABLE ${blobs}`
+    ]
   }
 ]
 
 /** The schema version this code writes and reads: the last migration's id. */
-export const SCHEMA_VERSION = 1
+export const SCHEMA_VERSION = 2
 
 /** Named bare: it is looked up through `search_path` (see above). */
 const MIGRATIONS_TABLE = "lite_agent_migrations"

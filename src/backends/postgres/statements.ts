@@ -14,6 +14,9 @@ export const tablesOf = (schema: string) => {
   return {
     sessions: `${s}.lite_agent_sessions`,
     events: `${s}.lite_agent_events`,
+    /** The store's objects, shared by every session (schema version 2 on). */
+    objects: `${s}.lite_agent_objects`,
+    /** Version 1's snapshot store, one copy per session: named only for the migrations that create it and fold it into `objects`. */
     blobs: `${s}.lite_agent_blobs`,
     meta: `${s}.lite_agent_meta`
   }
@@ -28,7 +31,7 @@ const notifyChange = (schema: string, kind: SessionChange["kind"], records = "")
        'sessionId', id, 'head', head, 'generation', generation::text${records})::text)`
 
 export const statementsFor = (schema: string) => {
-  const { blobs, events, sessions } = tablesOf(schema)
+  const { events, objects, sessions } = tablesOf(schema)
   const notify = (kind: SessionChange["kind"], records?: string) => notifyChange(schema, kind, records)
   return {
     lockSession: `SELECT head, generation::text AS generation FROM ${sessions} WHERE id = $1 FOR UPDATE`,
@@ -47,11 +50,37 @@ export const statementsFor = (schema: string) => {
         UPDATE ${sessions} SET head = $2, mtime = $3, generation = $4 WHERE id = $1 RETURNING id, head, generation
       )
       SELECT ${notify("truncate")} FROM moved`,
-    putBlob: `INSERT INTO ${blobs} (session_id, sha256, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-    presentBlobs: `SELECT sha256 FROM ${blobs} WHERE session_id = $1 AND sha256 = ANY($2::text[])`,
-    deleteBlobs: `DELETE FROM ${blobs} WHERE session_id = $1 AND sha256 = ANY($2::text[])`,
-    listBlobs: `SELECT sha256, octet_length(data) AS "storedBytes" FROM ${blobs} WHERE session_id = $1 ORDER BY sha256`,
-    readBlob: `SELECT data FROM ${blobs} WHERE session_id = $1 AND sha256 = $2`,
+    /**
+     * Store each object ($1 hashes, $2 bytes) not stored yet and touch ($3) those that are: a
+     * touch never moves an object's time back. Concurrent puts of one object queue on its key and
+     * both succeed. The caller passes each hash once (ON CONFLICT cannot change a row twice); rows
+     * are locked in hash order, as `touchObjects` locks them.
+     */
+    putObjects: `INSERT INTO ${objects} AS o (sha256, data, touched_ms)
+      SELECT p.sha256, p.data, $3::bigint FROM unnest($1::text[], $2::bytea[]) AS p(sha256, data) ORDER BY p.sha256
+      ON CONFLICT (sha256) DO UPDATE SET touched_ms = GREATEST(o.touched_ms, EXCLUDED.touched_ms)`,
+    /** Touch ($2) the stored objects among $1, locked in hash order; returns the hashes found. */
+    touchObjects: `WITH found AS MATERIALIZED (
+        SELECT sha256 FROM ${objects} WHERE sha256 = ANY($1::text[]) ORDER BY sha256 FOR UPDATE
+      )
+      UPDATE ${objects} o SET touched_ms = GREATEST(o.touched_ms, $2) FROM found WHERE o.sha256 = found.sha256
+      RETURNING o.sha256`,
+    readObject: `SELECT data FROM ${objects} WHERE sha256 = $1`,
+    objectSizes: `SELECT sha256, octet_length(data) AS "storedBytes" FROM ${objects} WHERE sha256 = ANY($1::text[])`,
+    listObjects: `SELECT sha256, octet_length(data) AS "storedBytes", touched_ms::text AS "touchedMs" FROM ${objects}`,
+    /**
+     * The objects among $1 whose touched time is still before $2, deleted; returns them. Atomic
+     * with respect to put and touch under READ COMMITTED: a row changed by a put or touch that
+     * committed after this statement began is re-checked in its committed version (FOR UPDATE)
+     * and kept once touched. A row a put or touch holds right now is skipped, not waited for: it
+     * is being touched, so it stays (and the delete never waits, nor deadlocks). A put waiting on
+     * a row this deleted then stores it again; a touch reports it missing.
+     */
+    deleteUntouched: `WITH doomed AS MATERIALIZED (
+        SELECT sha256 FROM ${objects} WHERE sha256 = ANY($1::text[]) AND touched_ms < $2 FOR UPDATE SKIP LOCKED
+      )
+      DELETE FROM ${objects} o USING doomed WHERE o.sha256 = doomed.sha256
+      RETURNING o.sha256, octet_length(o.data) AS "storedBytes"`,
     allRecords: `SELECT seq, ts, event FROM ${events} WHERE session_id = $1 ORDER BY seq`,
     firstRecord: `SELECT seq, ts, event FROM ${events} WHERE session_id = $1 AND seq = 1`,
     // The session's row, with its events after $2 when there are any (one row without an event when not).
@@ -66,13 +95,11 @@ export const statementsFor = (schema: string) => {
     /** After `lockSession`: a statement taken before the lock could miss events committed while it waited. */
     deleteSession: `WITH dropped_events AS (
         DELETE FROM ${events} WHERE session_id = $1
-      ), dropped_blobs AS (
-        DELETE FROM ${blobs} WHERE session_id = $1
       ), dropped AS (
         DELETE FROM ${sessions} WHERE id = $1 RETURNING id, 0 AS head, '${Checkpointer.NO_GENERATION}' AS generation
       )
       SELECT ${notify("delete")} FROM dropped`,
-    /** Sessions whose head disagrees with their events, events without a session, blobs whose bytes do not match their name. */
+    /** Sessions whose head disagrees with their events, events without a session, objects whose bytes do not match their name. */
     integrity: [
       `SELECT 'session ' || s.id || ': head ' || s.head || ', but ' || count(e.seq) || ' events from seq ' ||
           coalesce(min(e.seq), 0) || ' to ' || coalesce(max(e.seq), 0) AS finding
@@ -82,9 +109,8 @@ export const statementsFor = (schema: string) => {
       `SELECT 'events of session ' || e.session_id || ' without a session row' AS finding
         FROM ${events} e WHERE NOT EXISTS (SELECT 1 FROM ${sessions} s WHERE s.id = e.session_id)
         GROUP BY e.session_id`,
-      `SELECT 'snapshot ' || b.sha256 || ' of session ' || b.session_id || ': its bytes hash to ' ||
-          encode(sha256(b.data), 'hex') AS finding
-        FROM ${blobs} b WHERE encode(sha256(b.data), 'hex') <> b.sha256`
+      `SELECT 'object ' || o.sha256 || ': its bytes hash to ' || encode(sha256(o.data), 'hex') AS finding
+        FROM ${objects} o WHERE encode(sha256(o.data), 'hex') <> o.sha256`
     ]
   }
 }

@@ -1,7 +1,7 @@
 /**
- * Statements on connections of their own: one statement at a time (`query`), or a body in one
- * READ COMMITTED transaction whose lock waits are bounded in the server (`lock_timeout`) and
- * reported as `CheckpointBusyError` (`transaction`).
+ * Statements on connections of their own: one statement at a time (`query`, and `write`, which
+ * is tried again after a deadlock), or a body in one READ COMMITTED transaction whose lock waits
+ * are bounded in the server (`lock_timeout`) and reported as `CheckpointBusyError` (`transaction`).
  */
 import type { PgClient } from "@effect/sql-pg"
 import type { Connection } from "@effect/sql/SqlConnection"
@@ -30,8 +30,23 @@ export type TransactionBody<A> = (execute: Execute) => Effect.Effect<Outcome<A>,
 export const rowsOf = <Row>(rows: ReadonlyArray<unknown>) => rows as ReadonlyArray<Row>
 
 const LOCK_NOT_AVAILABLE = "55P03"
-/** Cannot happen with the row lock held, but a retry is the right answer if it ever does. */
+/**
+ * A serialization failure cannot happen with the row lock held; a deadlock can, between writers
+ * of different sessions storing and touching the same objects in crossing orders. The server
+ * rolls one back; a retry is the right answer.
+ */
 const RETRYABLE = new Set(["40001", "40P01"])
+
+/**
+ * The server's failure a body reported as a `StorageError` (the driver hands `make` only
+ * `CheckpointerError`s), when it is one the transaction answers itself: a lock wait that timed
+ * out, or a deadlock.
+ */
+const lockFailureOf = (error: unknown): SqlError | undefined => {
+  if (!(error instanceof StorageError) || !(error.cause instanceof SqlError)) return undefined
+  const { code } = pgErrorOf(error.cause)
+  return code !== undefined && (code === LOCK_NOT_AVAILABLE || RETRYABLE.has(code)) ? error.cause : undefined
+}
 
 export const makeTransactions = (client: PgClient.PgClient, busyTimeoutMs: number) => {
   /** Locks are waited for in the server; 0 there would mean "forever". */
@@ -42,6 +57,29 @@ export const makeTransactions = (client: PgClient.PgClient, busyTimeoutMs: numbe
     Effect.scoped(Effect.flatMap(client.reserve, (connection) => connection.execute(statement, params, undefined))).pipe(
       Effect.map(rowsOf<Row>),
       Effect.mapError(toCheckpointerError(operation))
+    )
+
+  /**
+   * One statement that takes row locks, on a pooled connection of its own (committed when it
+   * returns): tried again when the server rolled it back out of a deadlock, for up to
+   * `busyTimeoutMs`. Its lock waits are not bounded: the locks it waits for are held by single
+   * statements or by session transactions, which are.
+   */
+  const write: Query = <Row>(operation: string, statement: string, params: ReadonlyArray<unknown>) =>
+    retryWhileBusy(
+      Effect.scoped(Effect.flatMap(client.reserve, (connection) => connection.execute(statement, params, undefined))).pipe(
+        Effect.map(rowsOf<Row>),
+        Effect.catchIf(
+          (error): error is SqlError => error instanceof SqlError,
+          (error): Effect.Effect<never, CheckpointerError | Busy> => {
+            const { code } = pgErrorOf(error)
+            return code !== undefined && RETRYABLE.has(code)
+              ? Effect.fail(new Busy({ detail: `${operation}: ${code}` }))
+              : Effect.fail(toCheckpointerError(operation)(error))
+          }
+        )
+      ),
+      { timeoutMs: busyTimeoutMs, maxPauseMs: 50 }
     )
 
   /** `body` in one transaction on `connection`: see `transaction`. */
@@ -88,6 +126,10 @@ export const makeTransactions = (client: PgClient.PgClient, busyTimeoutMs: numbe
     retryWhileBusy(
       Effect.scoped(Effect.flatMap(client.reserve, (connection) => inTransaction(connection, operation, body))).pipe(
         Effect.catchIf(
+          (error) => lockFailureOf(error) !== undefined,
+          (error) => Effect.fail(lockFailureOf(error)!)
+        ),
+        Effect.catchIf(
           (error): error is SqlError => error instanceof SqlError,
           (error): Effect.Effect<never, CheckpointerError | Busy> => {
             const { code } = pgErrorOf(error)
@@ -96,7 +138,7 @@ export const makeTransactions = (client: PgClient.PgClient, busyTimeoutMs: numbe
                 new CheckpointBusyError({
                   ...(sessionId === undefined ? {} : { sessionId }),
                   waitedMs: lockTimeoutMs,
-                  detail: `${operation}: another writer held the session's row lock`
+                  detail: `${operation}: another writer held a lock it needed (the session's row, or an object's)`
                 })
               )
             }
@@ -108,5 +150,5 @@ export const makeTransactions = (client: PgClient.PgClient, busyTimeoutMs: numbe
       { timeoutMs: busyTimeoutMs, maxPauseMs: 50, sessionId }
     )
 
-  return { query, transaction }
+  return { query, transaction, write }
 }

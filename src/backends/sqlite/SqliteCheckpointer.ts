@@ -17,11 +17,15 @@
  * - One connection per checkpointer, used by one fiber at a time: a reader never runs a
  *   statement inside a transaction still open (it would see writes that may yet roll back).
  * - Reads are forward scans in pages, outside any write transaction.
+ * - The object store (`lite_agent_objects`, one row per hash for every session) is written in
+ *   the transaction of the append whose objects it stores or touches, so they commit together;
+ *   the collector's deletes take a transaction of their own, each deciding on the row's touched
+ *   time as committed.
  * - Opening (./openDatabase.ts) falls back to read-only for a database this process cannot
  *   write, whose mutations are then refused; the write lock is taken at open only to migrate
  *   (./schema.ts). What SQLite throws becomes the library's errors in ./sqliteErrors.ts.
  */
-import { Context, Effect, Layer, Schema, Stream } from "effect"
+import { Context, Effect, FiberRef, Layer, Schema, Stream } from "effect"
 import * as Checkpointer from "../../core/Checkpointer.js"
 import {
   type CheckpointerError,
@@ -214,13 +218,21 @@ export const make = (options: SqliteCheckpointerOptions) =>
       dropEventsAfter: db.prepare("DELETE FROM lite_agent_events WHERE session_id = ? AND seq > ?"),
       // A new generation tells readers paging through the old log that it changed under them.
       truncateHead: db.prepare(`UPDATE lite_agent_sessions SET head = ?, mtime = ?, generation = ${NEW_GENERATION} WHERE id = ?`),
-      putBlob: db.prepare("INSERT INTO lite_agent_blobs (session_id, sha256, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"),
-      hasBlob: db.prepare("SELECT 1 FROM lite_agent_blobs WHERE session_id = ? AND sha256 = ?").pluck(),
-      deleteBlob: db.prepare("DELETE FROM lite_agent_blobs WHERE session_id = ? AND sha256 = ?"),
-      listBlobs: db.prepare<[string], Checkpointer.SnapshotInfo>(
-        "SELECT sha256, length(data) AS storedBytes FROM lite_agent_blobs WHERE session_id = ?"
+      // The object store: stored once, touched (its time kept the latest) by every later put.
+      putObject: db.prepare(
+        `INSERT INTO lite_agent_objects (sha256, data, touched_ms) VALUES (?, ?, ?)
+         ON CONFLICT (sha256) DO UPDATE SET touched_ms = max(touched_ms, excluded.touched_ms)`
       ),
-      readBlob: db.prepare<[string, string], { data: Uint8Array }>("SELECT data FROM lite_agent_blobs WHERE session_id = ? AND sha256 = ?"),
+      touchObject: db.prepare("UPDATE lite_agent_objects SET touched_ms = max(touched_ms, ?) WHERE sha256 = ?"),
+      readObject: db.prepare<[string], Uint8Array>("SELECT data FROM lite_agent_objects WHERE sha256 = ?").pluck(),
+      // length() of a blob reads its size from the record header, not its pages.
+      objectSize: db.prepare<[string], number>("SELECT length(data) FROM lite_agent_objects WHERE sha256 = ?").pluck(),
+      listObjects: db.prepare<[], Checkpointer.StoredObject>(
+        "SELECT sha256, length(data) AS storedBytes, touched_ms AS touchedMs FROM lite_agent_objects"
+      ),
+      deleteUntouched: db.prepare<[string, number], Checkpointer.SnapshotInfo>(
+        "DELETE FROM lite_agent_objects WHERE sha256 = ? AND touched_ms < ? RETURNING sha256, length(data) AS storedBytes"
+      ),
       allEvents: db.prepare<[string], EventRow>("SELECT seq, ts, event FROM lite_agent_events WHERE session_id = ? ORDER BY seq"),
       // Rows as arrays: a page is the replay's hot path, and arrays cost less to make than objects.
       page: db.prepare<[string, number, number], [number, number, string]>(
@@ -231,7 +243,6 @@ export const make = (options: SqliteCheckpointerOptions) =>
       logBytes: db.prepare("SELECT SUM(length(CAST(event AS BLOB))) FROM lite_agent_events WHERE session_id = ?").pluck(),
       list: db.prepare<[], { id: string; mtime: number }>("SELECT id, mtime FROM lite_agent_sessions"),
       deleteEvents: db.prepare("DELETE FROM lite_agent_events WHERE session_id = ?"),
-      deleteBlobs: db.prepare("DELETE FROM lite_agent_blobs WHERE session_id = ?"),
       deleteSession: db.prepare("DELETE FROM lite_agent_sessions WHERE id = ?")
     }
 
@@ -284,19 +295,6 @@ export const make = (options: SqliteCheckpointerOptions) =>
           sql.dropEventsAfter.run(sessionId, toSeq)
           sql.truncateHead.run(toSeq, mtime, sessionId)
         }),
-      putBlobs: (blobs) =>
-        writing("store snapshot", () => {
-          for (const blob of blobs) {
-            sql.putBlob.run(sessionId, blob.sha256, Buffer.from(blob.data.buffer, blob.data.byteOffset, blob.data.byteLength))
-          }
-        }),
-      missingBlobs: (hashes) =>
-        inTransaction("check snapshots", () => hashes.filter((sha256) => sql.hasBlob.get(sessionId, sha256) === undefined)),
-      deleteBlobs: (hashes) =>
-        writing("delete snapshots", () => {
-          for (const sha256 of hashes) sql.deleteBlob.run(sessionId, sha256)
-        }),
-      storedBlobs: inTransaction("list snapshots", () => sql.listBlobs.all(sessionId)),
       records: () => Stream.fromIterableEffect(inTransaction("read", () => sql.allEvents.all(sessionId))).pipe(
         Stream.mapEffect((row) => {
           const record = recordOf(sessionId, row)
@@ -312,7 +310,6 @@ export const make = (options: SqliteCheckpointerOptions) =>
         }),
       remove: writing("delete", () => {
         sql.deleteEvents.run(sessionId)
-        sql.deleteBlobs.run(sessionId)
         sql.deleteSession.run(sessionId)
       })
     })
@@ -324,6 +321,42 @@ export const make = (options: SqliteCheckpointerOptions) =>
       detail: `${config.file} is open for reading only (${readOnly}): appends, truncates and deletes are refused; ` +
         `make the file and its directory writable by this process and open it again`
     })
+
+    /**
+     * Whether the running effect is a body of this connection's open write transaction (a
+     * `withSession` holder's, which stores and touches the objects its append references): the
+     * object store's statements then run in that transaction — committed with the append, as
+     * durably — and anywhere else in a transaction, or a read, of their own.
+     */
+    const inHolder = FiberRef.unsafeMake(false)
+    const objectWrite = <A>(operation: string, run: () => A): Effect.Effect<A, CheckpointerError> =>
+      readOnly !== undefined ? Effect.fail(writesRefused) : Effect.flatMap(FiberRef.get(inHolder), (inside) =>
+        inside ? writing(operation, run) : transactions.run(undefined, writing(operation, run)))
+    const objectRead = <A>(operation: string, run: () => A): Effect.Effect<A, CheckpointerError> =>
+      Effect.flatMap(FiberRef.get(inHolder), (inside) => (inside ? inTransaction(operation, run) : read(operation, run)))
+    const asBuffer = (data: Uint8Array) => Buffer.from(data.buffer, data.byteOffset, data.byteLength)
+
+    const objects: Checkpointer.ObjectStore = {
+      put: (added, nowMs) =>
+        added.length === 0 ? Effect.void : objectWrite("store objects", () => {
+          for (const { data, sha256 } of added) sql.putObject.run(sha256, asBuffer(data), nowMs)
+        }),
+      touch: (hashes, nowMs) =>
+        hashes.length === 0 ? Effect.succeed([]) : objectWrite("touch objects", () =>
+          hashes.filter((sha256) => sql.touchObject.run(nowMs, sha256).changes === 0)),
+      read: (sha256) => objectRead("read object", () => sql.readObject.get(sha256)),
+      sizes: (hashes) =>
+        objectRead("object sizes", () =>
+          [...new Set(hashes)].flatMap((sha256) => {
+            const storedBytes = sql.objectSize.get(sha256)
+            return storedBytes === undefined ? [] : [{ sha256, storedBytes }]
+          })),
+      list: objectRead("list objects", () => sql.listObjects.all()),
+      // One transaction per call (the collector bounds how many): each delete decided with the row's touched time as committed.
+      deleteUntouched: (hashes, cutoffMs) =>
+        hashes.length === 0 ? Effect.succeed([]) : objectWrite("delete objects", () =>
+          hashes.flatMap((sha256) => sql.deleteUntouched.all(sha256, cutoffMs)))
+    }
 
     const driver: Checkpointer.CheckpointerDriver = {
       withSession: (sessionId, use) =>
@@ -337,7 +370,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
             } catch (error) {
               return Effect.fail(toCheckpointerError("read head")(error))
             }
-            return use(lockedSession(sessionId, version, Date.now()))
+            return Effect.locally(use(lockedSession(sessionId, version, Date.now())), inHolder, true)
           })
         ),
       read: (sessionId, sinceSeq) =>
@@ -357,10 +390,9 @@ export const make = (options: SqliteCheckpointerOptions) =>
             ? { head: 0, generation: Checkpointer.NO_GENERATION }
             : { head: row.head, generation: String(row.generation) }
         }),
-      readBlob: (sessionId, sha256) => read("read snapshot", () => sql.readBlob.get(sessionId, sha256)?.data),
       logBytes: (sessionId) => read("stats", () => Number(sql.logBytes.get(sessionId) ?? 0)),
-      listBlobs: (sessionId) => read("list snapshots", () => sql.listBlobs.all(sessionId)),
       list: read("list", () => sql.list.all().map((row) => ({ id: row.id, mtime: new Date(row.mtime) }))),
+      objects
     }
 
     // Other connections' commits wake the followers of the sessions they changed (./commitWatch.ts).

@@ -4,8 +4,7 @@
  * read once from its first record and kept (a session's first record changes only when it is
  * deleted or cut to nothing and made again, which a generation other than the one it was read
  * under shows). The forks of a session are named by the `ForkMade` events in its own log, for
- * what would take the events they share (a delete, a truncate) or the blobs their own events
- * name (a sweep).
+ * what would take the events they share (a delete, a truncate).
  */
 import { Effect, Either, Stream } from "effect"
 import type { CheckpointerDriver, LockedSession } from "../CheckpointerDriver.js"
@@ -60,8 +59,6 @@ export interface ForkOrigins {
   readonly below: (sessionId: string) => Effect.Effect<ReadonlyArray<string>, CheckpointerError>
   /** The session's head as read: a fork's own head plus the events it shares (its own, when its first record cannot be read). */
   readonly head: (sessionId: string) => Effect.Effect<number, CheckpointerError>
-  /** A blob's bytes from the session's own store or, for a fork, from the stores it shares events with. */
-  readonly blob: (sessionId: string, sha256: string) => Effect.Effect<Uint8Array | undefined, CheckpointerError>
 }
 
 /** Where a session starts from its first record: a fork's origin, or null for a session that is no fork. */
@@ -94,12 +91,6 @@ export const make = (driver: CheckpointerDriver): ForkOrigins => {
     const entry = known.get(sessionId)
     return entry === undefined ? learn(sessionId) : Effect.succeed(entry.origin ?? undefined)
   }
-
-  const blob = (sessionId: string, sha256: string, depth: number): Effect.Effect<Uint8Array | undefined, CheckpointerError> =>
-    Effect.flatMap(driver.readBlob(sessionId, sha256), (data) =>
-      data !== undefined || depth >= MAX_FORK_DEPTH
-        ? Effect.succeed(data)
-        : Effect.flatMap(of(sessionId), (origin) => (origin === undefined ? Effect.succeed(undefined) : blob(origin.from, sha256, depth + 1))))
 
   // A fork's source logs a `ForkMade` naming it before the fork's first event: its own records
   // say which sessions may be its forks; each still is one if it exists and names it as its source.
@@ -177,7 +168,6 @@ export const make = (driver: CheckpointerDriver): ForkOrigins => {
     head: (sessionId) =>
       // A session whose first record cannot be read (damaged) reads as its own log here: its read says why.
       Effect.flatMap(Effect.orElseSucceed(of(sessionId), () => undefined), (origin) =>
-        origin === undefined ? driver.head(sessionId) : Effect.map(driver.head(sessionId), (head) => (head === 0 ? 0 : head + origin.at))),
-    blob: (sessionId, sha256) => blob(sessionId, sha256, 0)
+        origin === undefined ? driver.head(sessionId) : Effect.map(driver.head(sessionId), (head) => (head === 0 ? 0 : head + origin.at)))
   }
 }

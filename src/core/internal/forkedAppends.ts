@@ -1,14 +1,15 @@
 /**
- * Appending to a session's own log — a fork's seqs shifted by the events it shares, its blob
- * references allowed to name its source's blobs — and starting a fork with its `SessionForked`.
+ * Appending to a session's own log — a fork's seqs shifted by the events it shares — and
+ * starting a fork with its `SessionForked`.
  */
 import { Clock, Effect, Either, Stream } from "effect"
-import type { CheckpointerDriver, SnapshotBlob } from "../CheckpointerDriver.js"
+import type { CheckpointerDriver } from "../CheckpointerDriver.js"
 import { CheckpointConflictError, type CheckpointerError, InvalidEventError } from "../errors.js"
 import { ForkMade, type SessionEvent, type SessionForked } from "../events.js"
 import { sessionIdProblem } from "../sessionId.js"
 import { type ForkOrigin, type ForkOrigins, MAX_FORK_DEPTH } from "./forkOrigins.js"
 import { decodeStoredEvent, tagOf } from "./eventCodec.js"
+import { storeThenLog } from "./objectCollection.js"
 import { separateBlobs } from "./snapshotSeparation.js"
 
 export const make = (
@@ -17,20 +18,17 @@ export const make = (
   signalChange: (sessionId: string) => <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E>
 ) => {
   const viewHead = forks.head
-  /**
-   * Store `events` after the session's own records; `origin.at` (a fork's shared events) is added
-   * to every seq the caller sees. A fork's blob references may name its source's blobs: those
-   * its own store lacks are looked for there — outside its write exclusion (a backend may hold
-   * one connection for it) — and the append tried again.
-   */
-  /** Blobs an append's references name that the session's own store lacks (a fork's: perhaps its source's). */
-  type Lacking = { readonly lacking: ReadonlyArray<string> }
   /** Where an append left the session: its head as read, its own head, and the generation it was written in. */
   interface Written {
     readonly head: number
     readonly ownHead: number
     readonly generation: string
   }
+  /**
+   * Store `events` after the session's own records; `origin.at` (a fork's shared events) is added
+   * to every seq the caller sees. The objects the events reference are stored or touched first
+   * (objectCollection.ts): a logged reference always names a stored object.
+   */
   const appendWritten = (
     sessionId: string,
     events: ReadonlyArray<SessionEvent>,
@@ -43,51 +41,29 @@ export const make = (
     const separated = separateBlobs(sessionId, events)
     if (Either.isLeft(separated)) return Effect.fail(separated.left)
     const { blobs, encoded, references } = separated.right
-    const attempt = (heldBySource: ReadonlySet<string> | undefined, blobs: ReadonlyArray<SnapshotBlob>) =>
-      driver.withSession(sessionId, (session): Effect.Effect<Written | Lacking, CheckpointerError> => {
-        const head = session.head === 0 ? 0 : session.head + shared
-        if (expectedHead !== undefined && expectedHead !== head) {
-          return Effect.fail(new CheckpointConflictError({ sessionId, expected: expectedHead, actual: head }))
-        }
-        const write = Effect.zipRight(precondition === undefined ? Effect.void : precondition(head), Effect.flatMap(Clock.currentTimeMillis, (ts) => {
-          const records = encoded.map((event, index) => ({ seq: session.head + index + 1, ts, event }))
-          // The blobs first: a logged reference must never lack its blob.
-          const stored = blobs.length > 0 ? Effect.zipRight(session.putBlobs(blobs), session.append(records)) : session.append(records)
-          // A session this append starts is no fork (a fork starts with its SessionForked): known without a read.
-          const started = session.head === 0 && origin === undefined
-            ? Effect.tap(stored, () => Effect.sync(() => forks.created(sessionId, undefined)))
-            : stored
-          const ownHead = session.head + records.length
-          return Effect.as(started, { head: ownHead + shared, ownHead, generation: session.generation })
-        }))
-        if (references.size === 0) return write
-        // A reference to a blob the store does not hold would make a snapshot that can never be restored.
-        return Effect.flatMap(session.missingBlobs([...references.keys()]), (missingHere): Effect.Effect<Written | Lacking, CheckpointerError> => {
-          const missing = heldBySource === undefined ? missingHere : missingHere.filter((sha256) => !heldBySource.has(sha256))
-          if (missing.length === 0) return write
-          if (origin !== undefined && heldBySource === undefined) return Effect.succeed({ lacking: missing })
-          return Effect.fail(
-            new InvalidEventError({
-              sessionId,
-              index: references.get(missing[0]!) ?? 0,
-              detail: `a stored reference names ${missing[0]}, which this session's snapshot store does not hold`
-            })
-          )
-        })
+    // A reference to an object the store does not hold would make a snapshot that can never be restored.
+    const missing = (sha256: string, index: number) =>
+      new InvalidEventError({ sessionId, index, detail: `a stored reference names ${sha256}, which the store does not hold` })
+    return driver.withSession(sessionId, (session): Effect.Effect<Written, CheckpointerError> => {
+      const head = session.head === 0 ? 0 : session.head + shared
+      if (expectedHead !== undefined && expectedHead !== head) {
+        return Effect.fail(new CheckpointConflictError({ sessionId, expected: expectedHead, actual: head }))
+      }
+      const log = Effect.flatMap(Clock.currentTimeMillis, (ts) => {
+        const records = encoded.map((event, index) => ({ seq: session.head + index + 1, ts, event }))
+        const appended = session.append(records)
+        // A session this append starts is no fork (a fork starts with its SessionForked): known without a read.
+        const started = session.head === 0 && origin === undefined
+          ? Effect.tap(appended, () => Effect.sync(() => forks.created(sessionId, undefined)))
+          : appended
+        const ownHead = session.head + records.length
+        return Effect.as(started, { head: ownHead + shared, ownHead, generation: session.generation })
       })
-    // Bytes a fork's source already stores stay there: a fork copies no blob it shares.
-    const ownBlobs = origin === undefined || blobs.length === 0
-      ? Effect.succeed(blobs)
-      : Effect.filter(blobs, (blob) => Effect.map(forks.blob(origin.from, blob.sha256), (data) => data === undefined))
-    return Effect.flatMap(ownBlobs, (blobs) => Effect.flatMap(attempt(undefined, blobs), (outcome) =>
-      !("lacking" in outcome) ? Effect.succeed(outcome) : Effect.flatMap(
-        Effect.filter(outcome.lacking, (sha256) =>
-          origin === undefined ? Effect.succeed(false) : Effect.map(forks.blob(origin.from, sha256), (data) => data !== undefined)),
-        (held) =>
-          Effect.flatMap(attempt(new Set(held), blobs), (again) =>
-            // Told what the source holds, an attempt stores or fails: it never asks again.
-            !("lacking" in again) ? Effect.succeed(again) : Effect.dieMessage("an append asked twice where its blobs are"))
-      ))).pipe(signalChange(sessionId))
+      return Effect.zipRight(
+        precondition === undefined ? Effect.void : precondition(head),
+        storeThenLog(driver, blobs, references, missing, log)
+      )
+    }).pipe(signalChange(sessionId))
   }
   const appendOwn = (
     sessionId: string,

@@ -3,13 +3,12 @@ import { Effect, Layer, Stream } from "effect"
 import { Checkpointer, type CheckpointerDriver, makeCheckpointer, NO_GENERATION } from "@lite-agent/core"
 import { checkpointerConformance } from "@lite-agent/sdk/testing"
 
-/** One session as this store keeps it: each record as JSON text, as a real store would, and its blobs. */
+/** One session as this store keeps it: each record as JSON text, as a real store would. */
 interface MapSession {
   readonly lines: Array<string>
-  readonly blobs: Map<string, Uint8Array>
   /** Changed by every truncate; a session deleted and created again gets a new one. */
   generation: string
-  /** The last append or truncate (ms); 0 while it holds only blobs, which alone make no session. */
+  /** The last append or truncate (ms); 0 while it holds nothing yet. */
   mtime: number
 }
 
@@ -25,13 +24,20 @@ const makeMapDriver = Effect.gen(function*() {
     return session !== undefined && session.mtime > 0 ? session : undefined
   }
   const opened = (id: string): MapSession => {
-    const session = sessions.get(id) ?? { lines: [], blobs: new Map(), generation: `g${++generations}`, mtime: 0 }
+    const session = sessions.get(id) ?? { lines: [], generation: `g${++generations}`, mtime: 0 }
     sessions.set(id, session)
     return session
   }
   const records = (id: string, from: number, to?: number) =>
     (existing(id)?.lines.slice(from, to) ?? []).map((line): unknown => JSON.parse(line))
-  const blobs = (id: string) => [...(sessions.get(id)?.blobs ?? [])].map(([sha256, data]) => ({ sha256, storedBytes: data.length }))
+  // The objects, shared by every session: bytes by hash and when each was last stored or touched.
+  // Each call below runs in one synchronous step, so it is atomic with respect to the others.
+  const objects = new Map<string, { readonly data: Uint8Array; touchedMs: number }>()
+  const touchOne = (sha256: string, nowMs: number) => {
+    const object = objects.get(sha256)
+    if (object !== undefined) object.touchedMs = Math.max(object.touchedMs, nowMs)
+    return object !== undefined
+  }
 
   const driver: CheckpointerDriver = {
     withSession: (id, use) =>
@@ -51,13 +57,6 @@ const makeMapDriver = Effect.gen(function*() {
               session.generation = `g${++generations}`
               session.mtime = activity()
             }),
-          putBlobs: (added) =>
-            Effect.sync(() => {
-              for (const { data, sha256 } of added) if (!session.blobs.has(sha256)) session.blobs.set(sha256, data.slice())
-            }),
-          missingBlobs: (hashes) => Effect.sync(() => hashes.filter((sha256) => !session.blobs.has(sha256))),
-          deleteBlobs: (hashes) => Effect.sync(() => hashes.forEach((sha256) => session.blobs.delete(sha256))),
-          storedBlobs: Effect.sync(() => blobs(id)),
           records: () => Stream.suspend(() => Stream.fromIterable(records(id, 0))),
           firstRecordOf: (other) => Effect.sync(() => records(other, 0, 1)[0]),
           remove: Effect.sync(() => void sessions.delete(id))
@@ -80,8 +79,27 @@ const makeMapDriver = Effect.gen(function*() {
     list: Effect.sync(() =>
       [...sessions].filter(([, session]) => session.mtime > 0).map(([id, session]) => ({ id, mtime: new Date(session.mtime) }))
     ),
-    readBlob: (id, sha256) => Effect.sync(() => sessions.get(id)?.blobs.get(sha256)?.slice()),
-    listBlobs: (id) => Effect.sync(() => blobs(id)),
+    objects: {
+      put: (added, nowMs) =>
+        Effect.sync(() => {
+          for (const { data, sha256 } of added) if (!touchOne(sha256, nowMs)) objects.set(sha256, { data: data.slice(), touchedMs: nowMs })
+        }),
+      touch: (hashes, nowMs) => Effect.sync(() => hashes.filter((sha256) => !touchOne(sha256, nowMs))),
+      read: (sha256) => Effect.sync(() => objects.get(sha256)?.data.slice()),
+      sizes: (hashes) =>
+        Effect.sync(() => [...new Set(hashes)].flatMap((sha256) => {
+          const object = objects.get(sha256)
+          return object === undefined ? [] : [{ sha256, storedBytes: object.data.length }]
+        })),
+      list: Effect.sync(() => [...objects].map(([sha256, { data, touchedMs }]) => ({ sha256, storedBytes: data.length, touchedMs }))),
+      deleteUntouched: (hashes, cutoffMs) =>
+        Effect.sync(() => hashes.flatMap((sha256) => {
+          const object = objects.get(sha256)
+          if (object === undefined || object.touchedMs >= cutoffMs) return []
+          objects.delete(sha256)
+          return [{ sha256, storedBytes: object.data.length }]
+        }))
+    },
     logBytes: (id) => Effect.sync(() => (existing(id)?.lines ?? []).reduce((total, line) => total + Buffer.byteLength(line) + 1, 0))
     // No `watch`: nothing outside this process writes the store, and followers poll every followPollMs (1000 ms).
   }
