@@ -14,7 +14,7 @@ export * from "./core/sessionId.js"
 export * from "./core/userCheckpoint.js"
 export { bytesOfPath, displayPath, pathOfBytes } from "./core/pathNames.js"
 export * as Session from "./core/session.js"
-export type { FollowItem, SessionStats, SessionVersion, SnapshotBlob, SnapshotInfo, GcOptions, GcReport } from "./core/Checkpointer.js"
+export type { FollowItem, SessionStats, SessionVersion, SnapshotBlob, SnapshotInfo, GcOptions, GcReport, ObjectBytes, SessionUsage, StoreUsage } from "./core/Checkpointer.js"
 export type {
   Checkpoint,
   CheckpointAnchor,

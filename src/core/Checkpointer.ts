@@ -28,7 +28,7 @@ import * as ForkedAppends from "./internal/forkedAppends.js"
 import * as ForkedReads from "./internal/forkedReads.js"
 import * as ForkOrigins from "./internal/forkOrigins.js"
 import { normalizeEvents } from "./internal/eventCodec.js"
-import { collect, type GcOptions, type GcReport } from "./internal/objectCollection.js"
+import { collect, type GcOptions, type GcReport, type StoreUsage, usage } from "./internal/objectCollection.js"
 import { blobReferences } from "./internal/blobs.js"
 import { sha256Hex } from "./internal/sha256.js"
 import { makeKeyedSignals } from "./internal/keyedSignals.js"
@@ -39,7 +39,15 @@ import { type FollowItem, followSession } from "./follow.js"
 import { sessionIdProblem } from "./sessionId.js"
 
 export type { FollowItem } from "./follow.js"
-export { DEFAULT_GRACE_MS, type GcOptions, type GcReport, MIN_GRACE_MS } from "./internal/objectCollection.js"
+export {
+  DEFAULT_GRACE_MS,
+  type GcOptions,
+  type GcReport,
+  MIN_GRACE_MS,
+  type ObjectBytes,
+  type SessionUsage,
+  type StoreUsage
+} from "./internal/objectCollection.js"
 export {
   type CheckpointerDriver,
   type LockedSession,
@@ -123,6 +131,12 @@ export interface CheckpointerService {
    * internal/objectCollection.ts).
    */
   readonly gc: (options?: GcOptions) => Effect.Effect<GcReport, CheckpointerError>
+  /**
+   * What the store holds: its objects and logs, each session's share — the objects it references,
+   * those it shares with other sessions and those only it holds (what deleting it frees) — and
+   * what no session references (what `gc` frees once past the grace period). Reads every log.
+   */
+  readonly du: () => Effect.Effect<StoreUsage, CheckpointerError>
   /**
    * The session's events after `sinceSeq`, then each event any process appends, as it lands —
    * a stream that ends only when its consumer stops. A truncate, or a delete and re-creation,
@@ -337,6 +351,7 @@ export const make = (driver: CheckpointerDriver) =>
       readSnapshot,
       listSnapshots: (sessionId) => guard(sessionId, referencedObjects(sessionId)),
       gc: (options) => Effect.zipRight(ensureOpen, collect(driver, options)),
+      du: () => Effect.zipRight(ensureOpen, usage(driver)),
       head: (sessionId) => guard(sessionId, viewHead(sessionId)),
       version: (sessionId) =>
         guard(

@@ -13,7 +13,8 @@ import {
   type SessionStats,
   type SnapshotInfo,
   type GcOptions,
-  type GcReport
+  type GcReport,
+  type StoreUsage
 } from "../core/Checkpointer.js"
 import type { SessionEventInput } from "../core/encoding.js"
 import { CheckpointerClosedError } from "../core/errors.js"
@@ -52,6 +53,8 @@ export interface PromiseCheckpointer {
    * `options.graceMs` (default one hour, at least five minutes): safe while other processes append.
    */
   gc(options?: GcOptions): Promise<GcReport>
+  /** What the store holds: objects and logs, each session's share (referenced, shared, its own), and what no session references. Reads every log. */
+  du(): Promise<StoreUsage>
   /** Release the backend. Idempotent; every later call rejects with `CheckpointerClosedError`. */
   close(): Promise<void>
   /** The same store as an Effect layer (for `createLiteAgent` and Effect programs). */
@@ -119,6 +122,7 @@ const makeFacade = <R, E>(layer: Layer.Layer<Checkpointer | R, E>) => {
     toolInput: (sessionId, block) => run((c) => fullToolInput(c, sessionId, block)),
     listSnapshots: (sessionId) => run((c) => Effect.map(c.listSnapshots(sessionId), (blobs) => [...blobs])),
     gc: (options) => run((c) => c.gc(options)),
+    du: () => run((c) => c.du()),
     close: async () => {
       if (closed) return
       closed = true

@@ -320,6 +320,33 @@ export const snapshotStoreTests = <E>({ layer, options, runner, test, timeoutMs 
         assert.equal(yield* c.head(p + "late"), 0)
       }))
 
+    test("du says what each session references, shares and holds alone, and what no session references", (c, p) =>
+      Effect.gen(function*() {
+        const [mine, both, cut] = ["mine", "both", "cut"].map((name) => new TextEncoder().encode(`${p}:${name}`.repeat(3)))
+        yield* c.append(p + "a", [snapshotOf("m", mine!), snapshotOf("b", both!)])
+        yield* c.append(p + "a", [snapshotOf("c", cut!)])
+        yield* c.truncate(p + "a", 2)
+        yield* c.append(p + "b", [snapshotOf("b", both!)])
+        const usage = yield* c.du()
+        const of = (id: string) => usage.sessions.find((session) => session.id === id)!
+        assert.deepEqual(of(p + "a").referenced.objects, 2)
+        assert.deepEqual(of(p + "a").shared, { objects: 1, bytes: (yield* c.listSnapshots(p + "b"))[0]!.storedBytes })
+        assert.equal(of(p + "a").own.objects, 1)
+        assert.equal(of(p + "a").own.bytes + of(p + "a").shared.bytes, of(p + "a").referenced.bytes)
+        assert.deepEqual(of(p + "b").own, { objects: 0, bytes: 0 })
+        assert.ok(of(p + "a").logBytes > 0)
+        // The cut object is stored and no one's.
+        assert.ok(usage.unreferenced.objects >= 1)
+        assert.equal(usage.objects.objects, usage.referenced.objects + usage.unreferenced.objects)
+        assert.equal(usage.objects.bytes, usage.referenced.bytes + usage.unreferenced.bytes)
+        assert.equal(usage.logBytes, usage.sessions.reduce((total, session) => total + session.logBytes, 0))
+        // Deleting b makes `both` a's own.
+        yield* c.delete(p + "b")
+        const after = (yield* c.du()).sessions.find((session) => session.id === p + "a")!
+        assert.deepEqual(after.own.objects, 2)
+        assert.equal((yield* c.du()).sessions.some((session) => session.id === p + "b"), false)
+      }))
+
     test("gc refuses a grace period shorter than a writer's touch is valid for, or an unknown option", (c) =>
       Effect.gen(function*() {
         // What a caller without types could pass.

@@ -140,3 +140,82 @@ export const collect = (driver: CheckpointerDriver, options: GcOptions | undefin
       freedBytes
     }
   })
+
+/** A number of objects and the bytes they take as stored. */
+export interface ObjectBytes {
+  readonly objects: number
+  readonly bytes: number
+}
+
+/** What one session holds in the store. */
+export interface SessionUsage {
+  readonly id: string
+  /** Bytes its log takes as stored. */
+  readonly logBytes: number
+  /** The objects its own events reference (a fork's shared events count for its source). */
+  readonly referenced: ObjectBytes
+  /** Of those, the ones other sessions reference too. */
+  readonly shared: ObjectBytes
+  /** Of those, the ones no other session references: what deleting it frees (at the next `gc` past the grace period), with its log. */
+  readonly own: ObjectBytes
+}
+
+/** What a store holds: every session's share, and what no session references. */
+export interface StoreUsage {
+  /** Most bytes of its own first. */
+  readonly sessions: ReadonlyArray<SessionUsage>
+  /** Bytes every log takes. */
+  readonly logBytes: number
+  /** Every stored object. */
+  readonly objects: ObjectBytes
+  /** The objects some session references. */
+  readonly referenced: ObjectBytes
+  /** The objects no session references: what `gc` deletes once they are past the grace period. */
+  readonly unreferenced: ObjectBytes
+}
+
+const noBytes: ObjectBytes = { objects: 0, bytes: 0 }
+const adding = (total: ObjectBytes, bytes: number): ObjectBytes => ({ objects: total.objects + 1, bytes: total.bytes + bytes })
+
+/** Every session's references and every object, read once: what the store holds and who holds it. */
+export const usage = (driver: CheckpointerDriver): Effect.Effect<StoreUsage, CheckpointerError> =>
+  Effect.gen(function*() {
+    const sessions = yield* driver.list
+    const referencing: Array<{ readonly id: string; readonly logBytes: number; readonly hashes: ReadonlySet<string> }> = []
+    const holders = new Map<string, number>()
+    for (const { id } of sessions) {
+      const hashes = yield* referencedBlobs(id, driver.read(id, 0))
+      for (const sha256 of hashes) holders.set(sha256, (holders.get(sha256) ?? 0) + 1)
+      referencing.push({ id, logBytes: yield* driver.logBytes(id), hashes })
+    }
+    const stored = new Map((yield* driver.objects.list).map((object) => [object.sha256, object.storedBytes]))
+    let objects = noBytes
+    let referenced = noBytes
+    let unreferenced = noBytes
+    for (const [sha256, bytes] of stored) {
+      objects = adding(objects, bytes)
+      if (holders.has(sha256)) referenced = adding(referenced, bytes)
+      else unreferenced = adding(unreferenced, bytes)
+    }
+    const perSession = referencing.map(({ hashes, id, logBytes }): SessionUsage => {
+      let all = noBytes
+      let shared = noBytes
+      let own = noBytes
+      for (const sha256 of hashes) {
+        const bytes = stored.get(sha256)
+        if (bytes === undefined) continue
+        all = adding(all, bytes)
+        if (holders.get(sha256)! > 1) shared = adding(shared, bytes)
+        else own = adding(own, bytes)
+      }
+      return { id, logBytes, referenced: all, shared, own }
+    })
+    perSession.sort((a, b) => b.own.bytes + b.logBytes - (a.own.bytes + a.logBytes) || (a.id < b.id ? -1 : 1))
+    return {
+      sessions: perSession,
+      logBytes: perSession.reduce((total, session) => total + session.logBytes, 0),
+      objects,
+      referenced,
+      unreferenced
+    }
+  })
