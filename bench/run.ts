@@ -15,6 +15,7 @@ import { runServerBench } from "./server.js"
 import { runSqliteBench } from "./sqlite.js"
 import { runTreeBench } from "./tree.js"
 import { runStorageBench } from "./storage.js"
+import { runStoreGcBench } from "./store-gc.js"
 import { runWorkspaceBench } from "./workspace.js"
 
 const SECTIONS = ["core", "file", "sqlite", "postgres", "server", "agent", "long", "workspace", "storage", "tree", "cli", "viewer"]
@@ -107,6 +108,11 @@ if (runs("storage")) {
     "A store across sessions (file backend; each session a new process editing one file; baselines in the same run)",
     ["tree", "measurement", "lite-agent", "baseline", "ratio"],
     await runStorageBench()
+  )
+  printTable(
+    "gc on a store of many sessions over one workspace (file backend; medians of 3 runs)",
+    ["store", "gc", "baseline", "ratio", "seen"],
+    await runStoreGcBench()
   )
 }
 

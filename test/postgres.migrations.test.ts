@@ -11,6 +11,7 @@ import { postgresCheckpointer } from "../src/checkpoint-postgres.js"
 import { FileSnapshot, type PromiseCheckpointerWithIntegrity, SchemaVersionError, StorageError, UserMessage } from "../src/index.js"
 import { sha256Hex } from "../src/core/internal/sha256.js"
 import { type PostgresServer, startPostgres } from "./support/postgres.js"
+import { storedSnapshotJson } from "./support/contents.js"
 
 let server: PostgresServer
 beforeAll(async () => {
@@ -166,13 +167,7 @@ describe("a version-1 schema's per-session snapshots", () => {
   const sqlBytes = (data: Uint8Array) => `decode('${Buffer.from(data).toString("hex")}', 'hex')`
   // Events as version 1 stored them ({ seq, ts, event } with the event as JSON text).
   const userMessage = (text: string) => JSON.stringify({ content: text, origin: "user", _tag: "UserMessage" })
-  const fileSnapshot = (path: string, data: Uint8Array) =>
-    JSON.stringify({
-      toolUseId: "t1",
-      path,
-      state: { _tag: "stored", sha256: sha256Hex(data), size: data.length, mode: 420 },
-      _tag: "FileSnapshot"
-    })
+  const fileSnapshot = (path: string, data: Uint8Array) => storedSnapshotJson(path, sha256Hex(data), data.length)
   const TS = 1_700_000_000_000
   const LOGS: Record<string, ReadonlyArray<string>> = {
     one: [userMessage("first"), fileSnapshot("a.txt", shared), fileSnapshot("bin.dat", own)],

@@ -28,6 +28,7 @@ import {
   UserMessage
 } from "../src/index.js"
 import { expectConfigurationError, thrownBy } from "./support/refusals.js"
+import { storedSnapshotJson } from "./support/contents.js"
 import { nodeArgs } from "./support/processes.js"
 import { sha256Hex } from "../src/core/internal/sha256.js"
 
@@ -139,13 +140,7 @@ const version2Database = () => {
     INSERT INTO lite_agent_migrations (migration_id, name) VALUES (1, 'sessions_and_events'), (2, 'snapshot_blobs');
   `)
   const ts = 1_700_000_000_000
-  const snapshot = (path: string, data: Uint8Array) =>
-    JSON.stringify({
-      toolUseId: "tool-1",
-      path,
-      state: { _tag: "stored", sha256: sha256Hex(data), size: data.length, mode: 420 },
-      _tag: "FileSnapshot"
-    })
+  const snapshot = (path: string, data: Uint8Array) => storedSnapshotJson(path, sha256Hex(data), data.length)
   const events: Array<[string, number, string]> = [
     ["a", 1, JSON.stringify({ content: "capture two files", origin: "user", _tag: "UserMessage" })],
     ["a", 2, snapshot("shared.txt", bytes.shared)],

@@ -9,3 +9,7 @@ export const contentOf = (stored: StoredEvent): string => {
   }
   return event.content
 }
+
+/** A FileSnapshot as stores of earlier releases held it: JSON text naming its object by hash (`mode` 0o644). */
+export const storedSnapshotJson = (path: string, sha256: string, size: number): string =>
+  JSON.stringify({ toolUseId: "t1", path, state: { _tag: "stored", sha256, size, mode: 420 }, _tag: "FileSnapshot" })
