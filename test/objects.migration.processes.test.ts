@@ -14,6 +14,11 @@ import { sha256Hex } from "../src/core/internal/sha256.js"
 import { fileCheckpointer, FileSnapshot } from "../src/index.js"
 import { live, makeTempDir, removeTempDirs, startWorker } from "./support/processes.js"
 
+/** Runs a worker with `dir` mounted read-only over itself, in a mount namespace of its own. */
+const readOnlyMount = (dir: string) => ({
+  launcher: ["unshare", "--mount", "sh", "-c", 'mount --bind -o ro "$0" "$0" && exec "$@"', dir]
+})
+
 afterAll(() => {
   for (const child of live) child.kill("SIGKILL")
   removeTempDirs()
@@ -48,6 +53,17 @@ describe("moving per-session blobs into the shared store, across processes", () 
       writeFileSync(log, readFileSync(log, "utf8").replace('"version":2', '"version":1'))
     }
     rmSync(join(dir, ".objects"), { recursive: true })
+
+    // A store open for reading only cannot move them: it reads them where they are.
+    const sample = expected.get("s1")![3]!
+    const reader = startWorker("store-probe.ts", ["file", dir, "s1", `snapshot:${sha256Hex(sample)}`], readOnlyMount(dir))
+    expect((await reader.closed).code, reader.stderr()).toBe(0)
+    expect(reader.lines.map((line) => JSON.parse(line) as { ok: boolean; value: string })[0]).toEqual({
+      op: `snapshot:${sha256Hex(sample)}`,
+      ok: true,
+      value: new TextDecoder().decode(sample)
+    })
+    expect(existsSync(join(dir, "s1", "blobs", sha256Hex(sample)))).toBe(true)
 
     const pending = () => [...expected.keys()].filter((session) => existsSync(join(dir, session, "blobs")))
     const remaining = () =>

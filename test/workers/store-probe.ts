@@ -7,7 +7,8 @@
  *
  *   node --import tsx test/workers/store-probe.ts <file|sqlite> <location> <session> <op>...
  *
- * Operations: `read` (the contents of the session's events), `append:<content>`, `fill`
+ * Operations: `read` (the contents of the session's events), `snapshot:<sha256>` (an object's
+ * bytes as text), `append:<content>`, `fill`
  * (appends of 64 KiB events until one fails; the value is how many succeeded), `delete`,
  * `integrity` (the store's integrity report), `shutdown:<mount point>` (shuts the file system
  * mounted there down, as a failing device would: ext4's FS_IOC_SHUTDOWN, through python3's
@@ -36,7 +37,9 @@ const checkpointer = await openStore(backend, location)
 const big = "x".repeat(64 * 1024)
 for (const op of ops) {
   if (op === "read") await outcome(op, async () => (await checkpointer.read(session)).map(contentOf))
-  else if (op.startsWith("append:")) {
+  else if (op.startsWith("snapshot:")) {
+    await outcome(op, async () => new TextDecoder().decode(await checkpointer.readSnapshot(session, op.slice("snapshot:".length))))
+  } else if (op.startsWith("append:")) {
     const content = op.slice("append:".length)
     await outcome(op, () => checkpointer.append(session, [new UserMessage({ content, origin: "user" })]))
   } else if (op === "fill") {
