@@ -26,6 +26,7 @@ import {
 import type { JsonValue, StoredEvent, ToolUseBlock } from "./events.js"
 import * as ForkedAppends from "./internal/forkedAppends.js"
 import * as ForkedReads from "./internal/forkedReads.js"
+import * as Manifests from "./internal/manifests.js"
 import * as ForkOrigins from "./internal/forkOrigins.js"
 import { normalizeEvents } from "./internal/eventCodec.js"
 import { collect, type GcOptions, type GcReport, type StoreUsage, usage } from "./internal/objectCollection.js"
@@ -232,8 +233,9 @@ export const make = (driver: CheckpointerDriver) =>
     // followed by its own, shifted (see forkOrigins.ts); every seq below is the session's as read.
     const forks = ForkOrigins.make(driver)
     const viewHead = forks.head
-    const { appendOwn, startFork } = ForkedAppends.make(driver, forks, signalChange)
-    const { pageView, readView } = ForkedReads.make(driver, forks)
+    const manifests = Manifests.make(driver)
+    const { appendOwn, startFork } = ForkedAppends.make(driver, forks, manifests, signalChange)
+    const { pageView, readView } = ForkedReads.make(driver, forks, manifests)
     const append: CheckpointerService["append"] = (sessionId, inputs, expectedHead) =>
       guard(
         sessionId,
@@ -350,8 +352,8 @@ export const make = (driver: CheckpointerDriver) =>
       read,
       readSnapshot,
       listSnapshots: (sessionId) => guard(sessionId, referencedObjects(sessionId)),
-      gc: (options) => Effect.zipRight(ensureOpen, collect(driver, options)),
-      du: () => Effect.zipRight(ensureOpen, usage(driver)),
+      gc: (options) => Effect.zipRight(ensureOpen, collect(driver, manifests, options)),
+      du: () => Effect.zipRight(ensureOpen, usage(driver, manifests)),
       head: (sessionId) => guard(sessionId, viewHead(sessionId)),
       version: (sessionId) =>
         guard(

@@ -27,6 +27,7 @@ import {
   WorkspaceCaptured
 } from "../core/events.js"
 import { withBlobs } from "../core/internal/blobs.js"
+import { encodeChunk, type ManifestEntry } from "../core/manifest.js"
 
 const awkwardText = "héllo wörld — 你好，世界 🚀 \u{1F468}\u200D\u{1F469}\u200D\u{1F467} \"quotes\" \\ back\\slash \n\r\n\t tab"
 const largeText = "0123456789abcdef".repeat(64 * 1024) // 1 MiB
@@ -60,13 +61,20 @@ export const asStored = (event: SessionEvent): SessionEvent =>
     toolCall: withArgumentsStored
   })
 
+/** A generated capture's manifest names chunks no store holds, or bytes that are none: dropped. */
+const withoutManifest = (event: SessionEvent): SessionEvent => {
+  if (event._tag !== "WorkspaceCaptured" || event.manifest === undefined) return event
+  const { manifest: _dropped, ...fields } = event
+  return new WorkspaceCaptured(fields)
+}
+
 /**
  * `event` made acceptable to any store (for generated events): inline bytes get their true size
  * and hash, a `stored` reference (whose blob a fresh store lacks) becomes `missing`, and tool
  * calls lose their stored arguments (same reason).
  */
 export const storable = (event: SessionEvent): SessionEvent =>
-  withBlobs(event, {
+  withBlobs(withoutManifest(event), {
     state: (state) =>
       state._tag === "content"
         ? { ...state, size: state.data.length, sha256: sha256Hex(state.data) }
@@ -75,6 +83,32 @@ export const storable = (event: SessionEvent): SessionEvent =>
         : state,
     toolCall: ({ storedArguments: _dropped, ...call }) => call
   })
+
+/** A session's first capture listed by a manifest of one chunk (its changes are the chunk's entries). */
+const manifestSample = () => {
+  const sha256 = sha256Hex(SAMPLE_SNAPSHOT_BYTES)
+  const stat = { size: SAMPLE_SNAPSHOT_BYTES.length, mtimeMs: 1_700_000_000_000.25, ctimeMs: 1_700_000_000_000.5, ino: 4242, hashedAtMs: 1_700_000_100_000 }
+  const entries: ReadonlyArray<ManifestEntry> = [
+    { path: "README.md", state: { _tag: "stored", sha256, size: SAMPLE_SNAPSHOT_BYTES.length, mode: 0o644 }, stat },
+    { path: "docs", state: { _tag: "directory", mode: 0o755 } },
+    { path: "docs/latest", state: { _tag: "link", target: "../README.md" } },
+    { path: "huge.iso", state: { _tag: "unavailable", reason: "larger than the cap", size: 20_000_000 } }
+  ]
+  const chunk = encodeChunk(entries)
+  return new WorkspaceCaptured({
+    cause: { _tag: "checkpoint" },
+    coverage: "0123456789abcdef",
+    changes: [
+      {
+        path: "README.md",
+        state: { _tag: "content", data: SAMPLE_SNAPSHOT_BYTES, mode: 0o644, size: SAMPLE_SNAPSHOT_BYTES.length, sha256 },
+        firstSeen: true
+      },
+      ...entries.slice(1).map((entry) => ({ path: entry.path, state: entry.state, firstSeen: true as const }))
+    ],
+    manifest: [{ _tag: "content", data: chunk, mode: 0, size: chunk.length, sha256: sha256Hex(chunk) }]
+  })
+}
 
 /** One event of every kind, with every optional field set somewhere. */
 export const sampleEvents = (): ReadonlyArray<SessionEvent> => samples()
@@ -212,6 +246,7 @@ const samples = () => [
       { path: "big.bin", state: { _tag: "unavailable", reason: "larger than the cap", size: 20_000_000 } }
     ]
   }),
+  manifestSample(),
   new WorkspaceCaptured({ cause: { _tag: "checkpoint" }, coverage: "", changes: [] }),
   new WorkspaceCaptured({ cause: { _tag: "task", taskId: "bg_1" }, coverage: "x", changes: [] }),
   new WorkspaceCaptured({ cause: { _tag: "restore" }, coverage: "x", changes: [] }),

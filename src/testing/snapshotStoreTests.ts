@@ -3,12 +3,48 @@ import assert from "node:assert/strict"
 import { Effect, FastCheck as fc, type Layer } from "effect"
 import { Checkpointer, type CheckpointerService } from "../core/Checkpointer.js"
 import { CheckpointConflictError, ConfigurationError, InvalidEventError, SnapshotBlobError } from "../core/errors.js"
-import { AssistantMessage, FileSnapshot, type JsonValue, STORED_ARGUMENT_MIN_BYTES, UserMessage } from "../core/events.js"
+import { AssistantMessage, FileSnapshot, type JsonValue, STORED_ARGUMENT_MIN_BYTES, UserMessage, WorkspaceCaptured } from "../core/events.js"
+import { chunkEntries, encodeChunk, type ManifestEntry } from "../core/manifest.js"
 import { blobReferences } from "../core/internal/blobs.js"
 import { sha256Hex } from "../core/internal/sha256.js"
 import { DEFAULT_GRACE_MS, type GcOptions, MIN_GRACE_MS } from "../core/internal/objectCollection.js"
 import { expectFailure, readAll, shiftedBy } from "./helpers.js"
 import { type ConformanceOptions, type ConformanceSuite, uniquePrefix } from "./runner.js"
+
+/**
+ * A session's first capture of `files` listed by a manifest: chunks among `known` (hashes another
+ * capture wrote) as references, the rest with their bytes; files whose hash is in `stored` (another
+ * capture stored them) as references, the rest with their bytes.
+ */
+const manifestCapture = (
+  files: ReadonlyArray<{ readonly path: string; readonly data: Uint8Array }>,
+  known: ReadonlyArray<string>,
+  stored: ReadonlySet<string> = new Set()
+) => {
+  const entries: Array<ManifestEntry> = files.map(({ data, path }) => ({
+    path,
+    state: { _tag: "stored", sha256: sha256Hex(data), size: data.length, mode: 0o644 },
+    stat: { size: data.length, mtimeMs: 1, ctimeMs: 2, ino: 3, hashedAtMs: 4 }
+  }))
+  const chunks = chunkEntries(entries).map(encodeChunk)
+  const shared = new Set(known)
+  const event = new WorkspaceCaptured({
+    cause: { _tag: "checkpoint" },
+    coverage: "c",
+    changes: files.map(({ data, path }) => ({
+      path,
+      firstSeen: true,
+      state: stored.has(sha256Hex(data))
+        ? { _tag: "stored", sha256: sha256Hex(data), size: data.length, mode: 0o644 }
+        : { _tag: "content", data, mode: 0o644, size: data.length, sha256: sha256Hex(data) }
+    })),
+    manifest: chunks.map((data) => {
+      const sha256 = sha256Hex(data)
+      return shared.has(sha256) ? { _tag: "stored", sha256, size: data.length, mode: 0 } : { _tag: "content", data, mode: 0, size: data.length, sha256 }
+    })
+  })
+  return { event, chunks: chunks.map(sha256Hex) }
+}
 
 const snapshotOf = (path: string, data: Uint8Array) =>
   new FileSnapshot({ toolUseId: "toolu_snap", path, state: { _tag: "content", data, mode: 0o644, size: data.length, sha256: sha256Hex(data) } })
@@ -345,6 +381,59 @@ export const snapshotStoreTests = <E>({ layer, options, runner, test, timeoutMs 
         const after = (yield* c.du()).sessions.find((session) => session.id === p + "a")!
         assert.deepEqual(after.own.objects, 2)
         assert.equal((yield* c.du()).sessions.some((session) => session.id === p + "b"), false)
+      }))
+
+    test("a first capture listed by a manifest logs its chunks' hashes alone, reads back whole, and shares chunks with later sessions", (c, p) =>
+      Effect.gen(function*() {
+        const files = Array.from({ length: 600 }, (_, i) => ({ path: `src/dir${i % 7}/file-${i}.ts`, data: new TextEncoder().encode(`${p}:${i}\n`) }))
+        const first = manifestCapture(files, [])
+        yield* c.append(p + "first", [first.event])
+        const read = (yield* readAll(c, p + "first"))[0]!.event as WorkspaceCaptured
+        assert.deepEqual(read.changes.map((change) => change.path), files.map((file) => file.path))
+        assert.ok(read.changes.every((change) => change.firstSeen === true && change.state._tag === "stored"))
+        assert.ok((yield* c.stats(p + "first")).logBytes < 12_000, "the log keeps no path")
+        for (const file of files.slice(0, 3)) assert.deepEqual(Array.from(yield* c.readSnapshot(p + "first", sha256Hex(file.data))), Array.from(file.data))
+        // A later session over the same tree with one file changed: the chunks it shares are references.
+        const changed = files.map((file, i) => (i === 10 ? { ...file, data: new TextEncoder().encode(`${p}:changed`) } : file))
+        const second = manifestCapture(changed, first.chunks, new Set(files.map((file) => sha256Hex(file.data))))
+        assert.ok(second.event.manifest!.filter((chunk) => chunk._tag === "stored").length >= first.chunks.length - 2, "most chunks shared")
+        yield* c.append(p + "second", [second.event])
+        const secondRead = (yield* readAll(c, p + "second"))[0]!.event as WorkspaceCaptured
+        assert.deepEqual(
+          secondRead.changes.map((change) => (change.state._tag === "stored" ? change.state.sha256 : "")),
+          changed.map((file) => sha256Hex(file.data))
+        )
+        // gc follows the chunks to the files: nothing referenced goes, what only a deleted session named does.
+        yield* c.delete(p + "first")
+        yield* shiftedBy(LATER_MS)(c.gc())
+        for (const file of changed) assert.deepEqual(Array.from(yield* c.readSnapshot(p + "second", sha256Hex(file.data))), Array.from(file.data))
+        yield* expectFailure(c.readSnapshot(p + "second", sha256Hex(files[10]!.data)), SnapshotBlobError, "only the deleted session's chunk named it")
+        const usage = (yield* c.du()).sessions.find((session) => session.id === p + "second")!
+        assert.ok(usage.referenced.objects >= changed.length + second.event.manifest!.length, JSON.stringify(usage))
+      }))
+
+    test("a capture whose changes are not what its manifest lists, or that names no chunk, is refused and stores nothing", (c, p) =>
+      Effect.gen(function*() {
+        const id = p + "refused"
+        yield* c.append(id, [new UserMessage({ content: "before" })])
+        const files = [{ path: "a.txt", data: new TextEncoder().encode(p + "a") }, { path: "b.txt", data: new TextEncoder().encode(p + "b") }]
+        const { event } = manifestCapture(files, [])
+        const garbage = new TextEncoder().encode(p + "no chunk")
+        const variants: ReadonlyArray<readonly [string, WorkspaceCaptured]> = [
+          ["a dangling chunk", new WorkspaceCaptured({ ...event, manifest: [{ _tag: "stored", sha256: "c".repeat(64), size: 10, mode: 0 }] })],
+          ["bytes that are no chunk", new WorkspaceCaptured({ ...event, manifest: [{ _tag: "content", data: garbage, mode: 0, size: garbage.length, sha256: sha256Hex(garbage) }] })],
+          ["another path", new WorkspaceCaptured({ ...event, changes: event.changes.map((change, i) => (i === 1 ? { ...change, path: "c.txt" } : change)) })],
+          ["a path not first seen", new WorkspaceCaptured({ ...event, changes: event.changes.map(({ firstSeen: _seen, ...change }) => change) })],
+          ["another state", new WorkspaceCaptured({ ...event, changes: event.changes.map((change, i) => (i === 0 ? { ...change, state: { _tag: "missing" as const } } : change)) })],
+          ["a path left out", new WorkspaceCaptured({ ...event, changes: event.changes.slice(1) })],
+          ["a failed capture", new WorkspaceCaptured({ ...event, changes: [], failure: "it failed" })]
+        ]
+        for (const [what, variant] of variants) {
+          const error = yield* expectFailure(c.append(id, [new UserMessage({ content: "x" }), variant]), InvalidEventError, what)
+          assert.equal(error.index, 1, what)
+        }
+        assert.equal(yield* c.head(id), 1)
+        assert.deepEqual(yield* c.listSnapshots(id), [])
       }))
 
     test("gc refuses a grace period shorter than a writer's touch is valid for, or an unknown option", (c) =>

@@ -14,13 +14,18 @@ import { basename, isAbsolute, relative as relativePath, resolve as resolvePath,
 import { Context, Effect, HashMap, Layer, Option, Schema } from "effect"
 import type { CaptureCause, CapturedPath, CapturedState } from "../core/events.js"
 import { WorkspaceCaptured } from "../core/events.js"
+import { Checkpointer, type CheckpointerService } from "../core/Checkpointer.js"
 import type { ConfigurationError } from "../core/errors.js"
+import type { ManifestChunk } from "../core/events/workspace.js"
+import { chunkEntries, encodeChunk, entryStateOf, type ManifestEntry } from "../core/manifest.js"
+import { sha256Hex } from "../core/internal/sha256.js"
 import { decodeOptions, NonNegativeInteger, PositiveInteger } from "../core/internal/options.js"
 import { type KnownPathState, sameKnownState, type SessionState } from "../core/session.js"
 import { messageOf } from "../backends/internal/causes.js"
 import { WorkspaceIOError } from "./errors.js"
 import { DEFAULT_SNAPSHOT_MAX_BYTES } from "./FileTools.js"
-import { makeScanner, type ReadProblem, type ScannedEntry } from "./workspaceScan.js"
+import { type Baseline, findBaseline } from "./workspaceBaseline.js"
+import { makeScanner, type ReadProblem, type ScannedEntry, type WorkspaceScanner } from "./workspaceScan.js"
 import { makeWatcher } from "./workspaceWatch.js"
 
 export const WorkspaceOptions = Schema.Struct({
@@ -129,7 +134,46 @@ export const captureEvents = (cause: CaptureCause, coverage: string, changes: Re
   return events
 }
 
-export const make = (workdir: string, input: WorkspaceOptions = {}) =>
+/**
+ * A session's first capture as one event listed by a manifest of the whole tree (with each file's
+ * stat data): chunks the baseline already has are named, the rest written. Undefined when the
+ * changes are not a first listing (a path gone, or not first seen).
+ */
+const manifestCapture = (
+  cause: CaptureCause,
+  coverage: string,
+  changes: ReadonlyArray<CapturedPath>,
+  scanner: WorkspaceScanner,
+  baseline: Baseline | undefined
+): WorkspaceCaptured | undefined => {
+  const entries: Array<ManifestEntry> = []
+  for (const change of changes) {
+    const state = entryStateOf(change.state)
+    if (state === undefined || change.firstSeen !== true) return undefined
+    const hashed = state._tag === "stored" ? scanner.hashedOf(change.path) : undefined
+    entries.push(
+      hashed !== undefined && state._tag === "stored" && hashed.sha256 === state.sha256
+        ? { path: change.path, state, stat: { size: hashed.size, mtimeMs: hashed.mtimeMs, ctimeMs: hashed.ctimeMs, ino: hashed.ino, hashedAtMs: hashed.hashedAtMs } }
+        : { path: change.path, state }
+    )
+  }
+  const manifest = chunkEntries(entries).map((chunk): ManifestChunk => {
+    const data = encodeChunk(chunk)
+    const sha256 = sha256Hex(data)
+    return baseline?.chunks.has(sha256) === true ? { _tag: "stored", sha256, size: data.length, mode: 0 } : { _tag: "content", data, mode: 0, size: data.length, sha256 }
+  })
+  return new WorkspaceCaptured({ cause, changes, coverage, manifest })
+}
+
+/** A baseline's stat data as the scanner keeps it. */
+const hashedOfBaseline = (baseline: Baseline) =>
+  [...baseline.entries.values()].flatMap((entry) =>
+    entry.stat === undefined || entry.state._tag !== "stored"
+      ? []
+      : [[entry.path, { ...entry.stat, mode: entry.state.mode, sha256: entry.state.sha256 }] as const]
+  )
+
+export const make = (workdir: string, input: WorkspaceOptions = {}, checkpointer?: CheckpointerService) =>
   Effect.gen(function*() {
     const options = yield* decodeOptions(WorkspaceOptions, input, "workspace options")
     const enabled = (options.capture ?? "all") === "all"
@@ -163,13 +207,15 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
      */
     const changesSince = (
       state: SessionState,
-      paths: ReadonlySet<string> | undefined
+      paths: ReadonlySet<string> | undefined,
+      baseline: Baseline | undefined
     ): { readonly changes: ReadonlyArray<CapturedPath>; readonly problems: ReadonlyArray<ReadProblem> } => {
       const known = state.workspace
       const scanOptions = {
         ignore,
         maxFileBytes,
         keepBytes: (path: string, sha256: string) => {
+          if (baseline?.objects.has(sha256) === true) return false
           const last = Option.getOrUndefined(HashMap.get(known, path))
           return !(last !== undefined && last._tag === "stored" && last.sha256 === sha256)
         },
@@ -237,6 +283,11 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
         let state: CapturedState
         switch (entry.kind) {
           case "file": {
+            // The store holds these bytes already (the baseline named them): a reference, nothing read.
+            if (baseline?.objects.has(entry.sha256) === true) {
+              state = { _tag: "stored", sha256: entry.sha256, size: entry.size, mode: entry.mode }
+              break
+            }
             if (files >= maxFiles || bytes + entry.size > maxBytes) {
               state = {
                 _tag: "unavailable",
@@ -304,8 +355,12 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
             last.lastCapture === state.lastCapture && state.coverage === coverage && ![...reported.paths].some(isGitignore)
           // Until this capture is through, the next one cannot trust the watcher (what it reported is taken).
           last = undefined
+          // The session's first capture: what the store knows of this tree spares reading and storing it again.
+          const first = HashMap.isEmpty(state.workspace) && state.lastCapture === undefined
+          const baseline = first && checkpointer !== undefined ? yield* findBaseline(checkpointer, sessionId, scanner.root, coverage) : undefined
+          if (baseline !== undefined) scanner.prime(hashedOfBaseline(baseline))
           const looked = yield* Effect.either(Effect.try({
-            try: () => changesSince(state, trusted ? reported.paths : undefined),
+            try: () => changesSince(state, trusted ? reported.paths : undefined, baseline),
             catch: (error) => new WorkspaceIOError({ operation: "capture", path: workdir, detail: messageOf(error) })
           }))
           if (looked._tag === "Left") {
@@ -313,7 +368,8 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
             return { events: [new WorkspaceCaptured({ cause, changes: [], coverage, failure: detail })], problems: [{ path: ".", detail }] }
           }
           const { changes, problems } = looked.right
-          const events = captureEvents(cause, coverage, changes)
+          const listed = first && changes.length > 0 ? manifestCapture(cause, coverage, changes, scanner, baseline) : undefined
+          const events = listed !== undefined ? [listed] : captureEvents(cause, coverage, changes)
           // Its events are appended next, right after the state's head (the callers' rule). What it
           // could not read is looked at again by a walk of the whole workdir next time.
           if (problems.length === 0) last = { sessionId, lastCapture: events.length > 0 ? state.head + events.length : state.lastCapture }
@@ -323,5 +379,6 @@ export const make = (workdir: string, input: WorkspaceOptions = {}) =>
     return service
   })
 
-export const layer = (workdir: string, options: WorkspaceOptions = {}): Layer.Layer<WorkspaceCapture, ConfigurationError | WorkspaceIOError> =>
-  Layer.scoped(WorkspaceCapture, make(workdir, options))
+/** Captures of `workdir` into the sessions of the `Checkpointer` (whose earlier captures of the tree a first capture starts from). */
+export const layer = (workdir: string, options: WorkspaceOptions = {}): Layer.Layer<WorkspaceCapture, ConfigurationError | WorkspaceIOError, Checkpointer> =>
+  Layer.scoped(WorkspaceCapture, Effect.flatMap(Checkpointer, (checkpointer) => make(workdir, options, checkpointer)))

@@ -71,7 +71,8 @@ export const RACY_WINDOW_MS = 2_000
 /** Reads of a file that keeps changing before it is reported unavailable. */
 const READ_ATTEMPTS = 3
 
-interface Hashed {
+/** A file's stat data and hash as a scanner last hashed it (and as a manifest carries them to another process). */
+export interface Hashed {
   readonly ino: number
   readonly size: number
   readonly mtimeMs: number
@@ -118,6 +119,13 @@ export interface WorkspaceScanner {
   readonly read: (relative: string, sha256: string) => Uint8Array | undefined
   /** Whether something (anything, even ignored) is at `relative`, without following a link on the way or at its end. */
   readonly exists: (relative: string) => boolean
+  /** The stat data and hash this scanner last hashed `relative` with. */
+  readonly hashedOf: (relative: string) => Hashed | undefined
+  /**
+   * Take stat data and hashes another walk made (a manifest's) for the paths this scanner has not
+   * hashed itself: a file whose stat data is still the same, outside the racy window, is not read.
+   */
+  readonly prime: (known: Iterable<readonly [string, Hashed]>) => void
 }
 
 const sha256Of = (data: Uint8Array) => createHash("sha256").update(data).digest("hex")
@@ -437,5 +445,9 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
     return true
   }
 
-  return { root, scan, scanPaths, read, exists }
+  const prime = (known: Iterable<readonly [string, Hashed]>) => {
+    for (const [relative, hashed] of known) if (!hashes.has(relative)) hashes.set(relative, hashed)
+  }
+
+  return { root, scan, scanPaths, read, exists, hashedOf: (relative) => hashes.get(relative), prime }
 }

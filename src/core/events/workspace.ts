@@ -70,7 +70,14 @@ export const linkOrDirectoryState = (value: unknown): LinkState | DirectoryState
   return undefined
 }
 
-const capturedState = (value: unknown): CapturedState | undefined => linkOrDirectoryState(value) ?? snapshotState(value)
+/**
+ * A manifest chunk: its bytes when appended, a reference to the store's object once stored. A
+ * chunk is an object, not a file: its `mode` is 0.
+ */
+export const ManifestChunk = Schema.Union(SnapshotContent, SnapshotStored)
+export type ManifestChunk = typeof ManifestChunk.Type
+
+export const capturedState = (value: unknown): CapturedState | undefined => linkOrDirectoryState(value) ?? snapshotState(value)
 
 /** The session's workspace capture: every covered path that changed since its previous one. */
 export class WorkspaceCaptured extends EventClass<WorkspaceCaptured>()("WorkspaceCaptured", {
@@ -83,13 +90,30 @@ export class WorkspaceCaptured extends EventClass<WorkspaceCaptured>()("Workspac
    * unknown until the next capture, which walks the whole workdir. Until then a restore or a
    * move of the branch refuses (`capture_failed`) rather than miss a change.
    */
-  failure: Schema.optionalWith(Schema.String, { exact: true })
+  failure: Schema.optionalWith(Schema.String, { exact: true }),
+  /**
+   * The whole tree this capture saw, as manifest chunks (core/manifest.ts) in the store's objects:
+   * set on a session's first capture, whose changes are then exactly the manifest's entries. The
+   * log keeps the chunks' hashes alone (chunks another capture wrote are `stored` references), and
+   * a read lists the entries again as the changes.
+   */
+  manifest: Schema.optionalWith(Schema.Array(ManifestChunk), { exact: true })
 }, {
   check: (json) => {
     if (!isFields(json)) return undefined
     const cause = captureCause(json["cause"])
-    const { changes, coverage, failure } = json
+    const { changes, coverage, failure, manifest } = json
     if (cause === undefined || !Array.isArray(changes) || !isString(coverage) || (failure !== undefined && !isString(failure))) return undefined
+    let chunks: Array<ManifestChunk> | undefined
+    if (manifest !== undefined) {
+      if (!Array.isArray(manifest)) return undefined
+      chunks = []
+      for (const chunk of manifest) {
+        const state = snapshotState(chunk)
+        if (state === undefined || (state._tag !== "content" && state._tag !== "stored")) return undefined
+        chunks.push(state)
+      }
+    }
     const built: Array<CapturedPath> = []
     for (const change of changes) {
       if (!isFields(change)) return undefined
@@ -98,7 +122,13 @@ export class WorkspaceCaptured extends EventClass<WorkspaceCaptured>()("Workspac
       if (!isNonEmptyString(path) || state === undefined || (firstSeen !== undefined && firstSeen !== true)) return undefined
       built.push(firstSeen === true ? { path, state, firstSeen } : { path, state })
     }
-    return failure === undefined ? { cause, changes: built, coverage } : { cause, changes: built, coverage, failure }
+    return {
+      cause,
+      changes: built,
+      coverage,
+      ...(failure === undefined ? {} : { failure }),
+      ...(chunks === undefined ? {} : { manifest: chunks })
+    }
   },
   blobs: (fields, visit) => ({
     ...fields,
@@ -107,6 +137,12 @@ export class WorkspaceCaptured extends EventClass<WorkspaceCaptured>()("Workspac
       return state._tag === "content" || state._tag === "stored" || state._tag === "missing"
         ? { ...change, state: visit.state(state, change.path) }
         : change
+    }),
+    ...(fields.manifest === undefined ? {} : {
+      manifest: fields.manifest.map((chunk, index) => {
+        const visited = visit.state(chunk, `manifest chunk ${index}`)
+        return visited._tag === "missing" ? chunk : visited
+      })
     })
   })
 }) {}

@@ -8,6 +8,7 @@ import { CheckpointConflictError, type CheckpointerError, InvalidEventError } fr
 import { ForkMade, type SessionEvent, type SessionForked } from "../events.js"
 import { sessionIdProblem } from "../sessionId.js"
 import { type ForkOrigin, type ForkOrigins, MAX_FORK_DEPTH } from "./forkOrigins.js"
+import type { Manifests } from "./manifests.js"
 import { decodeStoredEvent, tagOf } from "./eventCodec.js"
 import { storeThenLog } from "./objectCollection.js"
 import { separateBlobs } from "./snapshotSeparation.js"
@@ -15,6 +16,7 @@ import { separateBlobs } from "./snapshotSeparation.js"
 export const make = (
   driver: CheckpointerDriver,
   forks: ForkOrigins,
+  manifests: Manifests,
   signalChange: (sessionId: string) => <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E>
 ) => {
   const viewHead = forks.head
@@ -40,7 +42,14 @@ export const make = (
     const shared = origin?.at ?? 0
     const separated = separateBlobs(sessionId, events)
     if (Either.isLeft(separated)) return Effect.fail(separated.left)
-    const { blobs, encoded, references } = separated.right
+    const { blobs, references } = separated.right
+    // A capture its manifest lists is logged without its changes (a read lists them again); their
+    // objects are stored or touched all the same, as every reference the batch makes.
+    const hasManifest = events.some((event) => event._tag === "WorkspaceCaptured" && event.manifest !== undefined)
+    return Effect.flatMap(hasManifest ? manifests.prepare(sessionId, events) : Effect.succeed(new Set<number>()), (listed) => {
+    const encoded = listed.size === 0
+      ? separated.right.encoded
+      : separated.right.encoded.map((record, index) => (listed.has(index) ? { ...record, changes: [] } : record))
     // A reference to an object the store does not hold would make a snapshot that can never be restored.
     const missing = (sha256: string, index: number) =>
       new InvalidEventError({ sessionId, index, detail: `a stored reference names ${sha256}, which the store does not hold` })
@@ -64,6 +73,7 @@ export const make = (
         storeThenLog(driver, blobs, references, missing, log)
       )
     }).pipe(signalChange(sessionId))
+    })
   }
   const appendOwn = (
     sessionId: string,

@@ -10,12 +10,13 @@ import { CheckpointIntegrityError, type CheckpointerError } from "../errors.js"
 import type { StoredEvent } from "../events.js"
 import { FOLLOW_BATCH_EVENTS } from "../follow.js"
 import { type ForkOrigin, type ForkOrigins, MAX_FORK_DEPTH } from "./forkOrigins.js"
+import type { Manifests } from "./manifests.js"
 import { contiguousDecoder } from "./recordDecoding.js"
 
-export const make = (driver: CheckpointerDriver, forks: ForkOrigins) => {
-  /** The session's own records after `sinceSeq` (its own seqs), decoded. */
+export const make = (driver: CheckpointerDriver, forks: ForkOrigins, manifests: Manifests) => {
+  /** The session's own records after `sinceSeq` (its own seqs), decoded, a manifest capture's changes listed again. */
   const readOwn = (sessionId: string, sinceSeq: number) =>
-    Stream.mapChunksEffect(driver.read(sessionId, sinceSeq), contiguousDecoder(sessionId, sinceSeq))
+    Stream.mapChunksEffect(Stream.mapChunksEffect(driver.read(sessionId, sinceSeq), contiguousDecoder(sessionId, sinceSeq)), manifests.expand)
   
   /** The events after `sinceSeq` as the session reads: a fork's shared events from its source, then its own, shifted. */
   const readView = (sessionId: string, sinceSeq: number, depth: number): Stream.Stream<StoredEvent, CheckpointerError> =>
@@ -63,7 +64,7 @@ export const make = (driver: CheckpointerDriver, forks: ForkOrigins) => {
       const shared = origin?.at ?? 0
       if (origin === undefined || after >= shared) {
         return Effect.flatMap(driver.readPage(sessionId, after - shared, FOLLOW_BATCH_EVENTS, generation), (page) =>
-          Effect.map(contiguousDecoder(sessionId, after - shared)(Chunk.unsafeFromArray(page.records)), (events) => ({
+          Effect.map(Effect.flatMap(contiguousDecoder(sessionId, after - shared)(Chunk.unsafeFromArray(page.records)), manifests.expand), (events) => ({
             events: shared === 0 ? events : Chunk.map(events, (stored) => ({ ...stored, seq: stored.seq + shared })),
             head: page.head === 0 ? 0 : page.head + shared,
             generation: page.generation

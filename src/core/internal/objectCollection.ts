@@ -26,6 +26,7 @@ import { Clock, Effect, Schema } from "effect"
 import type { CheckpointerDriver, SnapshotBlob } from "../CheckpointerDriver.js"
 import { type CheckpointerError, InvalidEventError } from "../errors.js"
 import { decodeOptions, expecting } from "./options.js"
+import type { Manifests } from "./manifests.js"
 import { referencedBlobs } from "./recordDecoding.js"
 
 /** How long a writer's touch protects an object: its batch is logged within this of the touch. */
@@ -105,8 +106,18 @@ export const storeThenLog = <A>(
   return Effect.flatMap(touchAll(true), logWhileValid)
 }
 
+/**
+ * The objects a session's own records reference: those they name, and those the entries of the
+ * manifest chunks they name name (a manifest capture's changes are not in its record).
+ */
+const logReferences = (driver: CheckpointerDriver, manifests: Manifests, sessionId: string): Effect.Effect<ReadonlySet<string>, CheckpointerError> =>
+  Effect.flatMap(referencedBlobs(sessionId, driver.read(sessionId, 0)), ({ manifestChunks, objects }) =>
+    manifestChunks.size === 0
+      ? Effect.succeed(objects)
+      : Effect.map(manifests.references(manifestChunks), (named) => new Set([...objects, ...named])))
+
 /** The collector's half: see the module's comment. */
-export const collect = (driver: CheckpointerDriver, options: GcOptions | undefined): Effect.Effect<GcReport, CheckpointerError> =>
+export const collect = (driver: CheckpointerDriver, manifests: Manifests, options: GcOptions | undefined): Effect.Effect<GcReport, CheckpointerError> =>
   Effect.gen(function*() {
     const decoded = decodeOptions(GcOptions, options, "gc options")
     if (decoded._tag === "Left") return yield* decoded.left
@@ -117,7 +128,7 @@ export const collect = (driver: CheckpointerDriver, options: GcOptions | undefin
     const referenced = new Set<string>()
     for (const { id } of sessions) {
       // A session's own records: a fork's shared events are its source's, read as the source.
-      for (const sha256 of yield* referencedBlobs(id, driver.read(id, 0))) referenced.add(sha256)
+      for (const sha256 of yield* logReferences(driver, manifests, id)) referenced.add(sha256)
     }
     const stored = yield* driver.objects.list
     const unreferenced = stored.filter((object) => !referenced.has(object.sha256))
@@ -178,13 +189,13 @@ const noBytes: ObjectBytes = { objects: 0, bytes: 0 }
 const adding = (total: ObjectBytes, bytes: number): ObjectBytes => ({ objects: total.objects + 1, bytes: total.bytes + bytes })
 
 /** Every session's references and every object, read once: what the store holds and who holds it. */
-export const usage = (driver: CheckpointerDriver): Effect.Effect<StoreUsage, CheckpointerError> =>
+export const usage = (driver: CheckpointerDriver, manifests: Manifests): Effect.Effect<StoreUsage, CheckpointerError> =>
   Effect.gen(function*() {
     const sessions = yield* driver.list
     const referencing: Array<{ readonly id: string; readonly logBytes: number; readonly hashes: ReadonlySet<string> }> = []
     const holders = new Map<string, number>()
     for (const { id } of sessions) {
-      const hashes = yield* referencedBlobs(id, driver.read(id, 0))
+      const hashes = yield* logReferences(driver, manifests, id)
       for (const sha256 of hashes) holders.set(sha256, (holders.get(sha256) ?? 0) + 1)
       referencing.push({ id, logBytes: yield* driver.logBytes(id), hashes })
     }

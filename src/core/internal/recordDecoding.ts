@@ -34,20 +34,28 @@ export const contiguousDecoder = (sessionId: string, sinceSeq: number) => {
   }
 }
 
-/** The blobs a session's records (all of them, from seq 1) reference. */
+/** What a session's records (all of them, from seq 1) reference: objects, and of those the manifest chunks (whose entries name more). */
+export interface RecordReferences {
+  readonly objects: ReadonlySet<string>
+  readonly manifestChunks: ReadonlySet<string>
+}
+
+/** The objects a session's records (all of them, from seq 1) reference. */
 export const referencedBlobs = (
   sessionId: string,
   records: Stream.Stream<unknown, CheckpointerError>
-): Effect.Effect<ReadonlySet<string>, CheckpointerError> =>
+): Effect.Effect<RecordReferences, CheckpointerError> =>
   Effect.suspend(() => {
     let expectedSeq = 1
-    const referenced = new Set<string>()
+    const objects = new Set<string>()
+    const manifestChunks = new Set<string>()
     return Stream.runForEach(records, (raw) =>
       Either.match(decodeStoredEvent(sessionId, expectedSeq++, raw), {
         onLeft: Effect.fail,
         onRight: ({ event }) =>
           Effect.sync(() => {
-            for (const sha256 of blobReferences(event)) referenced.add(sha256)
+            for (const sha256 of blobReferences(event)) objects.add(sha256)
+            if (event._tag === "WorkspaceCaptured") for (const chunk of event.manifest ?? []) manifestChunks.add(chunk.sha256)
           })
-      })).pipe(Effect.as(referenced))
+      })).pipe(Effect.as({ objects, manifestChunks }))
   })
