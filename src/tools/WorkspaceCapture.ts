@@ -98,6 +98,8 @@ export interface WorkspaceCaptureService {
 export interface Captured {
   readonly events: ReadonlyArray<WorkspaceCaptured>
   readonly problems: ReadonlyArray<ReadProblem>
+  /** Files the capture read and hashed (their stat data was new, changed or racily clean). */
+  readonly hashedFiles: number
 }
 
 export class WorkspaceCapture extends Context.Tag("@lite-agent/tools/WorkspaceCapture")<WorkspaceCapture, WorkspaceCaptureService>() {}
@@ -209,7 +211,7 @@ export const make = (workdir: string, input: WorkspaceOptions = {}, checkpointer
       state: SessionState,
       paths: ReadonlySet<string> | undefined,
       baseline: Baseline | undefined
-    ): { readonly changes: ReadonlyArray<CapturedPath>; readonly problems: ReadonlyArray<ReadProblem> } => {
+    ): { readonly changes: ReadonlyArray<CapturedPath>; readonly problems: ReadonlyArray<ReadProblem>; readonly hashedFiles: number } => {
       const known = state.workspace
       const scanOptions = {
         ignore,
@@ -224,6 +226,7 @@ export const make = (workdir: string, input: WorkspaceOptions = {}, checkpointer
       let found: ReadonlyMap<string, ScannedEntry>
       let problems: ReadonlyArray<ReadProblem>
       let unlisted: ReadonlySet<string>
+      let hashedFiles: number
       const gone: Array<string> = []
       if (paths === undefined || watcher === undefined) {
         // A full walk watches afresh: each directory from right before it is listed.
@@ -232,6 +235,7 @@ export const make = (workdir: string, input: WorkspaceOptions = {}, checkpointer
         found = walked.entries
         problems = walked.problems
         unlisted = walked.unlisted
+        hashedFiles = walked.hashedFiles
         for (const path of HashMap.keys(known)) if (!found.has(path)) gone.push(path)
         linked = new Set([...found].flatMap(([path, entry]) => (entry.kind === "file" && entry.linked ? [path] : [])))
       } else {
@@ -247,6 +251,7 @@ export const make = (workdir: string, input: WorkspaceOptions = {}, checkpointer
         found = looked.entries
         problems = looked.problems
         unlisted = looked.unlisted
+        hashedFiles = looked.hashedFiles
         for (const path of looked.gone) linked.delete(path)
         for (const [path, entry] of found) {
           if (entry.kind === "file" && entry.linked) linked.add(path)
@@ -341,13 +346,13 @@ export const make = (workdir: string, input: WorkspaceOptions = {}, checkpointer
           if (!(last._tag === "unavailable" && last.reason === reason)) changes.push({ path, state: { _tag: "unavailable", reason } })
         } else changes.push({ path, state: { _tag: "missing" } })
       }
-      return { changes, problems }
+      return { changes, problems, hashedFiles }
     }
 
     const service: WorkspaceCaptureService = {
       enabled,
       capture: (sessionId, state, cause) =>
-        !enabled ? Effect.succeed({ events: [], problems: [] }) : Effect.gen(function*() {
+        !enabled ? Effect.succeed({ events: [], problems: [], hashedFiles: 0 }) : Effect.gen(function*() {
           // Every change made before now reported; then the watcher's word is good only if nothing
           // but this service captured this session since its own last capture, with the same rules.
           const reported = watcher === undefined ? undefined : yield* Effect.promise(() => watcher.settle())
@@ -365,15 +370,15 @@ export const make = (workdir: string, input: WorkspaceOptions = {}, checkpointer
           }))
           if (looked._tag === "Left") {
             const detail = looked.left.message
-            return { events: [new WorkspaceCaptured({ cause, changes: [], coverage, failure: detail })], problems: [{ path: ".", detail }] }
+            return { events: [new WorkspaceCaptured({ cause, changes: [], coverage, failure: detail })], problems: [{ path: ".", detail }], hashedFiles: 0 }
           }
-          const { changes, problems } = looked.right
+          const { changes, hashedFiles, problems } = looked.right
           const listed = first && changes.length > 0 ? manifestCapture(cause, coverage, changes, scanner, baseline) : undefined
           const events = listed !== undefined ? [listed] : captureEvents(cause, coverage, changes)
           // Its events are appended next, right after the state's head (the callers' rule). What it
           // could not read is looked at again by a walk of the whole workdir next time.
           if (problems.length === 0) last = { sessionId, lastCapture: events.length > 0 ? state.head + events.length : state.lastCapture }
-          return { events, problems }
+          return { events, problems, hashedFiles }
         })
     }
     return service
