@@ -26,7 +26,7 @@ import { Clock, Effect, Schema } from "effect"
 import type { CheckpointerDriver, SnapshotBlob } from "../CheckpointerDriver.js"
 import { type CheckpointerError, InvalidEventError } from "../errors.js"
 import { decodeOptions, expecting } from "./options.js"
-import { referencedBlobs } from "./recordDecoding.js"
+import { keptReferences } from "./prunedReferences.js"
 
 /** How long a writer's touch protects an object: its batch is logged within this of the touch. */
 export const TOUCH_VALID_MS = 60_000
@@ -117,7 +117,8 @@ export const collect = (driver: CheckpointerDriver, options: GcOptions | undefin
     const referenced = new Set<string>()
     for (const { id } of sessions) {
       // A session's own records: a fork's shared events are its source's, read as the source.
-      for (const sha256 of yield* referencedBlobs(id, driver.read(id, 0))) referenced.add(sha256)
+      // What only pruned branches reference does not count (prunedReferences.ts).
+      for (const sha256 of yield* keptReferences(id, driver.read(id, 0))) referenced.add(sha256)
     }
     const stored = yield* driver.objects.list
     const unreferenced = stored.filter((object) => !referenced.has(object.sha256))
@@ -158,6 +159,19 @@ export interface SessionUsage {
   readonly shared: ObjectBytes
   /** Of those, the ones no other session references: what deleting it frees (at the next `gc` past the grace period), with its log. */
   readonly own: ObjectBytes
+  /** With `du({ branches: true })`: its live branches, the current one included (see branchUsage.ts). */
+  readonly branches?: ReadonlyArray<BranchUsage>
+}
+
+/** What one live branch of a session holds: by its tip (the current branch by the current leaf). */
+export interface BranchUsage {
+  readonly tip: number
+  readonly current: boolean
+  readonly label?: string
+  /** The objects its nodes, from the root to its tip, reference. */
+  readonly referenced: ObjectBytes
+  /** Of those, the ones nothing else in the store references (no other branch, event or session): what pruning it frees. */
+  readonly own: ObjectBytes
 }
 
 /** What a store holds: every session's share, and what no session references. */
@@ -184,7 +198,7 @@ export const usage = (driver: CheckpointerDriver): Effect.Effect<StoreUsage, Che
     const referencing: Array<{ readonly id: string; readonly logBytes: number; readonly hashes: ReadonlySet<string> }> = []
     const holders = new Map<string, number>()
     for (const { id } of sessions) {
-      const hashes = yield* referencedBlobs(id, driver.read(id, 0))
+      const hashes = yield* keptReferences(id, driver.read(id, 0))
       for (const sha256 of hashes) holders.set(sha256, (holders.get(sha256) ?? 0) + 1)
       referencing.push({ id, logBytes: yield* driver.logBytes(id), hashes })
     }
