@@ -56,21 +56,40 @@ export interface PruneBranchesReport {
   readonly before: number
   /** The sessions with branches left behind, pruned or kept (sessions with none are not listed). */
   readonly sessions: ReadonlyArray<SessionPruning>
-  /** Sessions not pruned: appended to by others on every attempt (`conflict`), or with a restore cut short (`restore_interrupted`). */
-  readonly skipped: ReadonlyArray<{ readonly sessionId: string; readonly reason: "conflict" | "restore_interrupted"; readonly detail: string }>
+  /**
+   * Sessions not pruned: appended to by others on every attempt (`conflict`), with a restore cut
+   * short (`restore_interrupted`), or — in a pruning of every session — whose log cannot be read
+   * (`unreadable`: damaged, or of a newer format; a pruning of one session fails with the error).
+   */
+  readonly skipped: ReadonlyArray<{ readonly sessionId: string; readonly reason: SkipReason; readonly detail: string }>
 }
 
 /** Reads and plans of one session before it is skipped as appended to meanwhile each time. */
 export const MAX_ATTEMPTS = 5
 
+export type SkipReason = "conflict" | "restore_interrupted" | "unreadable"
+
 type Outcome =
   | { readonly _tag: "done"; readonly pruning: SessionPruning | undefined }
-  | { readonly _tag: "skipped"; readonly reason: "conflict" | "restore_interrupted"; readonly detail: string }
+  | { readonly _tag: "skipped"; readonly reason: SkipReason; readonly detail: string }
 
-const pruneOne = (store: PrunableStore, sessionId: string, before: number, keepLabeled: boolean): Effect.Effect<Outcome, CheckpointerError> => {
+const UNREADABLE: ReadonlySet<string> = new Set(["EventDecodeError", "CheckpointIntegrityError", "SchemaVersionError", "CodecError"])
+
+const pruneOne = (
+  store: PrunableStore,
+  sessionId: string,
+  settings: { readonly before: number; readonly keepLabeled: boolean; readonly skipUnreadable: boolean }
+): Effect.Effect<Outcome, CheckpointerError> => {
+  const { before, keepLabeled } = settings
+  const readAll = Effect.map(Stream.runCollect(store.read(sessionId)), Chunk.toReadonlyArray)
   const attempt = (left: number): Effect.Effect<Outcome, CheckpointerError> =>
     Effect.gen(function*() {
-      const events: ReadonlyArray<StoredEvent> = Chunk.toReadonlyArray(yield* Stream.runCollect(store.read(sessionId)))
+      const read = yield* Effect.either(readAll)
+      if (read._tag === "Left") {
+        if (!settings.skipUnreadable || !UNREADABLE.has(read.left._tag)) return yield* read.left
+        return { _tag: "skipped", reason: "unreadable", detail: read.left.message }
+      }
+      const events: ReadonlyArray<StoredEvent> = read.right
       if (events.length === 0) return { _tag: "done", pruning: undefined }
       const state = fold(events)
       if (state.pendingRestore !== undefined) {
@@ -102,7 +121,7 @@ export const pruneBranches = (store: PrunableStore, options: PruneBranchesOption
     const sessions: Array<SessionPruning> = []
     const skipped: Array<PruneBranchesReport["skipped"][number]> = []
     for (const id of ids) {
-      const outcome = yield* pruneOne(store, id, before, keepLabeled)
+      const outcome = yield* pruneOne(store, id, { before, keepLabeled, skipUnreadable: sessionId === undefined })
       if (outcome._tag === "skipped") skipped.push({ sessionId: id, reason: outcome.reason, detail: outcome.detail })
       else if (outcome.pruning !== undefined) sessions.push(outcome.pruning)
     }

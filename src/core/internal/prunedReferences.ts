@@ -4,7 +4,9 @@
  * names it — unless a fork that shares the node does not share that `BranchesPruned` (its `at`
  * is below the event): such a fork still sees the branch, and may move to it. (Pruning refuses
  * a branch any named fork shares; this covers a fork made while a pruning was being decided.)
- * Events about the log (a restore's intent, …) are not nodes and always count.
+ * Events about the log are not nodes and always count — but for a restore's intent once the move
+ * that completed it is logged: its bytes (what the files held before) are those of the leaf the
+ * move left, and count as that node's (a branch pruned, no one goes back there).
  */
 import { Effect, Either, Stream } from "effect"
 import type { CheckpointerError } from "../errors.js"
@@ -37,6 +39,8 @@ export const recordReferences = (
     const byNode = new Map<number, ReadonlyArray<string>>()
     const prunings: Array<{ readonly seq: number; readonly ranges: ReadonlyArray<SeqRange> }> = []
     const forks: Array<number> = []
+    const intents = new Map<number, ReadonlyArray<string>>()
+    const movesLeft = new Map<number, { readonly from: number; readonly seq: number }>()
     return Stream.runForEach(records, (raw) =>
       Either.match(decodeStoredEvent(sessionId, expectedSeq++, raw), {
         onLeft: Effect.fail,
@@ -46,12 +50,20 @@ export const recordReferences = (
             const at = seq + shift
             if (event._tag === "BranchesPruned") prunings.push({ seq: at, ranges: event.branches.flatMap((branch) => branch.nodes) })
             else if (event._tag === "ForkMade") forks.push(event.at)
+            else if (event._tag === "LeafMoved" && event.restoreStarted !== undefined && event.from > 0) movesLeft.set(event.restoreStarted, { from: event.from, seq: at })
             const hashes = blobReferences(event)
             if (hashes.length === 0) return
             if (isNodeTag(event._tag)) byNode.set(at, hashes)
+            else if (event._tag === "RestoreStarted") intents.set(at, hashes)
             else for (const sha256 of hashes) always.add(sha256)
           })
       })).pipe(Effect.map(() => {
+        for (const [seq, hashes] of intents) {
+          const move = movesLeft.get(seq)
+          // Open (or closed without a move): needed to put the files back. A fork that shares it may see it open: it stays.
+          if (move === undefined || forks.some((at) => seq <= at && at < move.seq)) for (const sha256 of hashes) always.add(sha256)
+          else byNode.set(move.from, [...(byNode.get(move.from) ?? []), ...hashes])
+        }
         const counted = new Set(always)
         const nodes = new Map<number, { hashes: ReadonlyArray<string>; counts: boolean }>()
         const prunedAway = (seq: number) =>
