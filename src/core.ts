@@ -14,7 +14,7 @@ export * from "./core/sessionId.js"
 export * from "./core/userCheckpoint.js"
 export { bytesOfPath, displayPath, pathOfBytes } from "./core/pathNames.js"
 export * as Session from "./core/session.js"
-export type { FollowItem, SessionStats, SessionVersion, SnapshotBlob, SnapshotInfo, GcOptions, GcReport, ObjectBytes, SessionUsage, StoreUsage } from "./core/Checkpointer.js"
+export type { FollowItem, SessionStats, SessionVersion, SnapshotBlob, SnapshotInfo, BranchUsage, DuOptions, GcOptions, GcReport, ObjectBytes, PruneBranchesOptions, PruneBranchesReport, SessionPruning, SessionUsage, StoreUsage } from "./core/Checkpointer.js"
 export type {
   Checkpoint,
   CheckpointAnchor,
@@ -56,6 +56,8 @@ export type {
 } from "./backends/file/SessionLock.js"
 export { CheckpointerIntegrity, type IntegrityReport } from "./core/integrity.js"
 export * from "./core/restore.js"
+export { type BranchToPrune, type KeptBranch, type KeptReason, planPruning, type PruningPlan } from "./core/branchPruning.js"
+export { type PrunableStore, pruneBranches, type SkipReason } from "./core/pruneBranches.js"
 export * as Workspace from "./tools/Workspace.js"
 export type { PathState, WorkspaceService } from "./tools/Workspace.js"
 export * as FileTools from "./tools/FileTools.js"

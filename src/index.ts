@@ -18,7 +18,7 @@ export * from "./tools/errors.js"
 export * from "./agent/errors.js"
 export * from "./core/events.js"
 export type { SessionEventInput } from "./core/encoding.js"
-export type { FollowItem, FollowOptions, ReadOptions, SessionInfo, SessionStats, SnapshotInfo, GcOptions, GcReport, ObjectBytes, SessionUsage, StoreUsage } from "./core/Checkpointer.js"
+export type { FollowItem, FollowOptions, ReadOptions, SessionInfo, SessionStats, SnapshotInfo, BranchUsage, DuOptions, GcOptions, GcReport, ObjectBytes, PruneBranchesOptions, PruneBranchesReport, SessionPruning, SessionUsage, StoreUsage } from "./core/Checkpointer.js"
 export type { PromiseCheckpointer, PromiseCheckpointerWithIntegrity } from "./facade/checkpointer.js"
 export type { IntegrityReport } from "./core/integrity.js"
 export { aes256gcmCodec, gzipCodec, jsonCodec, type LogCodecService } from "./backends/file/codec.js"
@@ -39,6 +39,8 @@ export type { BackgroundTaskInfo } from "./agent/MaintenanceLock.js"
 export type { SendOptions } from "./agent/turn.js"
 export type { PruneOptions } from "./agent/LiteAgent.js"
 export type { Checkpoint, SessionTree, TreeBranch, TreeCheckpoint } from "./core/session.js"
+export type { BranchToPrune, KeptBranch, KeptReason } from "./core/branchPruning.js"
+export type { SkipReason } from "./core/pruneBranches.js"
 export type {
   ForkOptions,
   ForkResult,

@@ -10,7 +10,7 @@
  */
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import { Clock, Context, Effect, Either, Exit, Layer, Mailbox, Option, Queue, Schema, Stream } from "effect"
-import { Checkpointer, type SessionInfo, type SessionStats } from "../core/Checkpointer.js"
+import { Checkpointer, type PruneBranchesOptions, type PruneBranchesReport, type SessionInfo, type SessionStats } from "../core/Checkpointer.js"
 import { type CheckpointerError, ConfigurationError, type InvalidSessionIdError } from "../core/errors.js"
 import type { UserContent } from "../core/events.js"
 import {
@@ -131,6 +131,13 @@ export interface LiteAgentService {
   readonly pruneSessions: (
     options: PruneOptions
   ) => Effect.Effect<ReadonlyArray<string>, CheckpointerError | SessionsDisabledError | AgentBusyError | ConfigurationError>
+  /**
+   * Prune the branches restores, undos and switches left behind (`Checkpointer.pruneBranches`) in
+   * every session or `options.sessionId`, when the agent is idle (like `pruneSessions`).
+   */
+  readonly pruneBranches: (
+    options: PruneBranchesOptions
+  ) => Effect.Effect<PruneBranchesReport, CheckpointerError | SessionsDisabledError | AgentBusyError>
   /** Roll back to just before a checkpoint (agent must be idle, as `MaintenanceLock` says), then make `sessionId` current. */
   readonly restore: (
     sessionId: string,
@@ -327,6 +334,11 @@ export const make = (input: LiteAgentLayerOptions = {}) =>
             return doomed.filter((session) => deleted.has(session.id)).map((session) => session.id)
           }), { everySession: true })
         }),
+      pruneBranches: (options) =>
+        Effect.zipRight(
+          pointer.requireSessions("pruneBranches"),
+          lock.maintenance("pruneBranches", options.sessionId ?? pointer.current, checkpointer.pruneBranches(options), { everySession: options.sessionId === undefined })
+        ),
       restore: (sessionId, seq, restoreOptions) => moving("restore", sessionId, timeTravel.restore(sessionId, seq, restoreOptions)),
       interruptedRestore: (sessionId) =>
         Effect.zipRight(pointer.requireSessions("interruptedRestore"), timeTravel.interruptedRestore(sessionId)),

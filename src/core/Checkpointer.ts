@@ -30,6 +30,8 @@ import * as Manifests from "./internal/manifests.js"
 import * as ForkOrigins from "./internal/forkOrigins.js"
 import { normalizeEvents } from "./internal/eventCodec.js"
 import { collect, type GcOptions, type GcReport, type StoreUsage, usage } from "./internal/objectCollection.js"
+import { type DuOptions, usageByBranch } from "./internal/branchUsage.js"
+import { pruneBranches, type PruneBranchesOptions, type PruneBranchesReport } from "./pruneBranches.js"
 import { blobReferences } from "./internal/blobs.js"
 import { sha256Hex } from "./internal/sha256.js"
 import { makeKeyedSignals } from "./internal/keyedSignals.js"
@@ -40,15 +42,9 @@ import { type FollowItem, followSession } from "./follow.js"
 import { sessionIdProblem } from "./sessionId.js"
 
 export type { FollowItem } from "./follow.js"
-export {
-  DEFAULT_GRACE_MS,
-  type GcOptions,
-  type GcReport,
-  MIN_GRACE_MS,
-  type ObjectBytes,
-  type SessionUsage,
-  type StoreUsage
-} from "./internal/objectCollection.js"
+export { type BranchUsage, DEFAULT_GRACE_MS, type GcOptions, type GcReport, MIN_GRACE_MS, type ObjectBytes, type SessionUsage, type StoreUsage } from "./internal/objectCollection.js"
+export { DuOptions } from "./internal/branchUsage.js"
+export { PruneBranchesOptions, type PruneBranchesReport, type SessionPruning } from "./pruneBranches.js"
 export {
   type CheckpointerDriver,
   type LockedSession,
@@ -136,8 +132,15 @@ export interface CheckpointerService {
    * What the store holds: its objects and logs, each session's share — the objects it references,
    * those it shares with other sessions and those only it holds (what deleting it frees) — and
    * what no session references (what `gc` frees once past the grace period). Reads every log.
+   * With `branches: true`, each session's live branches too: what each references and holds alone.
    */
-  readonly du: () => Effect.Effect<StoreUsage, CheckpointerError>
+  readonly du: (options?: DuOptions) => Effect.Effect<StoreUsage, CheckpointerError>
+  /**
+   * Prune the branches restores, undos and switches left behind, last active at least
+   * `olderThanMs` ago (unlabelled, unless `keepLabeled: false`; none a fork shares), in every
+   * session or `sessionId`: one `BranchesPruned` appended to each (see pruneBranches.ts).
+   */
+  readonly pruneBranches: (options: PruneBranchesOptions) => Effect.Effect<PruneBranchesReport, CheckpointerError>
   /**
    * The session's events after `sinceSeq`, then each event any process appends, as it lands —
    * a stream that ends only when its consumer stops. A truncate, or a delete and re-creation,
@@ -353,7 +356,8 @@ export const make = (driver: CheckpointerDriver) =>
       readSnapshot,
       listSnapshots: (sessionId) => guard(sessionId, referencedObjects(sessionId)),
       gc: (options) => Effect.zipRight(ensureOpen, collect(driver, manifests, options)),
-      du: () => Effect.zipRight(ensureOpen, usage(driver, manifests)),
+      du: (options) => Effect.zipRight(ensureOpen, usageByBranch(driver, (id) => readView(id, 0, 0), usage(driver, manifests), options)),
+      pruneBranches: (options) => Effect.zipRight(ensureOpen, pruneBranches(service, options)),
       head: (sessionId) => guard(sessionId, viewHead(sessionId)),
       version: (sessionId) =>
         guard(

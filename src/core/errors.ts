@@ -196,7 +196,8 @@ export const RefusalReason = Schema.Literal(
   "nothing_to_undo",
   "nothing_to_redo",
   "not_a_branch",
-  "capture_failed"
+  "capture_failed",
+  "branch_pruned"
 )
 export type RefusalReason = typeof RefusalReason.Type
 

@@ -14,7 +14,7 @@ import { AssistantMessage, RuntimeMessage, ToolResult, UserMessage } from "./eve
 import type { JsonValue, StoredArgument, ToolUseBlock, UserContent } from "./events/parts.js"
 import { PermissionDecided } from "./events/permissions.js"
 import { RestoreEnded, RestoreStarted } from "./events/restores.js"
-import { BranchLabeled, ForkMade, LeafMoved, SessionForked } from "./events/tree.js"
+import { BranchesPruned, BranchLabeled, ForkMade, LeafMoved, SessionForked } from "./events/tree.js"
 import { WorkspaceCaptured } from "./events/workspace.js"
 
 export { FileChange, FileSnapshot } from "./events/files.js"
@@ -40,7 +40,7 @@ export {
 } from "./events/parts.js"
 export { PermissionDecided, PermissionDecider, PermissionMode, PERMISSION_MODES } from "./events/permissions.js"
 export { RestoreBefore, RestoreEnded, RestoreFile, RestoreStarted, RestoreTarget } from "./events/restores.js"
-export { BranchLabeled, ForkMade, LeafMoved, MoveReason, SessionForked } from "./events/tree.js"
+export { BranchesPruned, BranchLabeled, ForkMade, LeafMoved, MoveReason, PrunedBranch, SeqRange, SessionForked } from "./events/tree.js"
 export { CaptureCause, CapturedPath, CapturedState, DirectoryState, LinkState, WorkspaceCaptured } from "./events/workspace.js"
 
 /**
@@ -67,7 +67,8 @@ export const SESSION_EVENT_CLASSES = [
   BranchLabeled,
   SessionForked,
   ForkMade,
-  PermissionDecided
+  PermissionDecided,
+  BranchesPruned
 ] as const
 
 export const SessionEvent = Schema.Union(...SESSION_EVENT_CLASSES).annotations({ identifier: "SessionEvent" })

@@ -16,6 +16,7 @@ import {
   pathsChangedAfter,
   type PathOutcome,
   type PathRestore,
+  isPruned,
   type PendingToolCall,
   type RecordedState,
   type SessionState
@@ -94,6 +95,10 @@ export const planRestore = (
     if (anchor.seq < seq) break
     if (anchor.seq === seq) isCheckpoint = true
     anchorsAfter.unshift(anchor)
+  }
+  if (!isCheckpoint && isPruned(state, seq)) {
+    refusals.push({ reason: "branch_pruned", detail: `seq ${seq} is on a branch that was pruned: it is shown in the tree, but no restore goes there` })
+    return done()
   }
   if (!isCheckpoint) {
     refusals.push({ reason: "not_a_checkpoint", detail: `seq ${seq} is not a checkpoint (user prompt) of this session` })
@@ -254,6 +259,10 @@ export const planMove = (
   }
   const fork = mine
   const plan = { files: [] as Array<FilePlan>, refusals: [] as Array<Refusal>, unverifiedFiles: [] as Array<string>, notCovered: [] as Array<NotCovered> }
+  if (isPruned(current, target.leaf)) {
+    const pruned: Refusal = { reason: "branch_pruned", detail: `seq ${target.leaf} is on a branch that was pruned: it is shown in the tree, but no move goes there` }
+    return { ...plan, refusals: [pruned], leafAfter: target.leaf, head: current.head, commandsNotUndone: [] }
+  }
   const failed = captureFailedRefusal(current)
   if (failed !== undefined) return { ...plan, refusals: [failed], leafAfter: target.leaf, head: current.head, commandsNotUndone: [] }
   const paths = new Set([...pathsChangedAfter(current, fork), ...pathsChangedAfter(target, fork)])

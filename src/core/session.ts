@@ -25,6 +25,7 @@ export {
   type ConversationEvent,
   emptySessionState,
   type ForkOrigin,
+  isPruned,
   KeptStates,
   knownStateOf,
   type KnownPathState,

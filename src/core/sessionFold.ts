@@ -70,7 +70,7 @@ const applyCapture = (draft: Draft, seq: number, event: WorkspaceCaptured) => {
 /** Events about the log as a whole rather than a step of the conversation or the workspace: not nodes of the tree. */
 type LogEvent = Extract<
   StoredEvent["event"],
-  { readonly _tag: "LeafMoved" | "BranchLabeled" | "RestoreStarted" | "RestoreEnded" | "SessionMetadata" | "SessionForked" | "ForkMade" | "PermissionDecided" }
+  { readonly _tag: "LeafMoved" | "BranchLabeled" | "RestoreStarted" | "RestoreEnded" | "SessionMetadata" | "SessionForked" | "ForkMade" | "PermissionDecided" | "BranchesPruned" }
 >
 type NodeEvent = Exclude<StoredEvent["event"], LogEvent>
 
@@ -82,8 +82,12 @@ const LOG_EVENT_TAGS: ReadonlySet<string> = new Set([
   "SessionMetadata",
   "SessionForked",
   "ForkMade",
-  "PermissionDecided"
+  "PermissionDecided",
+  "BranchesPruned"
 ])
+
+/** Whether an event of this kind is a node of the tree (a step of the conversation or the workspace), not an event about the log. */
+export const isNodeTag = (tag: string): boolean => !LOG_EVENT_TAGS.has(tag)
 
 // One read of the tag and a set lookup: reading `_tag` across a dozen event classes is the slow part.
 const isLogEvent = (event: StoredEvent["event"]): event is LogEvent => LOG_EVENT_TAGS.has(event._tag)
@@ -243,6 +247,12 @@ const applyLogEvent = (draft: Draft, stored: StoredEvent, event: LogEvent, leafB
     case "PermissionDecided":
       if (event.behavior === "allow" && event.remember === true) draft.rememberedTools = HashSet.add(draft.rememberedTools, event.toolName)
       return
+    case "BranchesPruned": {
+      let pruned = draft.pruned
+      for (const branch of event.branches) for (const range of branch.nodes) pruned = pruned.append(Data.struct({ from: range.from, to: range.to }))
+      draft.pruned = pruned
+      return
+    }
     case "BranchLabeled":
       draft.nodeLabels = event.label === "" ? HashMap.remove(draft.nodeLabels, event.seq) : HashMap.set(draft.nodeLabels, event.seq, event.label)
       return

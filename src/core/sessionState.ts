@@ -14,6 +14,7 @@ import type {
   JsonValue,
   RestoreStarted,
   RuntimeMessage,
+  SeqRange,
   StoredEvent,
   TokenUsage,
   ToolResult,
@@ -179,6 +180,8 @@ export interface SessionStateFields {
   readonly rememberedTools: HashSet.HashSet<string>
   /** The names given to nodes (`BranchLabeled`), by seq. */
   readonly nodeLabels: HashMap.HashMap<number, string>
+  /** The seq ranges whose nodes were pruned (`BranchesPruned`), in log order: see `isPruned`. */
+  readonly pruned: AppendOnly<SeqRange>
   readonly kept: KeptStates
   /**
    * A move went to a leaf whose branch this state cannot rebuild (it was folded from the middle
@@ -218,6 +221,16 @@ export interface SessionStateFields {
 
 export class SessionState extends Data.Class<SessionStateFields> {}
 
+/** Whether `seq` is a node of a branch that was pruned (`BranchesPruned`): no move goes there, and gc does not keep what only it references. */
+export const isPruned = (state: SessionStateFields, seq: number): boolean => {
+  if ((state.parents.at(seq - 1) ?? NOT_A_NODE) === NOT_A_NODE) return false
+  for (let index = state.pruned.length - 1; index >= 0; index--) {
+    const range = state.pruned.at(index)!
+    if (range.from <= seq && seq <= range.to) return true
+  }
+  return false
+}
+
 /** A path a history entry was added for, and the entry's seq. */
 export interface PathChange {
   readonly seq: number
@@ -237,6 +250,7 @@ export const emptySessionState: SessionState = new SessionState({
   forks: AppendOnly.empty(),
   rememberedTools: HashSet.empty(),
   nodeLabels: HashMap.empty(),
+  pruned: AppendOnly.empty(),
   kept: new KeptStates(AppendOnly.empty(), [], AppendOnly.empty()),
   branchUnknown: false,
   pathChanges: AppendOnly.empty(),

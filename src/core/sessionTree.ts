@@ -6,7 +6,7 @@
  */
 import { HashMap, Option } from "effect"
 import { contentText } from "./events.js"
-import { type ForkOrigin, type LeafMove, NOT_A_NODE, type SessionState } from "./sessionState.js"
+import { type ForkOrigin, isPruned, type LeafMove, NOT_A_NODE, type SessionState } from "./sessionState.js"
 import { isUserCheckpoint } from "./userCheckpoint.js"
 
 export interface TreeCheckpoint {
@@ -29,6 +29,11 @@ export interface TreeBranch {
   readonly checkpoint: number | null
   readonly current: boolean
   readonly label?: string
+  /**
+   * Pruned (`BranchesPruned`): shown, but no move goes there and it offers no checkpoint (its
+   * `checkpoint` is null, and its prompts are not among the tree's checkpoints).
+   */
+  readonly pruned?: true
 }
 
 export interface SessionTree {
@@ -37,7 +42,7 @@ export interface SessionTree {
   readonly checkpoints: ReadonlyArray<TreeCheckpoint>
   /** Every branch, by its tip, oldest first. */
   readonly branches: ReadonlyArray<TreeBranch>
-  /** The move an undo reverses and the undo a redo reverses, when there are any. */
+  /** The move an undo reverses and the undo a redo reverses, when there are any (and the leaf they go back to is not pruned). */
   readonly undo: LeafMove | undefined
   readonly redo: LeafMove | undefined
   /** For a fork: the session it was forked from and how many of its events it shares (the nodes up to there are that session's). */
@@ -49,6 +54,8 @@ export interface SessionTree {
 /** The session's tree (see the module's comment). */
 export const tree = (state: SessionState): SessionTree => {
   const parentOf = (seq: number) => state.parents.at(seq - 1) ?? NOT_A_NODE
+  const pruned = new Set<number>()
+  if (state.pruned.length > 0) for (let seq = 1; seq <= state.parents.length; seq++) if (isPruned(state, seq)) pruned.add(seq)
   const onCurrent = new Set<number>()
   for (let at = state.leaf; at > 0; at = parentOf(at)) onCurrent.add(at)
   // The current branch's checkpoints are the fold's (exact); another branch's user messages are
@@ -56,6 +63,7 @@ export const tree = (state: SessionState): SessionTree => {
   const anchors = new Set(state.anchors.toArray().map((anchor) => anchor.seq))
   const isCheckpoint = new Map<number, { prompt: string; ts: number }>()
   for (const node of state.prompts) {
+    if (pruned.has(node.seq)) continue
     if (onCurrent.has(node.seq) ? anchors.has(node.seq) : isUserCheckpoint(node.event, 0)) {
       isCheckpoint.set(node.seq, { prompt: contentText(node.event.content), ts: node.ts })
     }
@@ -77,19 +85,26 @@ export const tree = (state: SessionState): SessionTree => {
     return { seq, prompt, ts, parent }
   })
 
-  // A branch's tip is a node no other node continues.
+  // A branch's tip is a node no other node continues (a live one: none of those continuing it
+  // but pruned ones); a pruned branch's, a pruned node nothing continues.
   const continued = new Set<number>()
+  const continuedAtAll = new Set<number>()
   for (let seq = 1; seq <= state.parents.length; seq++) {
     const parent = parentOf(seq)
-    if (parent !== NOT_A_NODE) continued.add(parent)
+    if (parent === NOT_A_NODE) continue
+    continuedAtAll.add(parent)
+    if (!pruned.has(seq)) continued.add(parent)
   }
   const branches: Array<TreeBranch> = []
   const branch = (leaf: number): TreeBranch => ({ leaf, checkpoint: checkpointAbove(leaf), current: leaf === state.leaf, ...withLabel(leaf) })
   for (let seq = 1; seq <= state.parents.length; seq++) {
-    if (parentOf(seq) !== NOT_A_NODE && !continued.has(seq)) branches.push(branch(seq))
+    if (parentOf(seq) === NOT_A_NODE) continue
+    if (!pruned.has(seq) && !continued.has(seq)) branches.push(branch(seq))
+    else if (pruned.has(seq) && !continuedAtAll.has(seq)) branches.push({ leaf: seq, checkpoint: null, current: false, ...withLabel(seq), pruned: true })
   }
   // The current leaf may sit inside the tree (a restore to before a checkpoint, nothing sent since), or be the root.
   if (!branches.some((candidate) => candidate.current)) branches.push(branch(state.leaf))
+  const offered = (move: LeafMove | undefined) => (move === undefined || pruned.has(move.from) ? undefined : move)
   return {
     leaf: state.leaf,
     checkpoints: checkpoints.map((checkpoint) => ({
@@ -99,8 +114,8 @@ export const tree = (state: SessionState): SessionTree => {
       ...withLabel(checkpoint.seq)
     })),
     branches: branches.sort((a, b) => a.leaf - b.leaf),
-    undo: state.undoable.at(-1),
-    redo: state.redoable.at(-1),
+    undo: offered(state.undoable.at(-1)),
+    redo: offered(state.redoable.at(-1)),
     ...(state.forkedFrom === undefined ? {} : { forkedFrom: state.forkedFrom }),
     ...(state.forks.length === 0 ? {} : { forks: state.forks.toArray() })
   }

@@ -8,7 +8,7 @@ import * as MemoryCheckpointer from "../backends/memory.js"
 import { ConfigurationError } from "../core/errors.js"
 import { AgentClosedError } from "../agent/errors.js"
 import type { Checkpoint, SessionTree } from "../core/session.js"
-import type { SessionInfo, SessionStats } from "../core/Checkpointer.js"
+import type { PruneBranchesOptions, PruneBranchesReport, SessionInfo, SessionStats } from "../core/Checkpointer.js"
 import { UserContent } from "../core/events.js"
 import type { AgentEvent, LiteAgentResult } from "../agent/AgentEvents.js"
 import {
@@ -100,6 +100,12 @@ export interface LiteAgent {
   sessionStats(sessionId: string): Promise<SessionStats>
   /** Delete sessions older than `olderThanMs` and/or beyond the `keepLast` most recent (never the current one); the ids deleted. */
   pruneSessions(options: PruneOptions): Promise<Array<string>>
+  /**
+   * Prune the branches restores, undos and switches left behind, last active at least
+   * `olderThanMs` ago (unlabelled unless `keepLabeled: false`; none a fork shares), in every
+   * session or `options.sessionId`; the agent must be idle. Nothing is deleted until `gc`.
+   */
+  pruneBranches(options: PruneBranchesOptions): Promise<PruneBranchesReport>
   /** Roll back to just before a checkpoint; the agent must be idle. Then `sessionId` is current. */
   restore(sessionId: string, seq: number, options?: RestoreOptions): Promise<RestoreResult>
   /**
@@ -267,6 +273,7 @@ const createAgent = (options: LiteAgentOptions): LiteAgent => {
     label: (sessionId, seq, name) => call((agent) => agent.label(sessionId, seq, name)),
     sessionStats: (sessionId) => call((agent) => agent.sessionStats(sessionId)),
     pruneSessions: (pruneOptions) => call((agent) => Effect.map(agent.pruneSessions(pruneOptions), (ids) => [...ids])),
+    pruneBranches: (pruneOptions) => call((agent) => agent.pruneBranches(pruneOptions)),
     compact: (instructions, compactOptions) => {
       const events: Array<CompactionEvent> = []
       let settled = false

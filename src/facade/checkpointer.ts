@@ -12,8 +12,11 @@ import {
   type SessionInfo,
   type SessionStats,
   type SnapshotInfo,
+  type DuOptions,
   type GcOptions,
   type GcReport,
+  type PruneBranchesOptions,
+  type PruneBranchesReport,
   type StoreUsage
 } from "../core/Checkpointer.js"
 import type { SessionEventInput } from "../core/encoding.js"
@@ -53,8 +56,17 @@ export interface PromiseCheckpointer {
    * `options.graceMs` (default one hour, at least five minutes): safe while other processes append.
    */
   gc(options?: GcOptions): Promise<GcReport>
-  /** What the store holds: objects and logs, each session's share (referenced, shared, its own), and what no session references. Reads every log. */
-  du(): Promise<StoreUsage>
+  /**
+   * What the store holds: objects and logs, each session's share (referenced, shared, its own), and
+   * what no session references. Reads every log. `{ branches: true }`: each session's live branches too.
+   */
+  du(options?: DuOptions): Promise<StoreUsage>
+  /**
+   * Prune the branches restores, undos and switches left behind, last active at least `olderThanMs`
+   * ago (unlabelled unless `keepLabeled: false`; none a fork shares), in every session or `sessionId`:
+   * each session gets one `BranchesPruned` event; nothing is deleted until `gc`.
+   */
+  pruneBranches(options: PruneBranchesOptions): Promise<PruneBranchesReport>
   /** Release the backend. Idempotent; every later call rejects with `CheckpointerClosedError`. */
   close(): Promise<void>
   /** The same store as an Effect layer (for `createLiteAgent` and Effect programs). */
@@ -122,7 +134,8 @@ const makeFacade = <R, E>(layer: Layer.Layer<Checkpointer | R, E>) => {
     toolInput: (sessionId, block) => run((c) => fullToolInput(c, sessionId, block)),
     listSnapshots: (sessionId) => run((c) => Effect.map(c.listSnapshots(sessionId), (blobs) => [...blobs])),
     gc: (options) => run((c) => c.gc(options)),
-    du: () => run((c) => c.du()),
+    du: (options) => run((c) => c.du(options)),
+    pruneBranches: (options) => run((c) => c.pruneBranches(options)),
     close: async () => {
       if (closed) return
       closed = true

@@ -18,6 +18,7 @@ import { followTests } from "./followTests.js"
 import { forkTests } from "./forkTests.js"
 import { generationTests } from "./generationTests.js"
 import { modelBasedProperties } from "./modelCommands.js"
+import { pruneTests } from "./pruneTests.js"
 import { type ConformanceOptions, conformanceSuite } from "./runner.js"
 import { snapshotStoreTests } from "./snapshotStoreTests.js"
 
@@ -33,6 +34,7 @@ export const checkpointerConformance = <E>(
     followTests(suite)
     snapshotStoreTests(suite)
     forkTests(suite)
+    pruneTests(suite)
     modelBasedProperties(suite)
   })
 }

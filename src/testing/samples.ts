@@ -10,6 +10,7 @@ import {
   FileChange,
   FileSnapshot,
   type JsonValue,
+  BranchesPruned,
   BranchLabeled,
   PermissionDecided,
   LeafMoved,
@@ -266,6 +267,7 @@ const samples = () => [
   new BranchLabeled({ seq: 12, label: "the faster way ✓" }),
   new BranchLabeled({ seq: 3, label: "" }),
   new ForkMade({ fork: "the other way", at: 12 }),
+  new BranchesPruned({ branches: [{ tip: 9, nodes: [{ from: 7, to: 9 }] }, { tip: 11, nodes: [{ from: 11, to: 11 }] }], before: 1_700_000_000_000 }),
   new PermissionDecided({ toolUseId: "toolu_2", toolName: "shell", behavior: "allow", decidedBy: "callback", mode: "default", remember: true }),
   new PermissionDecided({
     toolUseId: "toolu_3",

@@ -82,6 +82,9 @@ const forkPoint = (sessionId: string, source: Session.SessionState, seq: number 
     onBranch = anchor.seq === seq
     break
   }
+  if (prompt !== undefined && Session.isPruned(source, seq)) {
+    return refusal(sessionId, seq, "branch_pruned", `seq ${seq} is on a branch of session "${sessionId}" that was pruned: no fork starts there`)
+  }
   if (prompt === undefined || (!onBranch && !isUserCheckpoint(prompt.event, 0))) {
     return refusal(sessionId, seq, "not_a_checkpoint", `seq ${seq} is not a checkpoint of session "${sessionId}" (a prompt, from listCheckpoints or tree)`)
   }

@@ -88,3 +88,52 @@ export class ForkMade extends EventClass<ForkMade>()("ForkMade", {
     return isNonEmptyString(fork) && isCount(at) ? { fork, at } : undefined
   }
 }) {}
+
+/** Seqs `from` … `to` (inclusive): the nodes among them (not the log events between) are meant. */
+export const SeqRange = Schema.Struct({ from: PositiveInt, to: PositiveInt })
+export type SeqRange = typeof SeqRange.Type
+
+/** One branch a `BranchesPruned` took: its tip and the nodes that went with it. */
+export const PrunedBranch = Schema.Struct({
+  /** The branch's tip: a node no other node continued. */
+  tip: PositiveInt,
+  /** Its nodes that no kept branch passes through, as ranges of seqs (oldest first). */
+  nodes: Schema.Array(SeqRange)
+})
+export type PrunedBranch = typeof PrunedBranch.Type
+
+const checkRanges = (value: unknown): Array<SeqRange> | undefined => {
+  if (!Array.isArray(value)) return undefined
+  const ranges: Array<SeqRange> = []
+  for (const range of value) {
+    if (!isFields(range) || !isPositiveInt(range.from) || !isPositiveInt(range.to)) return undefined
+    ranges.push({ from: range.from, to: range.to })
+  }
+  return ranges
+}
+
+/**
+ * Branches a restore, an undo or a switch left behind stopped being reachable: their nodes are
+ * shown as pruned, no move may go to them, and the objects only they referenced are no longer
+ * kept by `gc`. The events themselves stay in the log, as every event does. Never a branch the
+ * current leaf is on. Not a node and not a message: the model never sees it.
+ */
+export class BranchesPruned extends EventClass<BranchesPruned>()("BranchesPruned", {
+  branches: Schema.Array(PrunedBranch),
+  /** The cutoff: each branch's last activity (appends, moves to or from it, labels) was at or before this (epoch ms). */
+  before: Count
+}, {
+  check: (json) => {
+    if (!isFields(json)) return undefined
+    const { before, branches } = json
+    if (!isCount(before) || !Array.isArray(branches)) return undefined
+    const checked: Array<PrunedBranch> = []
+    for (const branch of branches) {
+      if (!isFields(branch) || !isPositiveInt(branch.tip)) return undefined
+      const nodes = checkRanges(branch.nodes)
+      if (nodes === undefined) return undefined
+      checked.push({ tip: branch.tip, nodes })
+    }
+    return { branches: checked, before }
+  }
+}) {}

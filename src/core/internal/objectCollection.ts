@@ -27,7 +27,7 @@ import type { CheckpointerDriver, SnapshotBlob } from "../CheckpointerDriver.js"
 import { type CheckpointerError, InvalidEventError } from "../errors.js"
 import { decodeOptions, expecting } from "./options.js"
 import type { Manifests } from "./manifests.js"
-import { referencedBlobs } from "./recordDecoding.js"
+import { recordReferences } from "./prunedReferences.js"
 
 /** How long a writer's touch protects an object: its batch is logged within this of the touch. */
 export const TOUCH_VALID_MS = 60_000
@@ -107,14 +107,17 @@ export const storeThenLog = <A>(
 }
 
 /**
- * The objects a session's own records reference: those they name, and those the entries of the
- * manifest chunks they name name (a manifest capture's changes are not in its record).
+ * The objects a session's own records reference, but for those only pruned branches do
+ * (prunedReferences.ts): those they name, and those the entries of the manifest chunks they name
+ * name (a manifest capture's changes are not in its record).
  */
 const logReferences = (driver: CheckpointerDriver, manifests: Manifests, sessionId: string): Effect.Effect<ReadonlySet<string>, CheckpointerError> =>
-  Effect.flatMap(referencedBlobs(sessionId, driver.read(sessionId, 0)), ({ manifestChunks, objects }) =>
-    manifestChunks.size === 0
-      ? Effect.succeed(objects)
-      : Effect.map(manifests.references(manifestChunks), (named) => new Set([...objects, ...named])))
+  Effect.flatMap(recordReferences(sessionId, driver.read(sessionId, 0)), ({ counted, manifestChunks }) => {
+    const chunks = [...manifestChunks].filter((sha256) => counted.has(sha256))
+    return chunks.length === 0
+      ? Effect.succeed(counted)
+      : Effect.map(manifests.references(chunks), (named) => new Set([...counted, ...named]))
+  })
 
 /** The collector's half: see the module's comment. */
 export const collect = (driver: CheckpointerDriver, manifests: Manifests, options: GcOptions | undefined): Effect.Effect<GcReport, CheckpointerError> =>
@@ -168,6 +171,19 @@ export interface SessionUsage {
   /** Of those, the ones other sessions reference too. */
   readonly shared: ObjectBytes
   /** Of those, the ones no other session references: what deleting it frees (at the next `gc` past the grace period), with its log. */
+  readonly own: ObjectBytes
+  /** With `du({ branches: true })`: its live branches, the current one included (see branchUsage.ts). */
+  readonly branches?: ReadonlyArray<BranchUsage>
+}
+
+/** What one live branch of a session holds: by its tip (the current branch by the current leaf). */
+export interface BranchUsage {
+  readonly tip: number
+  readonly current: boolean
+  readonly label?: string
+  /** The objects its nodes, from the root to its tip, reference. */
+  readonly referenced: ObjectBytes
+  /** Of those, the ones nothing else in the store references (no other branch, event or session): what pruning it frees. */
   readonly own: ObjectBytes
 }
 

@@ -1,8 +1,7 @@
-/** Records a backend gives back, decoded: a read's, in seq order, and a sweep's, for the blobs they reference. */
-import { Chunk, Effect, Either, Stream } from "effect"
+/** Records a backend gives back, decoded: a read's, in seq order. */
+import { Chunk, Effect, Either } from "effect"
 import { CheckpointIntegrityError, type CheckpointerError } from "../errors.js"
 import type { StoredEvent } from "../events.js"
-import { blobReferences } from "./blobs.js"
 import { decodeStoredEvent } from "./eventCodec.js"
 
 /**
@@ -33,29 +32,3 @@ export const contiguousDecoder = (sessionId: string, sinceSeq: number) => {
     return Effect.succeed(Chunk.unsafeFromArray(decodedChunk))
   }
 }
-
-/** What a session's records (all of them, from seq 1) reference: objects, and of those the manifest chunks (whose entries name more). */
-export interface RecordReferences {
-  readonly objects: ReadonlySet<string>
-  readonly manifestChunks: ReadonlySet<string>
-}
-
-/** The objects a session's records (all of them, from seq 1) reference. */
-export const referencedBlobs = (
-  sessionId: string,
-  records: Stream.Stream<unknown, CheckpointerError>
-): Effect.Effect<RecordReferences, CheckpointerError> =>
-  Effect.suspend(() => {
-    let expectedSeq = 1
-    const objects = new Set<string>()
-    const manifestChunks = new Set<string>()
-    return Stream.runForEach(records, (raw) =>
-      Either.match(decodeStoredEvent(sessionId, expectedSeq++, raw), {
-        onLeft: Effect.fail,
-        onRight: ({ event }) =>
-          Effect.sync(() => {
-            for (const sha256 of blobReferences(event)) objects.add(sha256)
-            if (event._tag === "WorkspaceCaptured") for (const chunk of event.manifest ?? []) manifestChunks.add(chunk.sha256)
-          })
-      })).pipe(Effect.as({ objects, manifestChunks }))
-  })
