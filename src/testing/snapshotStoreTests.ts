@@ -4,47 +4,12 @@ import { Effect, FastCheck as fc, type Layer } from "effect"
 import { Checkpointer, type CheckpointerService } from "../core/Checkpointer.js"
 import { CheckpointConflictError, ConfigurationError, InvalidEventError, SnapshotBlobError } from "../core/errors.js"
 import { AssistantMessage, FileSnapshot, type JsonValue, STORED_ARGUMENT_MIN_BYTES, UserMessage, WorkspaceCaptured } from "../core/events.js"
-import { chunkEntries, encodeChunk, type ManifestEntry } from "../core/manifest.js"
 import { blobReferences } from "../core/internal/blobs.js"
 import { sha256Hex } from "../core/internal/sha256.js"
 import { DEFAULT_GRACE_MS, type GcOptions, MIN_GRACE_MS } from "../core/internal/objectCollection.js"
 import { expectFailure, readAll, shiftedBy } from "./helpers.js"
+import { manifestCapture } from "./manifestSamples.js"
 import { type ConformanceOptions, type ConformanceSuite, uniquePrefix } from "./runner.js"
-
-/**
- * A session's first capture of `files` listed by a manifest: chunks among `known` (hashes another
- * capture wrote) as references, the rest with their bytes; files whose hash is in `stored` (another
- * capture stored them) as references, the rest with their bytes.
- */
-const manifestCapture = (
-  files: ReadonlyArray<{ readonly path: string; readonly data: Uint8Array }>,
-  known: ReadonlyArray<string>,
-  stored: ReadonlySet<string> = new Set()
-) => {
-  const entries: Array<ManifestEntry> = files.map(({ data, path }) => ({
-    path,
-    state: { _tag: "stored", sha256: sha256Hex(data), size: data.length, mode: 0o644 },
-    stat: { size: data.length, mtimeMs: 1, ctimeMs: 2, ino: 3, hashedAtMs: 4 }
-  }))
-  const chunks = chunkEntries(entries).map(encodeChunk)
-  const shared = new Set(known)
-  const event = new WorkspaceCaptured({
-    cause: { _tag: "checkpoint" },
-    coverage: "c",
-    changes: files.map(({ data, path }) => ({
-      path,
-      firstSeen: true,
-      state: stored.has(sha256Hex(data))
-        ? { _tag: "stored", sha256: sha256Hex(data), size: data.length, mode: 0o644 }
-        : { _tag: "content", data, mode: 0o644, size: data.length, sha256: sha256Hex(data) }
-    })),
-    manifest: chunks.map((data) => {
-      const sha256 = sha256Hex(data)
-      return shared.has(sha256) ? { _tag: "stored", sha256, size: data.length, mode: 0 } : { _tag: "content", data, mode: 0, size: data.length, sha256 }
-    })
-  })
-  return { event, chunks: chunks.map(sha256Hex) }
-}
 
 const snapshotOf = (path: string, data: Uint8Array) =>
   new FileSnapshot({ toolUseId: "toolu_snap", path, state: { _tag: "content", data, mode: 0o644, size: data.length, sha256: sha256Hex(data) } })

@@ -121,10 +121,7 @@ export interface WorkspaceScanner {
   readonly exists: (relative: string) => boolean
   /** The stat data and hash this scanner last hashed `relative` with. */
   readonly hashedOf: (relative: string) => Hashed | undefined
-  /**
-   * Take stat data and hashes another walk made (a manifest's) for the paths this scanner has not
-   * hashed itself: a file whose stat data is still the same, outside the racy window, is not read.
-   */
+  /** Take another walk's stat data and hashes (a manifest's) for paths this scanner has not hashed: the same stat data, outside the racy window, is not read again. */
   readonly prime: (known: Iterable<readonly [string, Hashed]>) => void
 }
 
@@ -445,9 +442,8 @@ export const makeScanner = (workdir: string): WorkspaceScanner => {
     return true
   }
 
-  const prime = (known: Iterable<readonly [string, Hashed]>) => {
+  const prime: WorkspaceScanner["prime"] = (known) => {
     for (const [relative, hashed] of known) if (!hashes.has(relative)) hashes.set(relative, hashed)
   }
-
   return { root, scan, scanPaths, read, exists, hashedOf: (relative) => hashes.get(relative), prime }
 }
