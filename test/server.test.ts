@@ -131,6 +131,8 @@ describe("the OpenAPI description", () => {
       "GET /sessions/{id}/conversation",
       "GET /sessions/{id}/events",
       "GET /sessions/{id}/tree",
+      "GET /sessions/{id}/usage",
+      "GET /store/usage",
       "POST /sessions/{id}/compact",
       "POST /sessions/{id}/fork",
       "POST /sessions/{id}/label",

@@ -1,7 +1,8 @@
 /**
  * The routes the viewer reads besides the tree: a branch's conversation (`?at=`) and the files a
  * checkpoint's turn changed, with their diffs — and what they say when there is no diff to show
- * (binary, over the cap, a link), or when the seq is not one they can answer for.
+ * (binary, over the cap, a link), or when the seq is not one they can answer for — and what the
+ * store holds, whole and one session's share of it.
  */
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -149,5 +150,31 @@ describe("GET /sessions/:id/conversation", () => {
     const bad = await get("/sessions/v/conversation?at=nope")
     expect(bad.status).toBe(400)
     expect(bad.json).toMatchObject({ error: "BadRequest", message: 'at must be a positive integer (a seq), got "nope"' })
+  })
+})
+
+describe("GET /store/usage and GET /sessions/:id/usage", () => {
+  it("the store's usage as du() gives it; a session's row of it; an unknown session 404, a bad id 400", async () => {
+    const usage = await checkpointer.du()
+    const whole = await get("/store/usage")
+    expect(whole.status).toBe(200)
+    expect(whole.json).toEqual(usage)
+    expect((whole.json as { sessions: Array<{ id: string }> }).sessions.map((session) => session.id).sort()).toEqual(["big", "v"])
+
+    const v = await get("/sessions/v/usage")
+    expect(v.status).toBe(200)
+    expect(v.json).toEqual(usage.sessions.find((session) => session.id === "v"))
+    expect(v.json).toMatchObject({ id: "v", referenced: { objects: expect.any(Number), bytes: expect.any(Number) } })
+    const row = v.json as { logBytes: number; referenced: { objects: number }; shared: { objects: number }; own: { objects: number } }
+    expect(row.referenced.objects).toBeGreaterThan(0)
+    expect(row.logBytes).toBeGreaterThan(0)
+    expect(row.shared.objects + row.own.objects).toBe(row.referenced.objects)
+
+    const unknown = await get("/sessions/nobody/usage")
+    expect(unknown.status).toBe(404)
+    expect(unknown.json).toEqual({ error: "SessionNotFound", message: 'there is no session "nobody"' })
+    const bad = await get("/sessions/..hidden/usage")
+    expect(bad.status).toBe(400)
+    expect(bad.json).toMatchObject({ error: "BadRequest" })
   })
 })

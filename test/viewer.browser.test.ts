@@ -38,6 +38,10 @@ const turnsFile = (name: string, turns: unknown) => {
   return file
 }
 
+/** A size as the page writes it (src/viewer/dom.ts, which needs the DOM's types to compile). */
+const bytes = (count: number) =>
+  count < 1024 ? `${count} B` : count < 1024 * 1024 ? `${(count / 1024).toFixed(1)} KiB` : `${(count / 1024 / 1024).toFixed(1)} MiB`
+
 /** Polls until the page shows what is expected: it waits on the page, however loaded the machine. */
 const eventually = <T>(look: () => Promise<T> | T) => expect.poll(look, { timeout: 60_000, interval: 50 })
 
@@ -170,6 +174,12 @@ describe("the viewer", () => {
     expect(await other.textContent()).toContain("Capitalise the greeting")
     const current = checkpointRow(page, "Write notes instead")
     expect(await current.textContent()).toContain("current")
+    // The session's size under its header, as GET /sessions/s1/usage says.
+    const usage = await api("GET", "/sessions/s1/usage") as { logBytes: number; referenced: { bytes: number }; shared: { bytes: number }; own: { bytes: number } }
+    expect(usage.own.bytes).toBeGreaterThan(0)
+    await eventually(() => page.locator(".tree .session-size").textContent()).toBe(
+      `${bytes(usage.own.bytes)} own · ${bytes(usage.referenced.bytes)} referenced (${bytes(usage.shared.bytes)} shared) · log ${bytes(usage.logBytes)}`
+    )
     expect(await other.textContent()).not.toContain("current")
     // The other branch's checkpoint: its conversation and its diff.
     await checkpointRow(page, "Capitalise the greeting").click()

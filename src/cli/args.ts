@@ -46,7 +46,7 @@ export const parseOptions = <const K extends OptionKey>(
       return Either.left(
         flag.startsWith("-") && flag !== "-"
           ? `${command} has no option ${flag} (${command} --help lists them)`
-          : `${command} takes no argument ${JSON.stringify(arg)}: options only (a prompt goes after -p)`
+          : `${command} takes no argument ${JSON.stringify(arg)}: options only${keys.some((key) => key === "print") ? " (a prompt goes after -p)" : ""}`
       )
     }
     if (key in values) return Either.left(`${flag} is given twice`)

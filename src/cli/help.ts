@@ -20,7 +20,7 @@ export interface OptionSpec {
   readonly about: string
 }
 
-/** Every option of `lite-agent` and `lite-agent serve`. */
+/** Every option of `lite-agent`, `lite-agent serve` and `lite-agent store …`. */
 export const OPTIONS = {
   print: {
     flags: ["-p", "--print"],
@@ -80,7 +80,14 @@ export const OPTIONS = {
     value: "<token>",
     about: "The bearer token clients must send, at least 16 characters (default: LITE_AGENT_TOKEN, else a random one, printed)"
   },
-  serveModel: { flags: ["--model"], takes: "text", value: "<model>", about: "Also serve an agent: anthropic or scripted:<turns.json> (default: sessions only)" }
+  serveModel: { flags: ["--model"], takes: "text", value: "<model>", about: "Also serve an agent: anthropic or scripted:<turns.json> (default: sessions only)" },
+  json: { flags: ["--json"], takes: "switch", about: "Print the answer as one JSON document" },
+  graceMs: {
+    flags: ["--grace-ms"],
+    takes: "integer",
+    value: "<ms>",
+    about: "Keep unreferenced objects stored or touched less than this long ago (default 3600000, one hour; at least 300000)"
+  }
 } as const satisfies Record<string, OptionSpec>
 
 export type OptionKey = keyof typeof OPTIONS
@@ -121,6 +128,18 @@ export const SERVE_OPTIONS = [
   "permissionTimeout"
 ] as const satisfies ReadonlyArray<OptionKey>
 
+/** The options of `lite-agent store du`. */
+export const STORE_DU_OPTIONS = ["checkpointer", "json"] as const satisfies ReadonlyArray<OptionKey>
+
+/** The options of `lite-agent store gc`. */
+export const STORE_GC_OPTIONS = ["checkpointer", "graceMs", "json"] as const satisfies ReadonlyArray<OptionKey>
+
+/** The commands of `lite-agent store`, as `--help` lists them. */
+export const STORE_COMMANDS: ReadonlyArray<readonly [string, string]> = [
+  ["du", "What the store holds: its objects and logs, each session's share, what no session references"],
+  ["gc", "Delete the objects no session references that are past the grace period"]
+]
+
 const shownFlags = (spec: OptionSpec) => {
   const value = spec.value ?? (typeof spec.takes === "string" ? undefined : spec.takes.join("|"))
   return value === undefined ? spec.flags.join(", ") : `${spec.flags.join(", ")} ${value}`
@@ -150,12 +169,31 @@ export const MAIN_HELP = helpText(
   [
     "lite-agent [options]              an interactive session in this terminal",
     "       lite-agent -p <prompt> [options]   one turn, the answer printed",
-    "       lite-agent serve [options]         sessions (and an agent) over HTTP"
+    "       lite-agent serve [options]         sessions (and an agent) over HTTP",
+    "       lite-agent store du|gc [options]   what the session store holds; collect what nothing references"
   ].join("\n"),
-  [["serve", "Serve sessions over HTTP and Server-Sent Events (lite-agent serve --help)"]],
+  [
+    ["serve", "Serve sessions over HTTP and Server-Sent Events (lite-agent serve --help)"],
+    ["store", "Look after the session store: du, gc (lite-agent store --help)"]
+  ],
   MAIN_OPTIONS
 )
 export const SERVE_HELP = helpText("lite-agent serve [options]", [], SERVE_OPTIONS)
+export const STORE_HELP = helpText("lite-agent store <command> [options]", STORE_COMMANDS, [])
+const STORE_COMMAND_HELP: Record<string, string> = {
+  du: helpText("lite-agent store du [options]", [], STORE_DU_OPTIONS),
+  gc: helpText("lite-agent store gc [options]", [], STORE_GC_OPTIONS)
+}
+
+/** The help a command line asks for: of the command, of `serve`, of `store` or of one of its commands; and the arguments after the command's name. */
+const helpFor = (args: ReadonlyArray<string>): { readonly help: string; readonly own: ReadonlyArray<string> } => {
+  if (args[0] === "serve") return { help: SERVE_HELP, own: args.slice(1) }
+  if (args[0] !== "store") return { help: MAIN_HELP, own: args }
+  const command = args[1]
+  return command !== undefined && Object.hasOwn(STORE_COMMAND_HELP, command)
+    ? { help: STORE_COMMAND_HELP[command]!, own: args.slice(2) }
+    : { help: STORE_HELP, own: args.slice(1) }
+}
 
 /** Flags that take a value: a `--help` right after one is that value, not a request for help. */
 const TAKES_VALUE = new Set(
@@ -165,13 +203,12 @@ const asked = (args: ReadonlyArray<string>, flags: ReadonlyArray<string>) =>
   args.some((arg, index) => flags.includes(arg) && !TAKES_VALUE.has(args[index - 1] ?? ""))
 
 /**
- * Answers `--help` (of the command or of `serve`) and `--version` — anywhere but as an option's
- * value — and says whether it did.
+ * Answers `--help` (of the command, of `serve`, of `store` and its commands) and `--version` —
+ * anywhere but as an option's value — and says whether it did.
  */
 export const answeredHelpOrVersion = (args: ReadonlyArray<string>): boolean => {
-  const isServe = args[0] === "serve"
-  const own = isServe ? args.slice(1) : args
-  if (asked(own, ["--help", "-h"])) process.stdout.write(isServe ? SERVE_HELP : MAIN_HELP)
+  const { help, own } = helpFor(args)
+  if (asked(own, ["--help", "-h"])) process.stdout.write(help)
   else if (asked(own, ["--version"])) process.stdout.write(`${VERSION}\n`)
   else return false
   return true

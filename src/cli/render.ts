@@ -12,6 +12,16 @@ export const shorten = (text: string, max = 80): string => {
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`
 }
 
+/** Bytes in the largest binary unit that fits, up to GiB: "512 B", "1.5 KiB", "2.0 MiB". */
+export const sizeOf = (bytes: number): string =>
+  bytes < 1024
+    ? `${bytes} B`
+    : bytes < 1024 ** 2
+    ? `${(bytes / 1024).toFixed(1)} KiB`
+    : bytes < 1024 ** 3
+    ? `${(bytes / 1024 ** 2).toFixed(1)} MiB`
+    : `${(bytes / 1024 ** 3).toFixed(1)} GiB`
+
 /** One line per thing worth seeing that is not streamed text or a diff. */
 export const eventLine = (event: AgentEvent, paint: Paint): string | undefined => {
   switch (event.type) {

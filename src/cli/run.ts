@@ -6,7 +6,7 @@
  * entry points.
  *
  * `lite-agent serve` serves sessions (and, with `--model`, an agent) over HTTP: see
- * src/server/SessionServer.ts.
+ * src/server/SessionServer.ts. `lite-agent store du|gc` looks after the store: storeCommands.ts.
  *
  * Exit codes: 0 done; 1 the turn failed (the error on stderr); 2 the command line cannot run
  * as given (the message says why); 130 interrupted (Ctrl-C).
@@ -21,6 +21,7 @@ import { parseOptions, type ParsedOptions } from "./args.js"
 import { answeredHelpOrVersion, MAIN_OPTIONS, OPTIONS, SERVE_OPTIONS } from "./help.js"
 import { makeTerminalPermissions } from "./permissionPrompt.js"
 import { runPrint } from "./print.js"
+import { storeCommand } from "./storeCommands.js"
 import { stdinIsTerminal } from "./terminal.js"
 import { agentLayer, checkpointerLayer, CliUsageError, describeError, modelProvider, toolList } from "./setup.js"
 
@@ -193,6 +194,24 @@ const exitCodeOf = (exit: Exit.Exit<unknown, unknown>): number => {
   return 1
 }
 
+/** The command the arguments name: `serve`, `store <command>`, or a session (interactive, or `-p`). */
+const command = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
+  switch (args[0]) {
+    case "serve":
+      return Either.match(parseOptions("lite-agent serve", SERVE_OPTIONS, args.slice(1)), {
+        onLeft: (message) => new CliUsageError({ message }),
+        onRight: serve
+      })
+    case "store":
+      return storeCommand(args.slice(1))
+    default:
+      return Either.match(parseOptions("lite-agent", MAIN_OPTIONS, args), {
+        onLeft: (message) => new CliUsageError({ message }),
+        onRight: liteAgent
+      })
+  }
+}
+
 /**
  * Run the command with the user's arguments (`process.argv` without node and the script).
  * Loading this module does nothing else, so it can be loaded ahead of time (a startup snapshot).
@@ -200,16 +219,7 @@ const exitCodeOf = (exit: Exit.Exit<unknown, unknown>): number => {
 export const runCli = (args: ReadonlyArray<string>): void => {
   // Asked of a process started from the snapshot too (bin/lite-agent sends these to main.js).
   if (answeredHelpOrVersion(args)) return
-  const isServe = args[0] === "serve"
-  const parsed: Effect.Effect<void, unknown> = isServe
-    ? Either.match(parseOptions("lite-agent serve", SERVE_OPTIONS, args.slice(1)), {
-      onLeft: (message) => new CliUsageError({ message }),
-      onRight: serve
-    })
-    : Either.match(parseOptions("lite-agent", MAIN_OPTIONS, args), {
-      onLeft: (message) => new CliUsageError({ message }),
-      onRight: liteAgent
-    })
+  const parsed = command(args)
 
   // A reader that stops early (`| head`) closes the pipe: not an error of the turn.
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {

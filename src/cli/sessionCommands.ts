@@ -10,7 +10,7 @@ import type { Checkpointer, CheckpointerService } from "../core/Checkpointer.js"
 import { contentText } from "../core/events.js"
 import * as Session from "../core/session.js"
 import { foldedLog } from "../tools/SessionStates.js"
-import { shorten } from "./render.js"
+import { shorten, sizeOf } from "./render.js"
 import { describeError } from "./setup.js"
 import type { Paint } from "./terminal.js"
 import type { Key } from "./terminal.js"
@@ -24,9 +24,6 @@ export const ageOf = (ms: number): string => {
   if (seconds < 86_400) return `${Math.floor(seconds / 3600)} h ago`
   return `${Math.floor(seconds / 86_400)} d ago`
 }
-
-const sizeOf = (bytes: number): string =>
-  bytes < 1024 ? `${bytes} B` : bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
 
 /**
  * The last `turns` turns of a session's current branch, a few lines each: the prompt, what the

@@ -2,8 +2,9 @@
  * The HTTP server over one checkpointer and, optionally, one agent: its options, the app
  * around the HTTP API, and listening.
  *
- * - The routes, their bodies, errors and statuses are declared in api.ts (SessionApi) and
- *   implemented in handlers.ts; the SSE streams are sse.ts; errors go out as wireErrors.ts says.
+ * - The routes, their bodies, errors and statuses are declared in api.ts (SessionApi; the store's
+ *   in storeApi.ts) and implemented in handlers.ts (storeHandlers.ts); the SSE streams are sse.ts;
+ *   errors go out as wireErrors.ts says.
  * - Every request but `GET /openapi.json` and the viewer's files (`/`, `/viewer/…`: viewerAssets.ts)
  *   needs `Authorization: Bearer <token>`; listening on a
  *   non-loopback address needs a token given explicitly. No CORS headers unless origins are
@@ -27,6 +28,7 @@ import { ConfigurationError } from "../core/errors.js"
 import { decodeOptions, expecting, NonEmptyString, PositiveInteger, PositiveMilliseconds } from "../core/internal/options.js"
 import { Authorization, SessionApi } from "./api.js"
 import { agentHandlers, sessionHandlers } from "./handlers.js"
+import { storeHandlers } from "./storeHandlers.js"
 import { PermissionRequests, type PermissionRequestsService } from "./PermissionRequests.js"
 import { makeSseResponses } from "./sse.js"
 import { payloadTooLarge, routeNotFound, unauthorized, undeclaredFailure } from "./wireErrors.js"
@@ -147,6 +149,7 @@ export const makeApp = (
       Layer.provide([
         sessionHandlers(settings, sse, agent, permissions),
         agentHandlers(sse, agent, permissions, scope),
+        storeHandlers,
         authorization(settings.token)
       ])
     )

@@ -23,7 +23,10 @@ import { Schema } from "effect"
 import { Refusal } from "../core/errors.js"
 import { MoveReason } from "../core/events.js"
 import { expecting, Flag, NonEmptyString } from "../core/internal/options.js"
+import { StoreGroup } from "./storeApi.js"
 import { Wire } from "./wireErrors.js"
+
+export { SessionUsageJson, StoreUsageJson } from "./storeApi.js"
 
 // ---------------------------------------------------------------------------------------
 // Bodies and answers
@@ -412,6 +415,7 @@ export class AgentGroup extends HttpApiGroup.make("agent")
 export class SessionApi extends HttpApi.make("lite-agent")
   .add(SessionsGroup)
   .add(AgentGroup)
+  .add(StoreGroup)
   // One addError per error: the builder flattens a union of errors, dropping a status given to the union.
   // Bad input: nothing was changed.
   .addError(Wire.BadRequest, { status: 400 })

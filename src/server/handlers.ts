@@ -47,7 +47,7 @@ import { errorFrame, followFrame, frame, type makeSseResponses, resumePoint } fr
 import type { SseSettings } from "./sseClient.js"
 import { badRequest, noAgent, payloadTooLarge, permissionRequestNotFound, sessionNotFound } from "./wireErrors.js"
 
-const checkedSessionId = (sessionId: string) => {
+export const checkedSessionId = (sessionId: string) => {
   const problem = sessionIdProblem(sessionId)
   return problem === undefined ? Effect.succeed(sessionId) : Effect.fail(badRequest(`session id ${JSON.stringify(sessionId)} ${problem}`))
 }
@@ -117,7 +117,7 @@ const requestBody = <A, I>(request: HttpServerRequest.HttpServerRequest, schema:
     )
   })
 
-const existing = (checkpointer: CheckpointerService, sessionId: string) =>
+export const existing = (checkpointer: CheckpointerService, sessionId: string) =>
   Effect.flatMap(checkpointer.version(sessionId), (version) =>
     version.generation === NO_GENERATION ? Effect.fail(sessionNotFound(sessionId)) : Effect.succeed(version))
 

@@ -12,7 +12,8 @@ import type {
   RestoreResult,
   SessionList,
   SessionSummary,
-  SessionTreeJson
+  SessionTreeJson,
+  SessionUsageJson
 } from "../server/api.js"
 
 export type Sessions = Schema.Schema.Type<typeof SessionList>
@@ -23,6 +24,7 @@ export type Conversation = Schema.Schema.Type<typeof ConversationJson>
 export type Changes = Schema.Schema.Type<typeof CheckpointChangesJson>
 export type Restore = Schema.Schema.Type<typeof RestoreResult>
 export type Fork = Schema.Schema.Type<typeof ForkResult>
+export type SessionUsage = Schema.Schema.Type<typeof SessionUsageJson>
 
 const TOKEN_KEY = "lite-agent-token"
 
@@ -77,6 +79,8 @@ export const makeApi = (token: string) => ({
   sessions: () => call<Sessions>(token, "GET", "/sessions"),
   summary: (id: string) => call<Summary>(token, "GET", session(id)),
   tree: (id: string) => call<Tree>(token, "GET", `${session(id)}/tree`),
+  /** Reads every log of the store: asked once per change, not per frame. */
+  usage: (id: string) => call<SessionUsage>(token, "GET", `${session(id)}/usage`),
   checkpoints: (id: string) => call<Checkpoints>(token, "GET", `${session(id)}/checkpoints`),
   conversation: (id: string, at: number | undefined) =>
     call<Conversation>(token, "GET", `${session(id)}/conversation${at === undefined ? "" : `?at=${at}`}`),

@@ -20,6 +20,7 @@ import { makeActions } from "./actions.js"
 import { type PlanView, renderPlan } from "./plan.js"
 import { renderChanges, renderConversation } from "./render.js"
 import { renderTree } from "./tree.js"
+import { makeUsageLoader, renderSessionSize } from "./usage.js"
 
 interface SessionRow {
   readonly id: string
@@ -129,6 +130,9 @@ const loadDetails = async (row: SessionRow) => {
   row.details = { firstPrompt: first?.prompt, prompts: rowTree.checkpoints.length, bytes: summary.stats.logBytes + summary.stats.snapshotBytes }
 }
 
+/** The selected session's size: asked when it is opened and after it changes, redrawn when it comes. */
+const usage = makeUsageLoader((id) => api!.usage(id), () => renderSelected())
+
 /** Which load is the latest: an answer to an earlier one (another session, another checkpoint) is dropped. */
 let loads = 0
 
@@ -162,6 +166,7 @@ const refreshSoon = () => {
     refreshTimer = undefined
     const row = sessions.find((each) => each.id === selected)
     if (row !== undefined) delete row.details
+    if (selected !== undefined) usage.load(selected)
     Promise.all([loadSelected(), loadSessions()]).catch(failed)
   }, 150)
 }
@@ -198,6 +203,7 @@ const followSelected = async () => {
   if (api === undefined || token === undefined || selected === undefined) return
   const mine = ++follows
   const id = selected
+  usage.load(id)
   const summary = await api.summary(id)
   if (mine !== follows) return
   let connected = false
@@ -329,6 +335,7 @@ const renderSelected = () => {
   fill(
     panes.tree,
     el("h2", {}, "Checkpoints"),
+    renderSessionSize(usage.of(selected)),
     renderTree(tree, shownAt, (seq) => {
       // Shown selected at once (the actions are then this checkpoint's); its files and messages follow.
       at = seq

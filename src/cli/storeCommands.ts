@@ -1,0 +1,115 @@
+/**
+ * `lite-agent store <command>`: looking after the session store named by `--checkpointer` (the
+ * default file store without it), opened as every other command opens it.
+ *
+ * - `du`: what the store holds — its objects and logs, what no session references, and each
+ *   session's share (the objects it references, those it shares with other sessions, those only
+ *   it holds), most bytes of its own first.
+ * - `gc`: deletes the objects no session references that nobody stored or touched within the
+ *   grace period (`--grace-ms`), safe while other processes append; says what it kept and freed.
+ *
+ * Both print text, or with `--json` the library's answer (`StoreUsage`, `GcReport`) as JSON.
+ * A missing or unknown command is a usage error (exit 2). A command is one case of `storeCommand`.
+ */
+import { Effect, Either } from "effect"
+import { Checkpointer, type CheckpointerService, type GcReport, MIN_GRACE_MS, type StoreUsage } from "../core/Checkpointer.js"
+import { jsonText } from "../core/encoding.js"
+import { parseOptions, type ParsedOptions } from "./args.js"
+import { type OptionKey, STORE_COMMANDS, STORE_DU_OPTIONS, STORE_GC_OPTIONS } from "./help.js"
+import { sizeOf } from "./render.js"
+import { checkpointerLayer, CliUsageError } from "./setup.js"
+
+const line = (text: string) => Effect.sync(() => process.stdout.write(`${text}\n`))
+
+const plural = (count: number, word: string) => `${count} ${word}${count === 1 ? "" : "s"}`
+const objectBytes = ({ bytes, objects }: StoreUsage["objects"]) => `${sizeOf(bytes)} in ${plural(objects, "object")}`
+
+/** `du` as text: the store's totals, then one row per session, most bytes of its own first. Pure. */
+export const usageLines = (usage: StoreUsage): Array<string> => {
+  const totals = [
+    `objects         ${objectBytes(usage.objects)}`,
+    `  referenced    ${objectBytes(usage.referenced)}`,
+    `  unreferenced  ${objectBytes(usage.unreferenced)} (what gc deletes once past the grace period)`,
+    `logs            ${sizeOf(usage.logBytes)}`,
+    `sessions        ${usage.sessions.length}`
+  ]
+  if (usage.sessions.length === 0) return totals
+  const sessions = [...usage.sessions].sort((a, b) => b.own.bytes - a.own.bytes || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  const header = ["session", "referenced", "shared", "own", "log"] as const
+  const rows = sessions.map((session) => [
+    session.id,
+    sizeOf(session.referenced.bytes),
+    sizeOf(session.shared.bytes),
+    sizeOf(session.own.bytes),
+    sizeOf(session.logBytes)
+  ])
+  const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]!.length)))
+  // The id left-aligned, the sizes right-aligned.
+  const row = (cells: ReadonlyArray<string>) =>
+    cells.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join("  ").trimEnd()
+  return [...totals, "", row(header), ...rows.map(row)]
+}
+
+/** `gc` as text: what it read, kept and deleted. Pure. */
+export const gcLines = (report: GcReport, graceMs: number | undefined): Array<string> => [
+  `sessions read   ${report.sessions}`,
+  `objects         ${report.objects}`,
+  `  referenced    ${report.referenced} (kept)`,
+  `  recent        ${report.recent} (unreferenced, kept: stored or touched within the grace period, ${
+    graceMs === undefined ? "one hour" : `${graceMs} ms`
+  })`,
+  `  deleted       ${report.deleted} (${sizeOf(report.freedBytes)} freed)`
+]
+
+/** The command run against the store `--checkpointer` names. */
+const withStore = <A, E>(spec: string | undefined, use: (checkpointer: CheckpointerService) => Effect.Effect<A, E>) =>
+  Effect.flatMap(checkpointerLayer(spec), (layer) => Effect.flatMap(Checkpointer, use).pipe(Effect.provide(layer)))
+
+const du = (args: ParsedOptions<(typeof STORE_DU_OPTIONS)[number]>) =>
+  withStore(args.checkpointer, (checkpointer) =>
+    Effect.flatMap(checkpointer.du(), (usage) => args.json ? line(jsonText(usage)) : line(usageLines(usage).join("\n"))))
+
+const gc = (args: ParsedOptions<(typeof STORE_GC_OPTIONS)[number]>) =>
+  Effect.gen(function*() {
+    const graceMs = args.graceMs
+    if (graceMs !== undefined && graceMs < MIN_GRACE_MS) {
+      return yield* new CliUsageError({
+        message: `--grace-ms must be at least ${MIN_GRACE_MS} (5 minutes): a writer in another process may be about to reference an object it just stored; got ${graceMs}`
+      })
+    }
+    yield* withStore(args.checkpointer, (checkpointer) =>
+      Effect.flatMap(
+        checkpointer.gc(graceMs === undefined ? undefined : { graceMs }),
+        (report) => args.json ? line(jsonText(report)) : line(gcLines(report, graceMs).join("\n"))
+      ))
+  })
+
+const parsed = <const K extends OptionKey, A, E>(
+  command: string,
+  keys: ReadonlyArray<K>,
+  args: ReadonlyArray<string>,
+  run: (options: ParsedOptions<K>) => Effect.Effect<A, E>
+): Effect.Effect<A | void, E | CliUsageError> =>
+  Either.match(parseOptions(command, keys, args), {
+    onLeft: (message) => Effect.fail(new CliUsageError({ message })),
+    onRight: run
+  })
+
+const COMMAND_NAMES = STORE_COMMANDS.map(([name]) => name).join(", ")
+
+/** `lite-agent store <command> [options]`, given what follows `store`. */
+export const storeCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
+  const [command, ...rest] = args
+  switch (command) {
+    case "du":
+      return parsed("lite-agent store du", STORE_DU_OPTIONS, rest, du)
+    case "gc":
+      return parsed("lite-agent store gc", STORE_GC_OPTIONS, rest, gc)
+    case undefined:
+      return Effect.fail(new CliUsageError({ message: `lite-agent store needs a command: ${COMMAND_NAMES} (lite-agent store --help)` }))
+    default:
+      return Effect.fail(
+        new CliUsageError({ message: `lite-agent store has no command ${JSON.stringify(command)}: ${COMMAND_NAMES} (lite-agent store --help)` })
+      )
+  }
+}
