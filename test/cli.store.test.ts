@@ -1,5 +1,5 @@
 /**
- * `lite-agent store du` and `lite-agent store gc` in real processes, over a file store holding a
+ * `lite-agent store du`, `gc` and `prune` in real processes, over a file store holding a
  * session with a captured file and the objects of a deleted session: what each prints as text and
  * as JSON, that gc deletes only what no session references once past the grace period, and the
  * command lines that cannot run (exit 2).
@@ -9,7 +9,7 @@ import { readdirSync, utimesSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { promisify } from "node:util"
 import { beforeAll, describe, expect, it } from "vitest"
-import { createLiteAgent, fileCheckpointer, type GcReport, type StoreUsage } from "../src/index.js"
+import { createLiteAgent, fileCheckpointer, type GcReport, type PruneBranchesReport, type StoreUsage } from "../src/index.js"
 import { scripted } from "../src/provider.js"
 import { tempDir } from "./support/agent.js"
 import { nodeArgs } from "./support/processes.js"
@@ -137,10 +137,51 @@ describe("lite-agent store gc", () => {
   })
 })
 
+describe("lite-agent store prune", () => {
+  it("prunes a branch a restore left behind: one event, the tree says so, and the next gc frees what only it held", async () => {
+    const workdir = tempDir("cli-store-prune")
+    const agent = createLiteAgent({
+      model: scripted([
+        { toolCalls: [{ name: "write_file", input: { path: "plan.md", content: "v1\n" } }] },
+        { text: "v1" },
+        { toolCalls: [{ name: "write_file", input: { path: "plan.md", content: "a version only the pruned branch holds\n" } }] },
+        { text: "v2" }
+      ]),
+      workdir,
+      checkpointer: fileCheckpointer({ dir: sessions }),
+      sessionId: "branchy"
+    })
+    try {
+      await agent.send("write v1")
+      await agent.send("write v2")
+      const [, second] = await agent.listCheckpoints("branchy")
+      await agent.restore("branchy", second!.seq)
+    } finally {
+      await agent.close()
+    }
+    const text = await cli(["store", "prune", "--older-than-ms", "0", "--session", "branchy", ...store])
+    expect(text.code).toBe(0)
+    expect(text.stdout).toMatch(/^branches pruned 1 \(last active before .*\)\n  branchy: pruned \d+\n.*lite-agent store gc\)\n$/)
+    const again = JSON.parse((await cli(["store", "prune", "--json", "--older-than-ms", "0", "--session", "branchy", ...store])).stdout) as PruneBranchesReport
+    expect(again.sessions.flatMap((session) => session.pruned)).toEqual([])
+    const checkpointer = fileCheckpointer({ dir: sessions })
+    try {
+      const tree = await checkpointer.read("branchy")
+      expect(tree.filter((stored) => stored.event._tag === "BranchesPruned")).toHaveLength(1)
+    } finally {
+      await checkpointer.close()
+    }
+    ageObjects()
+    const collected = JSON.parse((await cli(["store", "gc", "--json", ...store])).stdout) as GcReport
+    expect(collected.deleted).toBeGreaterThanOrEqual(1)
+  })
+})
+
 describe("lite-agent store: command lines that cannot run (exit 2)", () => {
   it.each([
-    [["store"], "lite-agent: lite-agent store needs a command: du, gc (lite-agent store --help)\n"],
-    [["store", "prune"], 'lite-agent: lite-agent store has no command "prune": du, gc (lite-agent store --help)\n'],
+    [["store"], "lite-agent: lite-agent store needs a command: du, gc, prune (lite-agent store --help)\n"],
+    [["store", "compact"], 'lite-agent: lite-agent store has no command "compact": du, gc, prune (lite-agent store --help)\n'],
+    [["store", "prune"], "lite-agent: lite-agent store prune needs --older-than-ms <ms> (0: every branch left behind)\n"],
     [["store", "du", "--grace-ms", "300000"], "lite-agent: lite-agent store du has no option --grace-ms (lite-agent store du --help lists them)\n"],
     [["store", "gc", "extra"], 'lite-agent: lite-agent store gc takes no argument "extra": options only\n'],
     [

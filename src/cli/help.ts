@@ -87,7 +87,15 @@ export const OPTIONS = {
     takes: "integer",
     value: "<ms>",
     about: "Keep unreferenced objects stored or touched less than this long ago (default 3600000, one hour; at least 300000)"
-  }
+  },
+  olderThanMs: {
+    flags: ["--older-than-ms"],
+    takes: "integer",
+    value: "<ms>",
+    about: "Prune branches left behind whose last activity is at least this long ago (required; 0: every branch left behind)"
+  },
+  includeLabeled: { flags: ["--include-labeled"], takes: "switch", about: "Prune labelled branches too (kept by default)" },
+  pruneSession: { flags: ["--session"], takes: "text", value: "<id>", about: "Only this session (default: every session of the store)" }
 } as const satisfies Record<string, OptionSpec>
 
 export type OptionKey = keyof typeof OPTIONS
@@ -134,10 +142,14 @@ export const STORE_DU_OPTIONS = ["checkpointer", "json"] as const satisfies Read
 /** The options of `lite-agent store gc`. */
 export const STORE_GC_OPTIONS = ["checkpointer", "graceMs", "json"] as const satisfies ReadonlyArray<OptionKey>
 
+/** The options of `lite-agent store prune`. */
+export const STORE_PRUNE_OPTIONS = ["checkpointer", "olderThanMs", "includeLabeled", "pruneSession", "json"] as const satisfies ReadonlyArray<OptionKey>
+
 /** The commands of `lite-agent store`, as `--help` lists them. */
 export const STORE_COMMANDS: ReadonlyArray<readonly [string, string]> = [
   ["du", "What the store holds: its objects and logs, each session's share, what no session references"],
-  ["gc", "Delete the objects no session references that are past the grace period"]
+  ["gc", "Delete the objects no session references that are past the grace period"],
+  ["prune", "Prune branches left behind by restores, undos and switches (nothing deleted; gc then frees their objects)"]
 ]
 
 const shownFlags = (spec: OptionSpec) => {
@@ -170,11 +182,11 @@ export const MAIN_HELP = helpText(
     "lite-agent [options]              an interactive session in this terminal",
     "       lite-agent -p <prompt> [options]   one turn, the answer printed",
     "       lite-agent serve [options]         sessions (and an agent) over HTTP",
-    "       lite-agent store du|gc [options]   what the session store holds; collect what nothing references"
+    "       lite-agent store du|gc|prune [options]   what the session store holds; collect what nothing references; prune old branches"
   ].join("\n"),
   [
     ["serve", "Serve sessions over HTTP and Server-Sent Events (lite-agent serve --help)"],
-    ["store", "Look after the session store: du, gc (lite-agent store --help)"]
+    ["store", "Look after the session store: du, gc, prune (lite-agent store --help)"]
   ],
   MAIN_OPTIONS
 )
@@ -182,7 +194,8 @@ export const SERVE_HELP = helpText("lite-agent serve [options]", [], SERVE_OPTIO
 export const STORE_HELP = helpText("lite-agent store <command> [options]", STORE_COMMANDS, [])
 const STORE_COMMAND_HELP: Record<string, string> = {
   du: helpText("lite-agent store du [options]", [], STORE_DU_OPTIONS),
-  gc: helpText("lite-agent store gc [options]", [], STORE_GC_OPTIONS)
+  gc: helpText("lite-agent store gc [options]", [], STORE_GC_OPTIONS),
+  prune: helpText("lite-agent store prune --older-than-ms <ms> [options]", [], STORE_PRUNE_OPTIONS)
 }
 
 /** The help a command line asks for: of the command, of `serve`, of `store` or of one of its commands; and the arguments after the command's name. */

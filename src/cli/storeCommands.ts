@@ -8,14 +8,18 @@
  * - `gc`: deletes the objects no session references that nobody stored or touched within the
  *   grace period (`--grace-ms`), safe while other processes append; says what it kept and freed.
  *
- * Both print text, or with `--json` the library's answer (`StoreUsage`, `GcReport`) as JSON.
+ * - `prune`: prunes the branches left behind (by restores, undos, switches) last active at least
+ *   `--older-than-ms` ago, unlabelled unless `--include-labeled`: one event per session, nothing
+ *   deleted; the next `gc` frees what only they referenced.
+ *
+ * Each prints text, or with `--json` the library's answer (`StoreUsage`, `GcReport`) as JSON.
  * A missing or unknown command is a usage error (exit 2). A command is one case of `storeCommand`.
  */
 import { Effect, Either } from "effect"
-import { Checkpointer, type CheckpointerService, type GcReport, MIN_GRACE_MS, type StoreUsage } from "../core/Checkpointer.js"
+import { Checkpointer, type CheckpointerService, type GcReport, MIN_GRACE_MS, type PruneBranchesReport, type StoreUsage } from "../core/Checkpointer.js"
 import { jsonText } from "../core/encoding.js"
 import { parseOptions, type ParsedOptions } from "./args.js"
-import { type OptionKey, STORE_COMMANDS, STORE_DU_OPTIONS, STORE_GC_OPTIONS } from "./help.js"
+import { type OptionKey, STORE_COMMANDS, STORE_DU_OPTIONS, STORE_GC_OPTIONS, STORE_PRUNE_OPTIONS } from "./help.js"
 import { sizeOf } from "./render.js"
 import { checkpointerLayer, CliUsageError } from "./setup.js"
 
@@ -61,6 +65,22 @@ export const gcLines = (report: GcReport, graceMs: number | undefined): Array<st
   `  deleted       ${report.deleted} (${sizeOf(report.freedBytes)} freed)`
 ]
 
+/** `prune` as text: per session, the branches pruned and those kept with why; the sessions skipped. Pure. */
+export const pruneLines = (report: PruneBranchesReport): Array<string> => {
+  const pruned = report.sessions.reduce((total, session) => total + session.pruned.length, 0)
+  const lines = [`branches pruned ${pruned} (last active before ${new Date(report.before).toISOString()})`]
+  for (const session of report.sessions) {
+    const kept = session.kept.map((branch) => `${branch.tip} (${branch.reason})`).join(", ")
+    lines.push(
+      `  ${session.sessionId}: ${session.pruned.length === 0 ? "none pruned" : `pruned ${session.pruned.map((branch) => branch.tip).join(", ")}`}` +
+        (kept === "" ? "" : `; kept ${kept}`)
+    )
+  }
+  for (const skipped of report.skipped) lines.push(`  ${skipped.sessionId}: skipped (${skipped.reason}: ${skipped.detail})`)
+  if (pruned > 0) lines.push("their objects go at the next gc past the grace period (lite-agent store gc)")
+  return lines
+}
+
 /** The command run against the store `--checkpointer` names. */
 const withStore = <A, E>(spec: string | undefined, use: (checkpointer: CheckpointerService) => Effect.Effect<A, E>) =>
   Effect.flatMap(checkpointerLayer(spec), (layer) => Effect.flatMap(Checkpointer, use).pipe(Effect.provide(layer)))
@@ -84,6 +104,19 @@ const gc = (args: ParsedOptions<(typeof STORE_GC_OPTIONS)[number]>) =>
       ))
   })
 
+const prune = ({ olderThanMs, ...args }: ParsedOptions<(typeof STORE_PRUNE_OPTIONS)[number]>) =>
+  olderThanMs === undefined
+    ? Effect.fail(new CliUsageError({ message: "lite-agent store prune needs --older-than-ms <ms> (0: every branch left behind)" }))
+    : withStore(args.checkpointer, (checkpointer) =>
+      Effect.flatMap(
+        checkpointer.pruneBranches({
+          olderThanMs,
+          keepLabeled: !args.includeLabeled,
+          ...(args.pruneSession === undefined ? {} : { sessionId: args.pruneSession })
+        }),
+        (report) => args.json ? line(jsonText(report)) : line(pruneLines(report).join("\n"))
+      ))
+
 const parsed = <const K extends OptionKey, A, E>(
   command: string,
   keys: ReadonlyArray<K>,
@@ -105,6 +138,8 @@ export const storeCommand = (args: ReadonlyArray<string>): Effect.Effect<void, u
       return parsed("lite-agent store du", STORE_DU_OPTIONS, rest, du)
     case "gc":
       return parsed("lite-agent store gc", STORE_GC_OPTIONS, rest, gc)
+    case "prune":
+      return parsed("lite-agent store prune", STORE_PRUNE_OPTIONS, rest, prune)
     case undefined:
       return Effect.fail(new CliUsageError({ message: `lite-agent store needs a command: ${COMMAND_NAMES} (lite-agent store --help)` }))
     default:
