@@ -220,6 +220,12 @@ const expectedOutput: Record<string, (stdout: string) => void> = {
     expect(stdout).toContain("after undo: v2\nafter redo: v2b")
     expect(stdout).toContain("a fork of plans (its first 31 events shared) in side/: v2b")
   },
+  "examples/docs/time-travel/prune.ts": (stdout) => {
+    expect(stdout).toBe(
+      "branch 17: 1 object(s) only it holds\nbranch 27 (current): 1 object(s) only it holds\nplans: pruned 17 (BranchesPruned at 28)\n" +
+        "branches: 17 (pruned), 27 (current)\ncheckpoints: Write v1, Write v2b instead\nswitch to 17: branch_pruned\n"
+    )
+  },
   "examples/docs/time-travel/restore.ts": (stdout) => {
     expect(stdout).toContain("path: 'built.txt',\n    action: 'delete',")
     expect(stdout).toContain("path: 'greeting.txt',\n    action: 'write',\n    unverified: false,\n    alreadyRestored: false\n  }\n] []")
