@@ -30,7 +30,6 @@ export type {
 export {
   Checkpointer,
   type CheckpointerDriver,
-  fullToolInput,
   type CheckpointerService,
   type FollowOptions,
   type LockedSession,
@@ -40,6 +39,7 @@ export {
   type RecordPage,
   type SessionInfo
 } from "./core/Checkpointer.js"
+export { fullToolInput } from "./core/fullToolInput.js"
 export * as MemoryCheckpointer from "./backends/memory.js"
 export * as FileCheckpointer from "./backends/file/FileCheckpointer.js"
 export type { FileCheckpointerOptions } from "./backends/file/FileCheckpointer.js"

@@ -3,9 +3,9 @@
  * (`createLiteAgent`, `query`) and the checkpointers it persists through.
  */
 import * as FileCheckpointer from "./backends/file/FileCheckpointer.js"
-import { Schema } from "effect"
 import { decodeOptionsOrThrow } from "./core/internal/options.js"
 import * as MemoryCheckpointer from "./backends/memory.js"
+import { StoreQuotaOptions } from "./core/Checkpointer.js"
 import {
   type PromiseCheckpointer,
   type PromiseCheckpointerWithIntegrity,
@@ -51,10 +51,10 @@ export type {
   RestoreResult
 } from "./tools/TimeTravel.js"
 
-/** A process-local checkpointer that keeps everything in memory (tests, ephemeral agents). It takes no options. */
-export const memoryCheckpointer = (options?: Record<string, never>): PromiseCheckpointer => {
-  decodeOptionsOrThrow(Schema.Struct({}), options, "memory checkpointer options")
-  return toPromiseCheckpointer(MemoryCheckpointer.layer)
+/** A process-local checkpointer that keeps everything in memory (tests, ephemeral agents); `maxStoreBytes`: a quota. */
+export const memoryCheckpointer = (options?: StoreQuotaOptions): PromiseCheckpointer => {
+  const valid = decodeOptionsOrThrow(StoreQuotaOptions, options ?? {}, "memory checkpointer options")
+  return toPromiseCheckpointer(valid.maxStoreBytes === undefined ? MemoryCheckpointer.layer : MemoryCheckpointer.layerWith(valid))
 }
 
 /**

@@ -163,8 +163,8 @@ describe("the agent's methods refuse bad arguments and change nothing", () => {
 })
 
 describe("the checkpointers, codecs and providers refuse bad options at the call", () => {
-  it("memoryCheckpointer takes none; fileCheckpointer names the closest key", () => {
-    expectConfigurationError(thrownBy(() => memoryCheckpointer({ dir: "/tmp" } as never)), "dir", "there are none")
+  it("memoryCheckpointer takes the quota alone; fileCheckpointer names the closest key", () => {
+    expectConfigurationError(thrownBy(() => memoryCheckpointer({ dir: "/tmp" } as never)), "dir", "the known ones are maxStoreBytes")
     expectConfigurationError(
       thrownBy(() => fileCheckpointer({ directory: "/tmp/x" } as never)),
       "directory",

@@ -98,6 +98,23 @@ describe("lite-agent store du", () => {
   })
 })
 
+describe("lite-agent store du --max-store-bytes", () => {
+  it("says how much of the quota the store holds, and that it is reached once it holds the quota or more", async () => {
+    const usage = JSON.parse((await cli(["store", "du", "--json", ...store])).stdout) as StoreUsage
+    const holding = usage.objects.bytes + usage.logBytes
+    const roomy = await cli(["store", "du", "--max-store-bytes", String(holding * 10), ...store])
+    expect(roomy).toMatchObject({ code: 0, stderr: "" })
+    expect(roomy.stdout).toMatch(/\nquota +\d+(\.\d)? (B|KiB) of \d+(\.\d)? (B|KiB)\n/)
+    expect(roomy.stdout).not.toContain("reached")
+    const full = await cli(["store", "du", "--json", "--max-store-bytes", String(holding), ...store])
+    expect(JSON.parse(full.stdout)).toMatchObject({ quota: { maxStoreBytes: holding, storeBytes: holding, reached: true } })
+    const text = await cli(["store", "du", "--max-store-bytes", "1", ...store])
+    expect(text.stdout).toMatch(/\nquota +\d+(\.\d)? (B|KiB) of 1 B reached: captures store no new content/)
+    // Without the option, no quota is reported.
+    expect(usage).not.toHaveProperty("quota")
+  })
+})
+
 describe("lite-agent store gc", () => {
   it("keeps what is within --grace-ms; then deletes the unreferenced objects past the grace period and keeps the referenced ones", async () => {
     const before = JSON.parse((await cli(["store", "du", "--json", ...store])).stdout) as StoreUsage
@@ -184,6 +201,7 @@ describe("lite-agent store: command lines that cannot run (exit 2)", () => {
     [["store", "prune"], "lite-agent: lite-agent store prune needs --older-than-ms <ms> (0: every branch left behind)\n"],
     [["store", "du", "--grace-ms", "300000"], "lite-agent: lite-agent store du has no option --grace-ms (lite-agent store du --help lists them)\n"],
     [["store", "gc", "extra"], 'lite-agent: lite-agent store gc takes no argument "extra": options only\n'],
+    [["store", "du", "--max-store-bytes", "-1"], "lite-agent: --max-store-bytes must be a number of bytes, 0 or more; got -1\n"],
     [
       ["store", "gc", "--grace-ms", "0"],
       "lite-agent: --grace-ms must be at least 300000 (5 minutes): a writer in another process may be about to reference an object it just stored; got 0\n"

@@ -77,7 +77,8 @@ describe("postgresCheckpointer options and credentials", () => {
       [{ maxConnections: 0 }, "maxConnections", "expected a positive integer, got 0"],
       [{ busyTimeoutMs: -1 }, "busyTimeoutMs", "expected a number >= 0, got -1"],
       [{ hostname: "db" }, "hostname", `unknown option (did you mean "host"?)`],
-      [{ ssl: "yes" }, "ssl", `expected true or false, got "yes"`]
+      [{ ssl: "yes" }, "ssl", `expected true or false, got "yes"`],
+      [{ maxStoreBytes: -1 }, "maxStoreBytes", "expected a non-negative integer, got -1"]
     ]
     for (const [options, option, detail] of cases) {
       const error = thrownBy(() => checkpointer(options as Parameters<typeof postgresCheckpointer>[0]))
@@ -430,6 +431,23 @@ describe("the object store", () => {
     expect(result.later).toEqual({ sessions: 1, objects: 2, referenced: 1, recent: 0, deleted: 1, freedBytes: dropped.length })
     expect(result.read).toEqual(kept)
     expect(server.psql(`SELECT string_agg(sha256, ',') FROM ${schema}.lite_agent_objects`)).toBe(sha256Hex(kept))
+  })
+
+  it("the store's quota counts the server's objects and logs: room asked for, an append past it still taken, du says it is reached", async () => {
+    const data = bytes("a snapshot larger than the quota")
+    const program = Effect.gen(function*() {
+      const c = yield* Checkpointer
+      const before = yield* c.storeRoom([sha256Hex(data)])
+      yield* c.append("q", [new FileSnapshot({ toolUseId: "t", path: "f", state: { _tag: "content", data, sha256: sha256Hex(data), size: data.length, mode: 0o644 } })])
+      return { before, after: yield* c.storeRoom([sha256Hex(data)]), usage: yield* c.du() }
+    })
+    const layer = PostgresCheckpointer.layer({ url: server.url, schema: freshSchema("quota"), maxStoreBytes: 10 })
+    const { after, before, usage } = await Effect.runPromise(Effect.scoped(program.pipe(Effect.provide(layer))))
+    expect(before).toEqual({ maxStoreBytes: 10, storeBytes: 0, roomBytes: 10, stored: new Set() })
+    expect(after!.stored).toEqual(new Set([sha256Hex(data)]))
+    expect(after!.roomBytes).toBe(0)
+    expect(usage.quota).toEqual({ maxStoreBytes: 10, storeBytes: usage.objects.bytes + usage.logBytes, reached: true })
+    expect(usage.objects.objects).toBe(1)
   })
 
   it("an append's objects are stored in its own transaction: a pool of one connection appends snapshots and references", async () => {

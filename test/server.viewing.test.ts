@@ -177,4 +177,20 @@ describe("GET /store/usage and GET /sessions/:id/usage", () => {
     expect(bad.status).toBe(400)
     expect(bad.json).toMatchObject({ error: "BadRequest" })
   })
+
+  it("a store with a quota says how much of it the store holds, and that it is reached", async () => {
+    const limited = fileCheckpointer({ dir: join(dir, "sessions"), maxStoreBytes: 1 })
+    const quotaServer = await serveSessions({ checkpointer: limited, token: TOKEN })
+    try {
+      const usage = await request(`${quotaServer.url}/store/usage`, { token: TOKEN })
+      expect(usage.status).toBe(200)
+      const { quota, objects, logBytes } = usage.json as { quota: unknown; objects: { bytes: number }; logBytes: number }
+      expect(quota).toEqual({ maxStoreBytes: 1, storeBytes: objects.bytes + logBytes, reached: true })
+      // Without a quota, the field is absent.
+      expect((await get("/store/usage")).json).not.toHaveProperty("quota")
+    } finally {
+      await quotaServer.close()
+      await limited.close()
+    }
+  })
 })

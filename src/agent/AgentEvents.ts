@@ -39,7 +39,7 @@ export interface LiteAgentResult {
   readonly captureProblems: ReadonlyArray<CaptureProblem>
 }
 
-/** A path a workspace capture could not read ("." for the whole workdir), and whose capture it was. */
+/** A path a workspace capture could not read ("." for the whole workdir) or store (past the store's quota), and whose capture it was. */
 export interface CaptureProblem {
   readonly cause: CaptureCause
   readonly path: string

@@ -124,7 +124,7 @@ export const makeRunTurn = (
         if (taken.problems.length > 0) {
           const first = taken.problems[0]!
           yield* Effect.logWarning(
-            `the workspace capture could not read ${taken.problems.length} path(s) (${displayPath(first.path).slice(0, 200)}: ${first.detail}); ` +
+            `the workspace capture left ${taken.problems.length} path(s) not covered (${displayPath(first.path).slice(0, 200)}: ${first.detail}); ` +
               "they are recorded as unavailable and in the turn's captureProblems"
           )
         }

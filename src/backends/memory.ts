@@ -5,6 +5,7 @@
  */
 import { Chunk, Clock, Effect, HashMap, Layer, Option, Ref, Stream } from "effect"
 import * as Checkpointer from "../core/Checkpointer.js"
+import type { ConfigurationError } from "../core/errors.js"
 import type { StoredEventEncoded } from "../core/events.js"
 
 /**
@@ -156,5 +157,9 @@ export const makeDriver = Effect.gen(function*() {
 /** A fresh, empty in-memory `Checkpointer` per build of the layer. */
 export const layer: Layer.Layer<Checkpointer.Checkpointer> = Layer.scoped(
   Checkpointer.Checkpointer,
-  Effect.flatMap(makeDriver, Checkpointer.make)
+  Effect.flatMap(makeDriver, (driver) => Checkpointer.make(driver))
 )
+
+/** `layer` with store options: `maxStoreBytes`, a quota (see the contract). */
+export const layerWith = (options: Checkpointer.StoreQuotaOptions): Layer.Layer<Checkpointer.Checkpointer, ConfigurationError> =>
+  Layer.scoped(Checkpointer.Checkpointer, Effect.flatMap(makeDriver, (driver) => Checkpointer.make(driver, options)))

@@ -95,7 +95,13 @@ export const OPTIONS = {
     about: "Prune branches left behind whose last activity is at least this long ago (required; 0: every branch left behind)"
   },
   includeLabeled: { flags: ["--include-labeled"], takes: "switch", about: "Prune labelled branches too (kept by default)" },
-  pruneSession: { flags: ["--session"], takes: "text", value: "<id>", about: "Only this session (default: every session of the store)" }
+  pruneSession: { flags: ["--session"], takes: "text", value: "<id>", about: "Only this session (default: every session of the store)" },
+  maxStoreBytes: {
+    flags: ["--max-store-bytes"],
+    takes: "integer",
+    value: "<n>",
+    about: "The store's quota: past it, captures store no new content and report the paths as not covered (nothing is deleted; default: none)"
+  }
 } as const satisfies Record<string, OptionSpec>
 
 export type OptionKey = keyof typeof OPTIONS
@@ -109,6 +115,7 @@ export const MAIN_OPTIONS = [
   "continue",
   "rehome",
   "checkpointer",
+  "maxStoreBytes",
   "model",
   "modelName",
   "maxSteps",
@@ -125,6 +132,7 @@ export const SERVE_OPTIONS = [
   "port",
   "token",
   "checkpointer",
+  "maxStoreBytes",
   "serveModel",
   "modelName",
   "maxSteps",
@@ -137,7 +145,7 @@ export const SERVE_OPTIONS = [
 ] as const satisfies ReadonlyArray<OptionKey>
 
 /** The options of `lite-agent store du`. */
-export const STORE_DU_OPTIONS = ["checkpointer", "json"] as const satisfies ReadonlyArray<OptionKey>
+export const STORE_DU_OPTIONS = ["checkpointer", "maxStoreBytes", "json"] as const satisfies ReadonlyArray<OptionKey>
 
 /** The options of `lite-agent store gc`. */
 export const STORE_GC_OPTIONS = ["checkpointer", "graceMs", "json"] as const satisfies ReadonlyArray<OptionKey>

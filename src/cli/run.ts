@@ -85,7 +85,7 @@ const liteAgent = (args: ParsedOptions<(typeof MAIN_OPTIONS)[number]>) =>
       })
     }
     const terminal = makeTerminalPermissions()
-    const checkpointer = yield* checkpointerLayer(args.checkpointer)
+    const checkpointer = yield* checkpointerLayer(args.checkpointer, args.maxStoreBytes)
     const model = yield* modelProvider(args.model ?? "anthropic")
     const workdir = args.workdir ?? process.cwd()
     const layer = agentLayer({
@@ -145,7 +145,7 @@ const serve = (args: ParsedOptions<(typeof SERVE_OPTIONS)[number]>) =>
       Promise.all([import("../server/SessionServer.js"), import("../server/PermissionRequests.js")])
     )
     const questions = PermissionRequests.make({ timeoutMs: yield* questionTimeoutMs(args.permissionTimeout, PermissionRequests.MAX_TIMEOUT_MS) })
-    const checkpointer = yield* checkpointerLayer(args.checkpointer)
+    const checkpointer = yield* checkpointerLayer(args.checkpointer, args.maxStoreBytes)
     const model = args.serveModel === undefined ? Option.none() : Option.some(yield* modelProvider(args.serveModel))
     const token = args.token ?? process.env["LITE_AGENT_TOKEN"]
     const server = SessionServer.layer({ host: args.host ?? "127.0.0.1", port: args.port ?? DEFAULT_PORT, ...(token === undefined ? {} : { token }) }).pipe(

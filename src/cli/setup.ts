@@ -73,18 +73,24 @@ export const modelProvider = (spec: string): Effect.Effect<ModelProvider, CliUsa
 
 /** `file:<dir>`, `sqlite:<file>`, `postgres:<url>`, or undefined for the default file backend. */
 export const checkpointerLayer = (
-  spec: string | undefined
+  spec: string | undefined,
+  maxStoreBytes?: number
 ): Effect.Effect<Layer.Layer<Checkpointer, unknown>, CliUsageError> =>
   Effect.suspend(() => {
-    if (spec === undefined) return Effect.succeed(FileCheckpointer.layer({}))
+    if (maxStoreBytes !== undefined && maxStoreBytes < 0) {
+      return Effect.fail(usage(`--max-store-bytes must be a number of bytes, 0 or more; got ${maxStoreBytes}`))
+    }
+    // The store's quota (--max-store-bytes), the same option on every backend.
+    const store = maxStoreBytes === undefined ? {} : { maxStoreBytes }
+    if (spec === undefined) return Effect.succeed(FileCheckpointer.layer(store))
     if (spec.startsWith("file:") && spec.length > "file:".length) {
-      return Effect.succeed(FileCheckpointer.layer({ dir: resolve(spec.slice("file:".length)) }))
+      return Effect.succeed(FileCheckpointer.layer({ dir: resolve(spec.slice("file:".length)), ...store }))
     }
     if (spec.startsWith("sqlite:") && spec.length > "sqlite:".length) {
       const file = resolve(spec.slice("sqlite:".length))
       // Loaded only when asked for: better-sqlite3 is an optional peer dependency.
       return Effect.tryPromise({
-        try: () => import("../backends/sqlite/SqliteCheckpointer.js").then((module) => module.layer({ file })),
+        try: () => import("../backends/sqlite/SqliteCheckpointer.js").then((module) => module.layer({ file, ...store })),
         catch: (error) => usage(`--checkpointer ${spec}: the SQLite backend could not be loaded (${String(error)}); install better-sqlite3 (12.x)`)
       })
     }
@@ -96,7 +102,7 @@ export const checkpointerLayer = (
         catch: (error) => usage(`--checkpointer postgres:…: the Postgres backend could not be loaded (${String(error)}); install @effect/sql-pg`)
       }).pipe(
         Effect.flatMap((module) =>
-          Either.match(module.decodePostgresOptions({ url }), {
+          Either.match(module.decodePostgresOptions({ url, ...store }), {
             // Never echo the URL: it may hold a password.
             onLeft: (error) => Effect.fail(usage(`--checkpointer postgres:<url>: ${error.detail}`)),
             onRight: (options) => Effect.succeed(module.layer(options))

@@ -35,7 +35,11 @@ export const usageLines = (usage: StoreUsage): Array<string> => {
     `  referenced    ${objectBytes(usage.referenced)}`,
     `  unreferenced  ${objectBytes(usage.unreferenced)} (what gc deletes once past the grace period)`,
     `logs            ${sizeOf(usage.logBytes)}`,
-    `sessions        ${usage.sessions.length}`
+    `sessions        ${usage.sessions.length}`,
+    ...(usage.quota === undefined ? [] : [
+      `quota           ${sizeOf(usage.quota.storeBytes)} of ${sizeOf(usage.quota.maxStoreBytes)}` +
+      (usage.quota.reached ? " reached: captures store no new content (gc, prune or delete sessions to free room)" : "")
+    ])
   ]
   if (usage.sessions.length === 0) return totals
   const sessions = [...usage.sessions].sort((a, b) => b.own.bytes - a.own.bytes || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
@@ -82,12 +86,12 @@ export const pruneLines = (report: PruneBranchesReport): Array<string> => {
 }
 
 /** The command run against the store `--checkpointer` names. */
-const withStore = <A, E>(spec: string | undefined, use: (checkpointer: CheckpointerService) => Effect.Effect<A, E>) =>
-  Effect.flatMap(checkpointerLayer(spec), (layer) => Effect.flatMap(Checkpointer, use).pipe(Effect.provide(layer)))
+const withStore = <A, E>(spec: string | undefined, use: (checkpointer: CheckpointerService) => Effect.Effect<A, E>, maxStoreBytes?: number) =>
+  Effect.flatMap(checkpointerLayer(spec, maxStoreBytes), (layer) => Effect.flatMap(Checkpointer, use).pipe(Effect.provide(layer)))
 
 const du = (args: ParsedOptions<(typeof STORE_DU_OPTIONS)[number]>) =>
   withStore(args.checkpointer, (checkpointer) =>
-    Effect.flatMap(checkpointer.du(), (usage) => args.json ? line(jsonText(usage)) : line(usageLines(usage).join("\n"))))
+    Effect.flatMap(checkpointer.du(), (usage) => args.json ? line(jsonText(usage)) : line(usageLines(usage).join("\n"))), args.maxStoreBytes)
 
 const gc = (args: ParsedOptions<(typeof STORE_GC_OPTIONS)[number]>) =>
   Effect.gen(function*() {

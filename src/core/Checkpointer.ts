@@ -12,18 +12,19 @@
  * object, which `gc` removes once no writer can be about to reference it
  * (internal/objectCollection.ts).
  */
-import { Context, Effect, Either, Schema, Stream } from "effect"
+import { Context, Effect, Either, Schema, type Scope, Stream } from "effect"
 import type { SessionEventInput } from "./encoding.js"
 import {
   CheckpointConflictError,
   CheckpointerClosedError,
   type CheckpointerError,
+  type ConfigurationError,
   InvalidEventError,
   InvalidSeqError,
   InvalidSessionIdError,
   SnapshotBlobError
 } from "./errors.js"
-import type { JsonValue, StoredEvent, ToolUseBlock } from "./events.js"
+import type { StoredEvent } from "./events.js"
 import * as ForkedAppends from "./internal/forkedAppends.js"
 import * as ForkedReads from "./internal/forkedReads.js"
 import * as Manifests from "./internal/manifests.js"
@@ -40,10 +41,12 @@ import type { CheckpointerDriver, SessionInfo, SessionVersion, SnapshotInfo } fr
 import { type FollowItem, followSession } from "./follow.js"
 
 import { sessionIdProblem } from "./sessionId.js"
+import * as StoreQuota from "./internal/storeQuota.js"
 
 export type { FollowItem } from "./follow.js"
 export { type BranchUsage, DEFAULT_GRACE_MS, type GcOptions, type GcReport, MIN_GRACE_MS, type ObjectBytes, type SessionUsage, type StoreUsage } from "./internal/objectCollection.js"
 export { DuOptions } from "./internal/branchUsage.js"
+export { type QuotaUsage, quotaReason, StoreQuotaOptions, type StoreRoom } from "./internal/storeQuota.js"
 export { PruneBranchesOptions, type PruneBranchesReport, type SessionPruning } from "./pruneBranches.js"
 export {
   type CheckpointerDriver,
@@ -142,6 +145,12 @@ export interface CheckpointerService {
    */
   readonly pruneBranches: (options: PruneBranchesOptions) => Effect.Effect<PruneBranchesReport, CheckpointerError>
   /**
+   * The room the store's quota (`maxStoreBytes`) leaves for new content, and which of `hashes`
+   * the store holds already; undefined without a quota. Asked by the writers that stop storing
+   * new content past the quota (see internal/storeQuota.ts); appends are never refused for it.
+   */
+  readonly storeRoom: (hashes: ReadonlyArray<string>) => Effect.Effect<StoreQuota.StoreRoom | undefined, CheckpointerError>
+  /**
    * The session's events after `sinceSeq`, then each event any process appends, as it lands —
    * a stream that ends only when its consumer stops. A truncate, or a delete and re-creation,
    * by anyone is a `reset` item, after which the events from seq 1 of the current log follow:
@@ -206,11 +215,23 @@ const byMostRecentActivity = (a: SessionInfo, b: SessionInfo): number =>
   b.mtime.getTime() - a.mtime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 
 /**
- * Build the `Checkpointer` service from a backend's driver. The service refuses every
- * call with `CheckpointerClosedError` once the scope it was made in has closed.
+ * The `Checkpointer` service on a backend's driver, refusing every call with
+ * `CheckpointerClosedError` once its scope has closed; `options.maxStoreBytes` gives the store a
+ * quota (`ConfigurationError` when it is not a non-negative integer).
  */
-export const make = (driver: CheckpointerDriver) =>
+export function make(driver: CheckpointerDriver): Effect.Effect<CheckpointerService, never, Scope.Scope>
+export function make(driver: CheckpointerDriver, options: StoreQuota.StoreQuotaOptions): Effect.Effect<CheckpointerService, ConfigurationError, Scope.Scope>
+export function make(driver: CheckpointerDriver, options?: StoreQuota.StoreQuotaOptions) {
+  return options === undefined
+    ? makeService(driver, undefined)
+    : Effect.flatMap(decodeOptions(StoreQuota.StoreQuotaOptions, options, "store options"), (valid) => makeService(driver, valid.maxStoreBytes))
+}
+
+const makeService = (backend: CheckpointerDriver, maxStoreBytes: number | undefined) =>
   Effect.gen(function*() {
+    const quota = StoreQuota.make(backend, maxStoreBytes)
+    // Every write goes through the quota's driver, which counts what is stored.
+    const driver = quota.driver
     // A plain flag, not a Ref: it is read on every call, and only the finalizer sets it.
     let closed = false
     // Which sessions this checkpointer changed, for its followers (other processes' changes come
@@ -355,8 +376,9 @@ export const make = (driver: CheckpointerDriver) =>
       read,
       readSnapshot,
       listSnapshots: (sessionId) => guard(sessionId, referencedObjects(sessionId)),
-      gc: (options) => Effect.zipRight(ensureOpen, collect(driver, manifests, options)),
-      du: (options) => Effect.zipRight(ensureOpen, usageByBranch(driver, (id) => readView(id, 0, 0), usage(driver, manifests), options)),
+      gc: (options) => Effect.zipRight(ensureOpen, Effect.ensuring(collect(driver, manifests, options), Effect.sync(quota.forget))),
+      du: (options) => Effect.zipRight(ensureOpen, usageByBranch(driver, (id) => readView(id, 0, 0), usage(driver, manifests, quota), options)),
+      storeRoom: (hashes) => Effect.zipRight(ensureOpen, quota.room(hashes)),
       pruneBranches: (options) => Effect.zipRight(ensureOpen, pruneBranches(service, options)),
       head: (sessionId) => guard(sessionId, viewHead(sessionId)),
       version: (sessionId) =>
@@ -423,24 +445,3 @@ export const make = (driver: CheckpointerDriver) =>
     }
     return service
   })
-
-/**
- * A logged tool call's input as the model sent it: each stored argument read back from the
- * session's snapshot store (`SnapshotBlobError` when its blob is missing or damaged).
- */
-export const fullToolInput = (
-  checkpointer: CheckpointerService,
-  sessionId: string,
-  block: ToolUseBlock
-): Effect.Effect<JsonValue, CheckpointerError> => {
-  const stored = block.storedArguments ?? []
-  if (stored.length === 0 || block.input === null || typeof block.input !== "object" || Array.isArray(block.input)) {
-    return Effect.succeed(block.input)
-  }
-  const input = block.input
-  return Effect.map(
-    Effect.forEach(stored, (argument) =>
-      Effect.map(checkpointer.readSnapshot(sessionId, argument.sha256), (data) => [argument.key, new TextDecoder().decode(data)] as const)),
-    (entries) => ({ ...input, ...Object.fromEntries(entries) })
-  )
-}

@@ -3,11 +3,11 @@
  * that reject with the library's own error instances.
  */
 import { Chunk, Context, Effect, Layer, ManagedRuntime, type Runtime, Stream } from "effect"
+import { fullToolInput } from "../core/fullToolInput.js"
 import {
   Checkpointer,
   type FollowItem,
   type FollowOptions,
-  fullToolInput,
   type ReadOptions,
   type SessionInfo,
   type SessionStats,

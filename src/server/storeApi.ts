@@ -37,7 +37,9 @@ export const StoreUsageJson = Schema.Struct({
   /** The objects some session references. */
   referenced: ObjectBytesJson,
   /** The objects no session references: what gc deletes once they are past the grace period. */
-  unreferenced: ObjectBytesJson
+  unreferenced: ObjectBytesJson,
+  /** The store's quota (`--max-store-bytes`), when the server has one: past it captures store no new content. */
+  quota: Schema.optional(Schema.Struct({ maxStoreBytes: Schema.Number, storeBytes: Schema.Number, reached: Schema.Boolean }))
 })
 
 /** The store's usage, and a session's share of it: served with or without an agent. */

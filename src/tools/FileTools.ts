@@ -6,7 +6,7 @@
  * checkpointer (and codec) as the conversation.
  */
 import { Context, Effect, Layer, Schema } from "effect"
-import { Checkpointer } from "../core/Checkpointer.js"
+import { Checkpointer, quotaReason } from "../core/Checkpointer.js"
 import { type CheckpointerError } from "../core/errors.js"
 import { ToolInputError, type UnsafePathError, type WorkspaceIOError } from "./errors.js"
 import { FileChange, FileSnapshot, type FileSnapshotState } from "../core/events.js"
@@ -90,13 +90,13 @@ export const make = (input: FileToolsOptions = {}) =>
             size: current.data.length
           }
         }
-        return {
-          _tag: "content" as const,
-          data: current.data,
-          mode: current.mode,
-          size: current.data.length,
-          sha256: sha256Hex(current.data)
+        const sha256 = sha256Hex(current.data)
+        // Past the store's quota only content the store holds already is kept (see captureQuota.ts).
+        const room = yield* Effect.orElseSucceed(checkpointer.storeRoom([sha256]), () => undefined)
+        if (room !== undefined && !room.stored.has(sha256) && current.data.length > room.roomBytes) {
+          return { _tag: "unavailable" as const, reason: quotaReason(room), size: current.data.length }
         }
+        return { _tag: "content" as const, data: current.data, mode: current.mode, size: current.data.length, sha256 }
       })
 
     /**

@@ -25,6 +25,7 @@ import { messageOf } from "../backends/internal/causes.js"
 import { WorkspaceIOError } from "./errors.js"
 import { DEFAULT_SNAPSHOT_MAX_BYTES } from "./FileTools.js"
 import { type Baseline, findBaseline } from "./workspaceBaseline.js"
+import { fitQuota } from "./captureQuota.js"
 import { makeScanner, type ReadProblem, type ScannedEntry, type WorkspaceScanner } from "./workspaceScan.js"
 import { makeWatcher } from "./workspaceWatch.js"
 
@@ -82,7 +83,7 @@ export interface WorkspaceCaptureService {
    * The events recording what changed since the session's last capture (as `state` folds it),
    * attributed to `cause`. None when nothing changed — except for a `checkpoint` capture, which
    * is always recorded (it marks the turn after it as covered). The caller appends the events
-   * right after `state.head`, in order. `problems`: paths the capture could not read, recorded
+   * right after `state.head`, in order. `problems`: paths the capture could not read (or store, past the store's quota), recorded
    * `unavailable` with why (a restore leaves them alone and says so); the next capture walks the
    * whole workdir to look at them again. A capture that fails as a whole is one event saying so
    * (`failure`, and a problem at "."): a restore refuses until the next capture, a walk of the
@@ -372,7 +373,10 @@ export const make = (workdir: string, input: WorkspaceOptions = {}, checkpointer
             const detail = looked.left.message
             return { events: [new WorkspaceCaptured({ cause, changes: [], coverage, failure: detail })], problems: [{ path: ".", detail }], hashedFiles: 0 }
           }
-          const { changes, hashedFiles, problems } = looked.right
+          // Past the store's quota, new content is not stored: those paths are problems too.
+          const { changes, refused } = yield* fitQuota(checkpointer, looked.right.changes)
+          const { hashedFiles } = looked.right
+          const problems = [...looked.right.problems, ...refused]
           const listed = first && changes.length > 0 ? manifestCapture(cause, coverage, changes, scanner, baseline) : undefined
           const events = listed !== undefined ? [listed] : captureEvents(cause, coverage, changes)
           // Its events are appended next, right after the state's head (the callers' rule). What it

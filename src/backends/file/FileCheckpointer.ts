@@ -31,6 +31,7 @@ import { Clock, Context, Deferred, Duration, Effect, Exit, Layer, Random, Schema
 import * as Checkpointer from "../../core/Checkpointer.js"
 import { ConfigurationError, type CheckpointerError, StorageError } from "../../core/errors.js"
 import { decodeOptions, NonEmptyString, numberAtLeast, oneOf, recognised, renamedOptions } from "../../core/internal/options.js"
+import { storeQuotaFields } from "../../core/internal/storeQuota.js"
 import { sessionIdProblem } from "../../core/sessionId.js"
 import { errnoOf } from "../internal/causes.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
@@ -72,7 +73,8 @@ export const FileCheckpointerOptions = Schema.Struct({
    * kernel and dead) keeps it; see the README's "Locking". A dead holder on this machine loses
    * it at once. Default 5000, at least 100; every process sharing the directory should agree.
    */
-  lockLeaseMs: Schema.optional(numberAtLeast(SessionLocks.MIN_LEASE_MS))
+  lockLeaseMs: Schema.optional(numberAtLeast(SessionLocks.MIN_LEASE_MS)),
+  ...storeQuotaFields
 }).annotations(renamed)
 export interface FileCheckpointerOptions extends Schema.Schema.Type<typeof FileCheckpointerOptions> {}
 
@@ -99,13 +101,15 @@ interface ResolvedOptions {
   readonly dir: string
   readonly synchronous: "normal" | "full"
   readonly busyTimeoutMs: number
+  readonly maxStoreBytes: number | undefined
 }
 
 const resolveOptions = (input: FileCheckpointerOptions): Effect.Effect<ResolvedOptions, ConfigurationError> =>
   Effect.map(decodeOptions(FileCheckpointerOptions, input, "file checkpointer options"), (options) => ({
     dir: options.dir ?? defaultDirectory(),
     synchronous: options.synchronous ?? "normal",
-    busyTimeoutMs: options.busyTimeoutMs ?? 10_000
+    busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
+    maxStoreBytes: options.maxStoreBytes
   }))
 
 /** The service plus its integrity check, built on the injected file primitives and codec. */
@@ -113,7 +117,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
   Effect.gen(function*() {
     const files = yield* LogFiles
     const codec = yield* LogCodec
-    const { busyTimeoutMs, dir, synchronous } = yield* resolveOptions(options)
+    const { busyTimeoutMs, dir, maxStoreBytes, synchronous } = yield* resolveOptions(options)
     const durable = synchronous === "full"
 
     // The directory must exist (it is created), be a directory, and be readable and writable;
@@ -257,7 +261,7 @@ export const make = (options: FileCheckpointerOptions = {}) =>
       logBytes,
       watch,
       followPollMs: FOLLOW_POLL_MS
-    })
+    }, { maxStoreBytes })
 
     const checkIntegrity: Effect.Effect<IntegrityReport, CheckpointerError> = Effect.gen(function*() {
       const sessions = yield* service.list()

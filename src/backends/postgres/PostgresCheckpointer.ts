@@ -35,6 +35,7 @@ import * as Checkpointer from "../../core/Checkpointer.js"
 import { type CheckpointerError, CheckpointIntegrityError, ConfigurationError } from "../../core/errors.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { decodeOptions, expecting, NonEmptyString, numberAtLeast, PositiveInteger } from "../../core/internal/options.js"
+import { storeQuotaFields } from "../../core/internal/storeQuota.js"
 import { type EventRow, pagedRead, pageOfJoinedRows, recordOf } from "../internal/pagedRead.js"
 import { carriedRecordsJson, makeChangeFeed, PostgresChanges } from "./changeFeed.js"
 import { migrate } from "./migrations.js"
@@ -56,7 +57,8 @@ const StorageFields = {
   /** The PostgreSQL schema holding the tables. Default `"lite_agent"`; created when missing. */
   schema: Schema.optional(Identifier),
   /** How long a writer waits for another writer's lock on the same session before `CheckpointBusyError`. Default 5000. */
-  busyTimeoutMs: Schema.optional(numberAtLeast(0))
+  busyTimeoutMs: Schema.optional(numberAtLeast(0)),
+  ...storeQuotaFields
 }
 
 export const PostgresClientCheckpointerOptions = Schema.Struct(StorageFields)
@@ -150,11 +152,13 @@ const newGeneration = () => Math.floor(Math.random() * Number.MAX_SAFE_INTEGER) 
 export interface ResolvedStorageOptions {
   readonly schema: string
   readonly busyTimeoutMs: number
+  readonly maxStoreBytes?: number | undefined
 }
 
 const storageOptions = (options: PostgresClientCheckpointerOptions): ResolvedStorageOptions => ({
   schema: options.schema ?? DEFAULT_SCHEMA,
-  busyTimeoutMs: options.busyTimeoutMs ?? 5000
+  busyTimeoutMs: options.busyTimeoutMs ?? 5000,
+  maxStoreBytes: options.maxStoreBytes
 })
 
 export interface PostgresCheckpointerParts {
@@ -383,7 +387,7 @@ export const makeWithClient = (
   options: ResolvedStorageOptions
 ): Effect.Effect<PostgresCheckpointerParts, CheckpointerError, Scope.Scope> =>
   Effect.flatMap(makeDriverWithClient(client, options), ({ changes, driver, integrity }) =>
-    Effect.map(Checkpointer.make(driver), (service) => ({ service, integrity, changes })))
+    Effect.map(Checkpointer.make(driver, { maxStoreBytes: options.maxStoreBytes }), (service) => ({ service, integrity, changes })))
 
 const contextOf = (built: PostgresCheckpointerParts) =>
   Context.make(Checkpointer.Checkpointer, built.service).pipe(

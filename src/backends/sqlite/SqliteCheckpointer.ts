@@ -36,6 +36,7 @@ import {
 } from "../../core/errors.js"
 import { CheckpointerIntegrity, type IntegrityReport } from "../../core/integrity.js"
 import { decodeOptions, expecting, Flag, numberAtLeast, oneOf } from "../../core/internal/options.js"
+import { storeQuotaFields } from "../../core/internal/storeQuota.js"
 import { retryWhileBusy } from "../internal/busy.js"
 import { type EventPage, type EventRow, pagedRead, parseRecord, recordOf, type StoredRecord } from "../internal/pagedRead.js"
 import { fileWrites, makeCommitWatch } from "./commitWatch.js"
@@ -54,7 +55,8 @@ export const SqliteCheckpointerOptions = Schema.Struct({
   /** How long a writer waits for another process's write lock before `CheckpointBusyError`. Default 5000; must be >= 0. */
   busyTimeoutMs: Schema.optional(numberAtLeast(0)),
   /** Run `PRAGMA quick_check` when opening and refuse a corrupt database. Default false. */
-  integrityCheckOnOpen: Schema.optional(Flag)
+  integrityCheckOnOpen: Schema.optional(Flag),
+  ...storeQuotaFields
 })
 export interface SqliteCheckpointerOptions extends Schema.Schema.Type<typeof SqliteCheckpointerOptions> {}
 
@@ -101,7 +103,8 @@ const resolveOptions = (input: SqliteCheckpointerOptions) =>
     file: options.file,
     synchronous: options.synchronous ?? "normal",
     busyTimeoutMs: options.busyTimeoutMs ?? 5000,
-    integrityCheckOnOpen: options.integrityCheckOnOpen ?? false
+    integrityCheckOnOpen: options.integrityCheckOnOpen ?? false,
+    maxStoreBytes: options.maxStoreBytes
   }))
 
 /** A new generation: random, so a deleted and re-created session never reuses one. */
@@ -406,7 +409,7 @@ export const make = (options: SqliteCheckpointerOptions) =>
       pollMs: DATA_VERSION_POLL_MS,
       ...(config.file === ":memory:" ? {} : { hints: fileWrites(config.file) })
     })
-    const service = yield* Checkpointer.make({ ...driver, watch, followPollMs: FOLLOW_POLL_MS })
+    const service = yield* Checkpointer.make({ ...driver, watch, followPollMs: FOLLOW_POLL_MS }, { maxStoreBytes: config.maxStoreBytes })
     return { service, integrity: { checkIntegrity: quickCheck } }
   })
 

@@ -28,6 +28,7 @@ import { type CheckpointerError, InvalidEventError } from "../errors.js"
 import { decodeOptions, expecting } from "./options.js"
 import type { Manifests } from "./manifests.js"
 import { recordReferences } from "./prunedReferences.js"
+import type { QuotaUsage, StoreQuota } from "./storeQuota.js"
 
 /** How long a writer's touch protects an object: its batch is logged within this of the touch. */
 export const TOUCH_VALID_MS = 60_000
@@ -199,13 +200,15 @@ export interface StoreUsage {
   readonly referenced: ObjectBytes
   /** The objects no session references: what `gc` deletes once they are past the grace period. */
   readonly unreferenced: ObjectBytes
+  /** The store's quota and whether it is reached; absent without one. */
+  readonly quota?: QuotaUsage
 }
 
 const noBytes: ObjectBytes = { objects: 0, bytes: 0 }
 const adding = (total: ObjectBytes, bytes: number): ObjectBytes => ({ objects: total.objects + 1, bytes: total.bytes + bytes })
 
 /** Every session's references and every object, read once: what the store holds and who holds it. */
-export const usage = (driver: CheckpointerDriver, manifests: Manifests): Effect.Effect<StoreUsage, CheckpointerError> =>
+export const usage = (driver: CheckpointerDriver, manifests: Manifests, quota: StoreQuota): Effect.Effect<StoreUsage, CheckpointerError> =>
   Effect.gen(function*() {
     const sessions = yield* driver.list
     const referencing: Array<{ readonly id: string; readonly logBytes: number; readonly hashes: ReadonlySet<string> }> = []
@@ -238,11 +241,7 @@ export const usage = (driver: CheckpointerDriver, manifests: Manifests): Effect.
       return { id, logBytes, referenced: all, shared, own }
     })
     perSession.sort((a, b) => b.own.bytes + b.logBytes - (a.own.bytes + a.logBytes) || (a.id < b.id ? -1 : 1))
-    return {
-      sessions: perSession,
-      logBytes: perSession.reduce((total, session) => total + session.logBytes, 0),
-      objects,
-      referenced,
-      unreferenced
-    }
+    const logBytes = perSession.reduce((total, session) => total + session.logBytes, 0)
+    const quotaUsage = quota.usage(objects.bytes + logBytes)
+    return { sessions: perSession, logBytes, objects, referenced, unreferenced, ...(quotaUsage === undefined ? {} : { quota: quotaUsage }) }
   })
