@@ -158,6 +158,7 @@ const runModelProperty = async <E>(layer: Layer.Layer<Checkpointer, E>, options:
         const real = new ReopenableBackend(layer)
         try {
           await fc.asyncModelRun(() => ({ model: { sessions: new Map() }, real }), commands)
+          await real.deleteSessions()
         } finally {
           await real.dispose()
         }

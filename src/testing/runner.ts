@@ -99,6 +99,15 @@ export class ReopenableBackend<E> {
     await this.runtime.dispose()
     this.runtime = ManagedRuntime.make(this.layer)
   }
+  /**
+   * Delete the sessions of this run: a persistent store the suite shares would otherwise grow by
+   * every run's sessions, and what reads the whole store (`list`, `gc`, `du`) with it.
+   */
+  async deleteSessions(): Promise<void> {
+    await this.runtime.runPromise(Effect.flatMap(Checkpointer, (c) =>
+      Effect.flatMap(c.list(), (sessions) =>
+        Effect.forEach(sessions.filter((session) => session.id.startsWith(this.prefix)), (session) => c.delete(session.id), { discard: true }))))
+  }
   dispose(): Promise<void> {
     return this.runtime.dispose()
   }

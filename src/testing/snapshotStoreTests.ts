@@ -127,6 +127,8 @@ const runSnapshotProperty = async <E>(layer: Layer.Layer<Checkpointer, E>, optio
             collected = step.op === "gc" ? step.later : step.op === "append" ? collected : false
             yield* checkSnapshotInvariant(c, ids, blobPool, collected, after)
           }
+          // Leave the shared store as it was, bar objects: later collections read every log.
+          for (const id of ids) yield* c.delete(id)
         })).pipe(Effect.provide(layer))))
     }),
     { numRuns: Math.max(10, Math.round((options.propertyRuns ?? 200) / 4)), ...options.fastCheck }
