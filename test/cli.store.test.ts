@@ -98,6 +98,22 @@ describe("lite-agent store du", () => {
   })
 })
 
+describe("lite-agent store du --branches", () => {
+  it("adds a row per live branch of each session, the current one marked; --json has them as du({ branches: true }) gives them", async () => {
+    const json = await cli(["store", "du", "--branches", "--json", ...store])
+    expect(json).toMatchObject({ code: 0, stderr: "" })
+    const [kept] = (JSON.parse(json.stdout) as StoreUsage).sessions
+    expect(kept!.branches).toHaveLength(1)
+    const [branch] = kept!.branches!
+    expect(branch).toMatchObject({ current: true, referenced: kept!.referenced, own: kept!.own })
+    const text = await cli(["store", "du", "--branches", ...store])
+    const lines = text.stdout.trimEnd().split("\n")
+    expect(lines.at(-2)).toMatch(/^session +branch tip +referenced +own$/)
+    expect(lines.at(-1)).toMatch(new RegExp(`^kept +${branch!.tip} \\(current\\) +${branch!.referenced.bytes} B +${branch!.own.bytes} B$`))
+    expect((await cli(["store", "du", ...store])).stdout).not.toContain("branch tip")
+  })
+})
+
 describe("lite-agent store du --max-store-bytes", () => {
   it("says how much of the quota the store holds, and that it is reached once it holds the quota or more", async () => {
     const usage = JSON.parse((await cli(["store", "du", "--json", ...store])).stdout) as StoreUsage

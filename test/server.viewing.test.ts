@@ -163,7 +163,14 @@ describe("GET /store/usage and GET /sessions/:id/usage", () => {
 
     const v = await get("/sessions/v/usage")
     expect(v.status).toBe(200)
-    expect(v.json).toEqual(usage.sessions.find((session) => session.id === "v"))
+    // One session's usage comes with its live branches; the store's with them when asked.
+    const byBranch = await checkpointer.du({ branches: true })
+    expect(v.json).toEqual(byBranch.sessions.find((session) => session.id === "v"))
+    expect((v.json as { branches: Array<{ current: boolean }> }).branches.filter((branch) => branch.current)).toHaveLength(1)
+    expect((await get("/store/usage?branches=true")).json).toEqual(byBranch)
+    expect((await get("/store/usage?branches=false")).json).toEqual(usage)
+    const badParam = await get("/store/usage?branches=yes")
+    expect(badParam.status).toBe(400)
     expect(v.json).toMatchObject({ id: "v", referenced: { objects: expect.any(Number), bytes: expect.any(Number) } })
     const row = v.json as { logBytes: number; referenced: { objects: number }; shared: { objects: number }; own: { objects: number } }
     expect(row.referenced.objects).toBeGreaterThan(0)

@@ -94,6 +94,7 @@ export const OPTIONS = {
     value: "<ms>",
     about: "Prune branches left behind whose last activity is at least this long ago (required; 0: every branch left behind)"
   },
+  branches: { flags: ["--branches"], takes: "switch", about: "Break each session down by its live branches: what each references and holds alone (what pruning it frees)" },
   includeLabeled: { flags: ["--include-labeled"], takes: "switch", about: "Prune labelled branches too (kept by default)" },
   pruneSession: { flags: ["--session"], takes: "text", value: "<id>", about: "Only this session (default: every session of the store)" },
   maxStoreBytes: {
@@ -145,7 +146,7 @@ export const SERVE_OPTIONS = [
 ] as const satisfies ReadonlyArray<OptionKey>
 
 /** The options of `lite-agent store du`. */
-export const STORE_DU_OPTIONS = ["checkpointer", "maxStoreBytes", "json"] as const satisfies ReadonlyArray<OptionKey>
+export const STORE_DU_OPTIONS = ["checkpointer", "maxStoreBytes", "branches", "json"] as const satisfies ReadonlyArray<OptionKey>
 
 /** The options of `lite-agent store gc`. */
 export const STORE_GC_OPTIONS = ["checkpointer", "graceMs", "json"] as const satisfies ReadonlyArray<OptionKey>

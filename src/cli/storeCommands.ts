@@ -51,11 +51,27 @@ export const usageLines = (usage: StoreUsage): Array<string> => {
     sizeOf(session.own.bytes),
     sizeOf(session.logBytes)
   ])
+  return [...totals, "", ...table(header, rows, 1), ...branchLines(sessions)]
+}
+
+/** Rows under a header, the first `leftColumns` cells left-aligned, the sizes after them right-aligned. */
+const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>, leftColumns: number): Array<string> => {
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]!.length)))
-  // The id left-aligned, the sizes right-aligned.
   const row = (cells: ReadonlyArray<string>) =>
-    cells.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join("  ").trimEnd()
-  return [...totals, "", row(header), ...rows.map(row)]
+    cells.map((cell, column) => (column < leftColumns ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join("  ").trimEnd()
+  return [row(header), ...rows.map(row)]
+}
+
+/** `du --branches`: a row per live branch of each session, after the sessions' rows. Pure. */
+const branchLines = (sessions: StoreUsage["sessions"]): Array<string> => {
+  const rows = sessions.flatMap((session) =>
+    (session.branches ?? []).map((branch) => [
+      session.id,
+      `${branch.tip}${branch.current ? " (current)" : ""}${branch.label === undefined ? "" : ` ${JSON.stringify(branch.label)}`}`,
+      sizeOf(branch.referenced.bytes),
+      sizeOf(branch.own.bytes)
+    ]))
+  return rows.length === 0 ? [] : ["", ...table(["session", "branch tip", "referenced", "own"], rows, 2)]
 }
 
 /** `gc` as text: what it read, kept and deleted. Pure. */
@@ -91,7 +107,7 @@ const withStore = <A, E>(spec: string | undefined, use: (checkpointer: Checkpoin
 
 const du = (args: ParsedOptions<(typeof STORE_DU_OPTIONS)[number]>) =>
   withStore(args.checkpointer, (checkpointer) =>
-    Effect.flatMap(checkpointer.du(), (usage) => args.json ? line(jsonText(usage)) : line(usageLines(usage).join("\n"))), args.maxStoreBytes)
+    Effect.flatMap(checkpointer.du({ branches: args.branches }), (usage) => args.json ? line(jsonText(usage)) : line(usageLines(usage).join("\n"))), args.maxStoreBytes)
 
 const gc = (args: ParsedOptions<(typeof STORE_GC_OPTIONS)[number]>) =>
   Effect.gen(function*() {

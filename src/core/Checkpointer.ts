@@ -377,7 +377,7 @@ const makeService = (backend: CheckpointerDriver, maxStoreBytes: number | undefi
       readSnapshot,
       listSnapshots: (sessionId) => guard(sessionId, referencedObjects(sessionId)),
       gc: (options) => Effect.zipRight(ensureOpen, Effect.ensuring(collect(driver, manifests, options), Effect.sync(quota.forget))),
-      du: (options) => Effect.zipRight(ensureOpen, usageByBranch(driver, (id) => readView(id, 0, 0), usage(driver, manifests, quota), options)),
+      du: (options) => Effect.zipRight(ensureOpen, usageByBranch(driver, manifests, (id) => readView(id, 0, 0), usage(driver, manifests, quota), options)),
       storeRoom: (hashes) => Effect.zipRight(ensureOpen, quota.room(hashes)),
       pruneBranches: (options) => Effect.zipRight(ensureOpen, pruneBranches(service, options)),
       head: (sessionId) => guard(sessionId, viewHead(sessionId)),

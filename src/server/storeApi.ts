@@ -13,6 +13,17 @@ import { Wire } from "./wireErrors.js"
 /** A number of objects and the bytes they take as stored. */
 const ObjectBytesJson = Schema.Struct({ objects: Schema.Number, bytes: Schema.Number })
 
+/** One live branch of a session: the path from the root to its tip. */
+const BranchUsageJson = Schema.Struct({
+  tip: Schema.Number,
+  current: Schema.Boolean,
+  label: Schema.optional(Schema.String),
+  /** The objects its nodes reference. */
+  referenced: ObjectBytesJson,
+  /** Of those, the ones nothing else in the store references: what pruning it frees. */
+  own: ObjectBytesJson
+})
+
 /** What one session holds in the store. */
 export const SessionUsageJson = Schema.Struct({
   id: Schema.String,
@@ -23,8 +34,13 @@ export const SessionUsageJson = Schema.Struct({
   /** Of those, the ones other sessions reference too. */
   shared: ObjectBytesJson,
   /** Of those, the ones no other session references: what deleting it frees (with its log), at the next gc past the grace period. */
-  own: ObjectBytesJson
+  own: ObjectBytesJson,
+  /** Its live branches, when asked for (`?branches=true`; always for one session's usage). */
+  branches: Schema.optional(Schema.Array(BranchUsageJson))
 })
+
+/** `?branches=true`: each session's usage broken down by its live branches. */
+export const StoreUsageParams = Schema.Struct({ branches: Schema.optional(Schema.Literal("true", "false")) })
 
 /** What the store holds: every session's share, and what no session references. */
 export const StoreUsageJson = Schema.Struct({
@@ -45,11 +61,12 @@ export const StoreUsageJson = Schema.Struct({
 /** The store's usage, and a session's share of it: served with or without an agent. */
 export class StoreGroup extends HttpApiGroup.make("store")
   .add(
-    HttpApiEndpoint.get("usage", "/store/usage").addSuccess(StoreUsageJson)
+    HttpApiEndpoint.get("usage", "/store/usage").setUrlParams(StoreUsageParams).addSuccess(StoreUsageJson)
       .annotate(
         OpenApi.Description,
         "What the store holds: its objects (referenced by some session, or by none: what gc deletes past the grace period), " +
-          "its logs, and each session's share — the objects it references, those it shares with other sessions, its own. Reads every log."
+          "its logs, and each session's share — the objects it references, those it shares with other sessions, its own; with " +
+          "`branches=true`, each session's live branches too. Reads every log."
       )
   )
   .add(
@@ -57,8 +74,9 @@ export class StoreGroup extends HttpApiGroup.make("store")
       .addError(Wire.SessionNotFound, { status: 404 })
       .annotate(
         OpenApi.Description,
-        "The session's share of the store: its log, the objects it references, those other sessions reference too, and those only it " +
-          "holds (what deleting it frees). Reads every log of the store."
+        "The session's share of the store: its log, the objects it references, those other sessions reference too, those only it " +
+          "holds (what deleting it frees), and its live branches with what each references and holds alone (what pruning it frees). " +
+          "Reads every log of the store."
       )
   )
 {}

@@ -15,13 +15,13 @@ export const storeHandlers = HttpApiBuilder.group(SessionApi, "store", (handlers
   Effect.gen(function*() {
     const checkpointer = yield* Checkpointer
     return handlers
-      .handle("usage", () => checkpointer.du())
+      .handle("usage", ({ urlParams }) => checkpointer.du({ branches: urlParams.branches === "true" }))
       .handle("sessionUsage", ({ path }) =>
         Effect.gen(function*() {
           const sessionId = yield* checkedSessionId(path.id)
           yield* existing(checkpointer, sessionId)
-          const { sessions } = yield* checkpointer.du()
+          const { sessions } = yield* checkpointer.du({ branches: true })
           return sessions.find((session) => session.id === sessionId) ??
-            { id: sessionId, logBytes: 0, referenced: NONE, shared: NONE, own: NONE }
+            { id: sessionId, logBytes: 0, referenced: NONE, shared: NONE, own: NONE, branches: [] }
         }))
   }))

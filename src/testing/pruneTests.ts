@@ -15,6 +15,7 @@ import { MAX_ATTEMPTS, type PrunableStore, pruneBranches } from "../core/pruneBr
 import { planMove, planRestore } from "../core/restore.js"
 import * as Session from "../core/session.js"
 import { encodedEvents, expectFailure, readAll, shiftedBy } from "./helpers.js"
+import { manifestCapture } from "./manifestSamples.js"
 import type { ConformanceSuite } from "./runner.js"
 
 const HOUR = 60 * 60_000
@@ -91,6 +92,28 @@ export const pruneTests = <E>({ runner, test }: ConformanceSuite<E>) => {
         for (const name of ["K", "S", "N"]) yield* readsBack(c, id, objects[name]!, `${name} is kept`)
         const again = yield* c.pruneBranches({ olderThanMs: 0, sessionId: id })
         assert.deepEqual(again.sessions.map((session) => session.pruned.map((branch) => branch.tip)), [], "nothing more to prune")
+      }))
+
+    test("du by branch follows a manifest's chunks to the files they list: a branch owns those only its capture names", (c, p) =>
+      Effect.gen(function*() {
+        const id = p + "listed"
+        const files = ["a.ts", "b.ts", "shared.ts"].map((path) => ({ path, data: new TextEncoder().encode(`${p}:${path}`) }))
+        const capture = manifestCapture(files, [])
+        // 1 prompt; 2 prompt, 3 the capture (the branch left behind); 4 back to 1; 5 prompt (current).
+        yield* c.append(id, [prompt("start"), prompt("the listed way"), capture.event, new LeafMoved({ from: 3, to: 1, reason: "restore" }), prompt("another way")])
+        // Another session holds shared.ts too: no branch of the first owns it.
+        yield* c.append(p + "other", [prompt("other"), snapshot("shared.ts", files[2]!.data)])
+        const usage = yield* c.du({ branches: true })
+        const branches = usage.sessions.find((session) => session.id === id)!.branches!
+        const chunks = capture.chunks.length
+        assert.deepEqual(
+          branches.map((branch) => [branch.tip, branch.current, branch.referenced.objects, branch.own.objects]),
+          [[3, false, chunks + 3, chunks + 2], [5, true, 0, 0]],
+          "the left branch references its chunks and the three files, and owns all but shared.ts"
+        )
+        const session = usage.sessions.find((entry) => entry.id === id)!
+        assert.deepEqual([session.referenced.objects, session.shared.objects], [chunks + 3, 1])
+        assert.equal(branches[0]!.own.bytes, session.own.bytes, "what pruning the branch frees is what the session alone holds")
       }))
 
     test("labelled branches stay unless keepLabeled is false; branches active within olderThanMs stay", (c, p) =>

@@ -1,9 +1,10 @@
 /**
  * `du({ branches: true })`: each session's usage broken down by its live branches. A branch is
  * the path from the root to its tip (the current one ends at the current leaf); it `references`
- * what its nodes reference, and `own`s what nothing else in the store keeps: not another branch
- * of its session, not one of its events that is no node (a restore's intent), not another
- * session — what pruning it would free. Nodes two branches pass through are owned by neither.
+ * what its nodes reference (a manifest capture: its chunks and the files they list), and `own`s
+ * what nothing else in the store keeps: not another branch of its session, not one of its events
+ * that is no node (a restore's intent), not another session — what pruning it would free. Nodes
+ * two branches pass through are owned by neither.
  */
 import { Chunk, Effect, HashMap, Option, Schema, Stream } from "effect"
 import { treeShape } from "../branchPruning.js"
@@ -12,6 +13,7 @@ import type { CheckpointerError } from "../errors.js"
 import type { StoredEvent } from "../events.js"
 import { fold, isNodeTag } from "../sessionFold.js"
 import { blobReferences } from "./blobs.js"
+import type { Manifests } from "./manifests.js"
 import type { BranchUsage, ObjectBytes, SessionUsage, StoreUsage } from "./objectCollection.js"
 import { decodeOptions, Flag } from "./options.js"
 import { recordReferences, type RecordReferences } from "./prunedReferences.js"
@@ -33,6 +35,28 @@ const sumOf = (hashes: Iterable<string>, stored: ReadonlyMap<string, number>): O
     if (bytes !== undefined) total = adding(total, bytes)
   }
   return total
+}
+
+/**
+ * `found` with each manifest chunk followed to the files its entries name, counted where the
+ * chunk counts and sited at its capture: a manifest capture keeps its files in its chunks alone.
+ */
+const followingChunks = (found: RecordReferences, named: ReadonlyMap<string, ReadonlySet<string>>): RecordReferences => {
+  if (found.manifestChunks.size === 0) return found
+  const widened = (hashes: Iterable<string>): Set<string> => {
+    const all = new Set<string>()
+    for (const sha256 of hashes) {
+      all.add(sha256)
+      for (const file of named.get(sha256) ?? []) all.add(file)
+    }
+    return all
+  }
+  return {
+    counted: widened(found.counted),
+    always: widened(found.always),
+    manifestChunks: found.manifestChunks,
+    nodes: new Map([...found.nodes].map(([seq, node]) => [seq, { hashes: [...widened(node.hashes)], counts: node.counts }]))
+  }
 }
 
 /** One session's branches, given what every session's records reference (`holders`: sessions per object). */
@@ -81,6 +105,7 @@ const branchesOf = (
 /** `usage` with each session's branches (see the module's comment); `readView` reads a session as it reads. */
 export const usageByBranch = (
   driver: CheckpointerDriver,
+  manifests: Manifests,
   readView: (sessionId: string) => Stream.Stream<StoredEvent, CheckpointerError>,
   usage: Effect.Effect<StoreUsage, CheckpointerError>,
   options: DuOptions | undefined
@@ -92,8 +117,12 @@ export const usageByBranch = (
     if (decoded.right.branches !== true) return base
     const references = new Map<string, RecordReferences>()
     const holders = new Map<string, number>()
+    // A chunk's files, read once however many sessions share it.
+    const named = new Map<string, ReadonlySet<string>>()
     for (const { id } of base.sessions) {
-      const found = yield* recordReferences(id, driver.read(id, 0))
+      const raw = yield* recordReferences(id, driver.read(id, 0))
+      for (const chunk of raw.manifestChunks) if (!named.has(chunk)) named.set(chunk, yield* manifests.references([chunk]))
+      const found = followingChunks(raw, named)
       references.set(id, found)
       for (const sha256 of found.counted) holders.set(sha256, (holders.get(sha256) ?? 0) + 1)
     }
