@@ -58,7 +58,8 @@ const node = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}) =>
 
 beforeAll(async () => {
   ;[server, anthropic] = await Promise.all([startPostgres(), startFakeAnthropic()])
-  execFileSync("npm", ["run", "build"], { cwd: root, stdio: "pipe" })
+  // Not execFileSync: a worker held that long misses the test runner's replies (its calls time out).
+  await execFileAsync("npm", ["run", "build"], { cwd: root, maxBuffer: 64 * 1024 * 1024 })
   const work = mkdtempSync(join(tmpdir(), "lite-agent-packages-"))
   const packed = join(work, "tarballs")
   mkdirSync(packed)
