@@ -63,6 +63,8 @@ describe("the permission prompt", () => {
 
     tty.type("run two\r")
     await tty.waitFor("? shell echo two > two.txt")
+    // The question's last line is shown once a key can answer it; a key typed before is the editor's.
+    await tty.waitFor("Esc no, and stop the turn")
     tty.type("a")
     await tty.waitFor("allowed (and shell from now on, this session)")
     await tty.waitFor("Ran two.")

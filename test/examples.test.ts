@@ -1,4 +1,4 @@
-import { execFile, execFileSync } from "node:child_process"
+import { execFile } from "node:child_process"
 import { promisify } from "node:util"
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -8,8 +8,10 @@ import { reply, startFakeAnthropic } from "./support/fakeAnthropic.js"
 import { offlineEnv } from "./support/offline.js"
 
 const root = resolve(import.meta.dirname, "..")
-const runExample = (file: string, env: NodeJS.ProcessEnv = offlineEnv()) =>
-  execFileSync(process.execPath, ["--import", "tsx", resolve(root, "examples", file)], { cwd: root, encoding: "utf8", env })
+const execFileAsync = promisify(execFile)
+// Asynchronous: a worker held by a synchronous child misses its test runner's replies under load.
+const runExample = async (file: string, env: NodeJS.ProcessEnv = offlineEnv()) =>
+  (await execFileAsync(process.execPath, ["--import", "tsx", resolve(root, "examples", file)], { cwd: root, encoding: "utf8", env })).stdout
 
 /** The demo output the README shows: the ```text block after its marker comment. */
 const readmeDemoOutput = (): string => {
@@ -27,21 +29,21 @@ const normalizeDemoOutput = (output: string): string =>
     .replace(/\S*?(lite-agent-demo-(?:home-)?)[A-Za-z0-9]{6}\b/g, "<tmp>/$1XXXXXX")
 
 describe("examples", () => {
-  it("promise-checkpointer.ts runs and shows the conflict and the truncate", () => {
-    const output = runExample("promise-checkpointer.ts")
+  it("promise-checkpointer.ts runs and shows the conflict and the truncate", async () => {
+    const output = await runExample("promise-checkpointer.ts")
     expect(output).toContain("conflict: expected 2, actual 3")
     expect(output).toContain("after truncate: head 2")
   })
 
-  it("effect-checkpointer.ts runs and lists the checkpoints with their files", () => {
-    const output = runExample("effect-checkpointer.ts")
+  it("effect-checkpointer.ts runs and lists the checkpoints with their files", async () => {
+    const output = await runExample("effect-checkpointer.ts")
     expect(output).toContain("head 6, 4 messages")
     expect(output).toContain('checkpoint 1 "Fix the answer in src/answer.ts" files=[src/answer.ts]')
     expect(output).toContain('checkpoint 6 "Now add a test" files=[]')
   })
 
-  it("time-travel.ts rolls files and conversation back, and refuses to overwrite a hand edit", () => {
-    const output = runExample("time-travel.ts")
+  it("time-travel.ts rolls files and conversation back, and refuses to overwrite a hand edit", async () => {
+    const output = await runExample("time-travel.ts")
     expect(output).toContain('checkpoint 6: "Make it louder" files=[farewell.txt, greeting.txt]')
     expect(output).toContain("refused: farewell.txt modified_externally")
     expect(output).toContain("restored: farewell.txt, greeting.txt; conversation restored: true")
@@ -49,10 +51,10 @@ describe("examples", () => {
     expect(output).toContain("checkpoints left: Create the greeting")
   })
 
-  it("agent-demo.ts (npm run demo): three prompts, checkpoints, restore to the second, resume in a new process", () => {
+  it("agent-demo.ts (npm run demo): three prompts, checkpoints, restore to the second, resume in a new process", async () => {
     // The prefix the demo gives its own LITE_AGENT_HOME, so that the output is what `npm run demo` prints.
     const home = mkdtempSync(join(tmpdir(), "lite-agent-demo-home-"))
-    const output = runExample("agent-demo.ts", offlineEnv({ LITE_AGENT_HOME: home }))
+    const output = await runExample("agent-demo.ts", offlineEnv({ LITE_AGENT_HOME: home }))
     expect(output).toContain("lite-agent demo (scripted model, offline)")
     expect(output).toContain("[tool] write_file src/greet.ts -> wrote src/greet.ts (57 bytes)")
     expect(output).toMatch(/seq 11 {2}"Add a farewell\(name\) function and a README.md that documents both."/)
@@ -77,8 +79,8 @@ describe("examples", () => {
     expect(normalizeDemoOutput(readmeDemoOutput())).toBe(normalizeDemoOutput(output))
   })
 
-  it("agent-layers.ts runs one program on three backends by swapping layers", () => {
-    const output = runExample("agent-layers.ts")
+  it("agent-layers.ts runs one program on three backends by swapping layers", async () => {
+    const output = await runExample("agent-layers.ts")
     for (const name of ["memory", "file  ", "sqlite"]) {
       expect(output).toContain(`${name}: Wrote hello.txt. (head 9; checkpoints: 3 hello.txt)`)
     }
@@ -100,7 +102,7 @@ describe("examples", () => {
       )
       server.countTokensWith((body) => Math.ceil(JSON.stringify(body).length / 4))
       const home = mkdtempSync(join(tmpdir(), "lite-agent-demo-live-home-"))
-      const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", resolve(root, "examples", "agent-demo.ts")], {
+      const { stdout } = await execFileAsync(process.execPath, ["--import", "tsx", resolve(root, "examples", "agent-demo.ts")], {
         cwd: root,
         env: offlineEnv({ LITE_AGENT_HOME: home, ANTHROPIC_API_KEY: "sk-demo-test", ANTHROPIC_BASE_URL: server.url })
       })
