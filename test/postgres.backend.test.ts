@@ -577,6 +577,36 @@ describe("the live feed", () => {
   })
 })
 
+describe("a follower that has just started", () => {
+  it("sees another connection's append made at once, with no poll to find it: a follow listens before it first looks", async () => {
+    const schema = freshSchema("follow_start")
+    const writer = checkpointer({ url: server.url, schema })
+    for (let trial = 0; trial < 20; trial++) {
+      const session = `s${trial}`
+      await writer.append(session, [message("first")])
+      // A new checkpointer each trial: its live feed opens a connection of its own and LISTENs on it.
+      const follower = checkpointer({ url: server.url, schema })
+      // Its pool is connected: the first look is quick, as a running server's is.
+      expect(await follower.head(session)).toBe(1)
+      const stop = new AbortController()
+      const seen: Array<string> = []
+      const following = (async () => {
+        for await (const item of follower.follow(session, { sinceSeq: 1, signal: stop.signal, pollMs: 600_000 })) {
+          if (item.type === "event") seen.push(contentOf(item.stored))
+        }
+      })()
+      try {
+        await writer.append(session, [message(`right after ${trial}`)])
+        await eventually(() => seen.length > 0, 15_000).catch(() => undefined)
+        expect(seen, `trial ${trial}`).toEqual([`right after ${trial}`])
+      } finally {
+        stop.abort()
+        await following
+      }
+    }
+  })
+})
+
 describe("a follower's looks", () => {
   it("take small appends from their notification without a read; a large append and a truncate are read", async () => {
     const schema = freshSchema("carried")

@@ -2,11 +2,13 @@
  * The live feed: every change any process commits to a schema, heard through LISTEN on the
  * channel the writers' transactions `pg_notify` (see `notifyChange` in statements.ts for the
  * payload), as they commit. One LISTEN per checkpointer while anyone subscribes, shared through
- * a PubSub, and dispatched by session to followers. The connection is watched with heartbeats (a NOTIFY to itself): when it goes quiet,
- * it is replaced, and subscribers hear `reconnected` once the new one is listening.
+ * a PubSub, and dispatched by session to followers. Subscribing returns once the LISTEN is heard
+ * to be in place (its first heartbeat, a NOTIFY to itself, came back), so a commit made after it
+ * is heard. The connection is watched with heartbeats: when it goes quiet, it is replaced, and
+ * subscribers hear `reconnected` once the new one is listening.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, PubSub, RcRef, type Scope, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, PubSub, RcRef, type Scope, Stream } from "effect"
 import type { RecordPage } from "../../core/CheckpointerDriver.js"
 import { StorageError } from "../../core/errors.js"
 import { makeKeyedSignals } from "../../core/internal/keyedSignals.js"
@@ -49,6 +51,8 @@ export class PostgresChanges extends Context.Tag("@lite-agent/backends/postgres/
 
 /** The feed notifies itself this often; hearing nothing at all for three times as long means its connection is gone. */
 const FEED_HEARTBEAT_MS = 2000
+/** How often a feed not yet heard to listen notifies itself, so that it knows soon once it does. */
+const FEED_STARTING_HEARTBEAT_MS = 25
 /** Changes a feed subscriber may fall behind by before the oldest are dropped (it then gets `reconnected`-like gaps). */
 const FEED_BUFFER = 10_000
 
@@ -156,7 +160,7 @@ export const makeChangeFeed = (
      * FEED_HEARTBEAT_MS, and a watchdog fails the listen once nothing at all was heard for three
      * times as long. Hearing only notes the time: nothing per notification but its handling.
      */
-    const listenWith = (onPayload: (payload: string) => Effect.Effect<void>) =>
+    const listenWith = (onPayload: (payload: string) => Effect.Effect<void>, listening: () => boolean) =>
       Effect.suspend(() => {
         let lastHeardAt = monotonicNow()
         const reading = Stream.runForEach(Stream.mapError(client.listen(CHANGES_CHANNEL), toCheckpointerError("listen")), (payload) => {
@@ -166,7 +170,8 @@ export const makeChangeFeed = (
         const watchdog = Effect.zipRight(
           heartbeat,
           Effect.forever(Effect.gen(function*() {
-            yield* Effect.sleep(Duration.millis(FEED_HEARTBEAT_MS))
+            // Until the LISTEN is heard to be in place, its first heartbeat may have come before it: ask again soon.
+            yield* Effect.sleep(Duration.millis(listening() ? FEED_HEARTBEAT_MS : FEED_STARTING_HEARTBEAT_MS))
             if (monotonicNow() - lastHeardAt > 3 * FEED_HEARTBEAT_MS) {
               return yield* new StorageError({
                 operation: "listen",
@@ -198,7 +203,9 @@ export const makeChangeFeed = (
     const feed = yield* RcRef.make({
       acquire: Effect.gen(function*() {
         const hub = yield* Effect.acquireRelease(PubSub.sliding<SessionChange>(FEED_BUFFER), PubSub.shutdown)
-        let lost = false
+        // Not listening until a heartbeat is heard: the LISTEN runs in a fiber of its own, after this returns.
+        let lost = true
+        const listeningOnce = yield* Deferred.make<void>()
         const listen = listenWith((payload) => {
           const change = heard(schema, payload)
           if (change === HEARTBEAT) {
@@ -207,7 +214,7 @@ export const makeChangeFeed = (
             // What was missed is unknown: what the notifications told is no longer the end of any log.
             runs.clear()
             followers.signalAll()
-            return PubSub.publish(hub, { kind: "reconnected" })
+            return Effect.zipRight(Deferred.succeed(listeningOnce, undefined), PubSub.publish(hub, { kind: "reconnected" }))
           }
           if (change === undefined) return Effect.void
           if (change.kind !== "reconnected") {
@@ -215,7 +222,7 @@ export const makeChangeFeed = (
             followers.signal(change.sessionId)
           }
           return PubSub.publish(hub, change)
-        })
+        }, () => !lost)
         yield* Effect.forkScoped(
           listen.pipe(
             Effect.catchAllCause(() =>
@@ -228,6 +235,10 @@ export const makeChangeFeed = (
             Effect.forever
           )
         )
+        // The first subscriber waits until the LISTEN is in place, so that no commit after its
+        // subscription goes unheard. A database that does not answer is not waited for longer
+        // than the watchdog would: once the feed listens, \`reconnected\` wakes everyone.
+        yield* Effect.timeoutOption(Deferred.await(listeningOnce), Duration.millis(3 * FEED_HEARTBEAT_MS))
         return hub
       })
     })
