@@ -195,4 +195,40 @@ describe("undo and redo", () => {
       expect(yield* failureOf(timeTravel.label("s", first, "x".repeat(201)))).toMatchObject({ _tag: "ConfigurationError" })
     }))
   })
+
+  it("a restore to a checkpoint of another branch moves there, conversation and files; one of the two alone is refused", async () => {
+    const workdir = freshWorkdir()
+    await run("file", workdir, Effect.gen(function*() {
+      const timeTravel = yield* TimeTravel.TimeTravel
+      const { second } = yield* twoPrompts
+      const afterSecond = diskState(workdir)
+      const third = yield* turn("s", "and a third", [{ name: "write_file", input: { path: "e.txt", content: "epsilon" } }])
+      yield* timeTravel.restore("s", second)
+      yield* turn("s", "another way", [{ name: "write_file", input: { path: "d.txt", content: "delta" } }])
+      const onNewBranch = diskState(workdir)
+      const log = yield* logOf("s")
+      expect((yield* timeTravel.tree("s")).checkpoints.find((checkpoint) => checkpoint.seq === third)?.current).toBe(false)
+
+      const reasons = (error: unknown) => (error as RestoreRefusedError).refusals.map((refusal) => refusal.reason)
+      for (const partial of [{ files: false }, { conversation: false }]) {
+        expect(reasons(yield* failureOf(timeTravel.restore("s", third, partial)))).toEqual(["other_branch"])
+      }
+      const dry = yield* timeTravel.restore("s", third, { dryRun: true })
+      expect(dry.refusals).toEqual([])
+      expect(yield* logOf("s")).toEqual(log)
+      expect(diskState(workdir)).toEqual(onNewBranch)
+
+      // Just before "and a third" on the branch left behind: after "edit them", without d.txt.
+      const restored = yield* timeTravel.restore("s", third)
+      expect(restored).toMatchObject({ conversationRestored: true, refusals: [] })
+      expect(restored.restoredFiles).toContain("d.txt")
+      expect(diskState(workdir)).toEqual(afterSecond)
+      expect(yield* prompts).toEqual(["create files", "edit them"])
+      expect((yield* logOf("s")).at(-1)?.event).toMatchObject({ _tag: "LeafMoved", reason: "switch", to: third - 1 })
+      // Undone like a switch: back on the new branch.
+      yield* timeTravel.undo("s")
+      expect(diskState(workdir)).toEqual(onNewBranch)
+      expect(yield* prompts).toEqual(["create files", "another way"])
+    }))
+  })
 })

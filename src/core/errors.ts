@@ -196,6 +196,7 @@ export const RefusalReason = Schema.Literal(
   "nothing_to_undo",
   "nothing_to_redo",
   "not_a_branch",
+  "other_branch",
   "capture_failed",
   "branch_pruned"
 )

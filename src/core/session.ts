@@ -17,7 +17,7 @@ export {
   type RecordedState
 } from "./pathHistory.js"
 export { fold, step } from "./sessionFold.js"
-export { type SessionTree, tree, type TreeBranch, type TreeCheckpoint } from "./sessionTree.js"
+export { checkpointNode, type CheckpointNode, type SessionTree, tree, type TreeBranch, type TreeCheckpoint } from "./sessionTree.js"
 export {
   type CheckpointAnchor,
   type CompactionBoundary,

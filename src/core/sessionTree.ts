@@ -6,7 +6,7 @@
  */
 import { HashMap, Option } from "effect"
 import { contentText } from "./events.js"
-import { type ForkOrigin, isPruned, type LeafMove, NOT_A_NODE, type SessionState } from "./sessionState.js"
+import { type ForkOrigin, isPruned, type LeafMove, NOT_A_NODE, type PromptNode, type SessionState } from "./sessionState.js"
 import { isUserCheckpoint } from "./userCheckpoint.js"
 
 export interface TreeCheckpoint {
@@ -119,4 +119,34 @@ export const tree = (state: SessionState): SessionTree => {
     ...(state.forkedFrom === undefined ? {} : { forkedFrom: state.forkedFrom }),
     ...(state.forks.length === 0 ? {} : { forks: state.forks.toArray() })
   }
+}
+
+/** A checkpoint of any branch: the node just before its prompt (where a restore to before it goes), and whether it is on the current branch. */
+export interface CheckpointNode {
+  readonly before: number
+  readonly onBranch: boolean
+}
+
+/**
+ * Checkpoint `seq` of any branch of the session — a prompt of the current branch, or a person's
+ * prompt on another — or why it is none: `"pruned"` (on a pruned branch), undefined (no prompt).
+ */
+export const checkpointNode = (state: SessionState, seq: number): CheckpointNode | "pruned" | undefined => {
+  let prompt: PromptNode | undefined
+  for (let index = state.prompts.length - 1; index >= 0; index--) {
+    const candidate = state.prompts.at(index)!
+    if (candidate.seq > seq) continue
+    if (candidate.seq === seq) prompt = candidate
+    break
+  }
+  let onBranch = false
+  for (let index = state.anchors.length - 1; index >= 0; index--) {
+    const anchor = state.anchors.at(index)!
+    if (anchor.seq > seq) continue
+    onBranch = anchor.seq === seq
+    break
+  }
+  if (prompt !== undefined && isPruned(state, seq)) return "pruned"
+  if (prompt === undefined || (!onBranch && !isUserCheckpoint(prompt.event, 0))) return undefined
+  return { before: state.parents.at(seq - 1) ?? 0, onBranch }
 }

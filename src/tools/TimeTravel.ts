@@ -17,7 +17,7 @@
  * the session then refuses turns (`RestoreInterruptedError`) until the same restore finishes
  * it or `undoInterruptedRestore` puts every file back from the intent.
  */
-import { Context, Effect, HashMap, Layer, Option, PubSub, type Queue, type Scope, Stream } from "effect"
+import { Context, Effect, Layer, Option, PubSub, type Queue, type Scope, Stream } from "effect"
 import { Checkpointer, checkSeqArgument } from "../core/Checkpointer.js"
 import { decodeOptions } from "../core/internal/options.js"
 import { type CheckpointerError, ConfigurationError, InvalidSeqError, type Refusal } from "../core/errors.js"
@@ -43,10 +43,8 @@ import * as Preflight from "./restorePreflight.js"
 import * as SessionStates from "./SessionStates.js"
 import { Workspace } from "./Workspace.js"
 import { homedState } from "./sessionWorkdir.js"
-import { captureEvents, WorkspaceCapture } from "./WorkspaceCapture.js"
-import type { CapturedPath, CapturedState } from "../core/events.js"
-import { sha256Hex } from "../core/internal/sha256.js"
-import type { FileOperation } from "./restoreFiles.js"
+import { WorkspaceCapture } from "./WorkspaceCapture.js"
+import { makeRecordRestore } from "./recordRestore.js"
 
 
 export interface TimeTravelService {
@@ -121,6 +119,7 @@ export const make = Effect.gen(function*() {
   const preflight = Preflight.make(workspace, checkpointer)
   const intents = RestoreIntent.make(checkpointer, preflight)
   const applier = RestoreFiles.make(workspace)
+  const recordRestore = makeRecordRestore({ checkpointer, states, workspace, capture })
   const reporting = (sessionId: string, seq: number) => ({
     onProgress: (completed: number, total: number, path: string) =>
       publish({ type: "checkpoint_restore", phase: "progress", sessionId, seq, completed, total, path }),
@@ -226,6 +225,9 @@ export const make = Effect.gen(function*() {
       yield* checkSeqArgument(sessionId, "seq", seq)
       // The shared fold: no re-read of the log. Its head is the expected head of what this writes.
       const { state } = yield* states.get(sessionId)
+      // A checkpoint of another branch: the restore is a move to just before it, files and conversation.
+      const node = Session.checkpointNode(state, seq)
+      if (typeof node === "object" && !node.onBranch) return yield* restoreOnOtherBranch(sessionId, state, seq, node.before, options)
       // Only what changes files belongs to a workdir: the conversation alone is restored anywhere.
       if (options.files === false) return yield* restoreFrom(sessionId, state, seq, options)
       return yield* restoreFrom(sessionId, yield* homed(sessionId, state, "restore", options), seq, options)
@@ -234,6 +236,27 @@ export const make = Effect.gen(function*() {
   /** The session's state once it may change files here: refused when its log names another workdir, unless re-homed. */
   const homed = (sessionId: string, state: Session.SessionState, operation: string, options: MoveOptions) =>
     homedState(checkpointer, states, { sessionId, state, workdir: workspace.root, operation, rehome: options.rehome ?? false, dryRun: options.dryRun ?? false })
+
+  /**
+   * Restore to just before checkpoint `seq` of a branch that is not the current one: the session
+   * moves there as a switch does (its undo comes back). Conversation and files go together: one
+   * without the other would mix two branches.
+   */
+  const restoreOnOtherBranch = (sessionId: string, state: Session.SessionState, seq: number, before: number, options: RestoreOptions) =>
+    Effect.gen(function*() {
+      if (options.files === false || options.conversation === false) {
+        return yield* new RestoreRefusedError({
+          sessionId,
+          seq,
+          refusals: [{
+            reason: "other_branch",
+            detail: `seq ${seq} is a checkpoint of another branch of session "${sessionId}": a restore there moves the conversation ` +
+              `and the files together (files: false and conversation: false are for the current branch's checkpoints)`
+          }]
+        })
+      }
+      return yield* moveTo(sessionId, yield* homed(sessionId, state, "restore", options), "switch", before, options)
+    })
 
   /** Restore the session, folded to `state`, to just before checkpoint `seq`. */
   const restoreFrom = (sessionId: string, state: Session.SessionState, seq: number, options: RestoreOptions) => {
@@ -335,42 +358,6 @@ export const make = Effect.gen(function*() {
       }
       yield* checkpointer.append(sessionId, [new BranchLabeled({ seq, label: name })])
     })
-
-  /**
-   * After a restore changed files, the session records what it put there as a capture of its
-   * own (`restore`), so that the next capture does not take the restore's work for an outside
-   * edit. Built from the operations, not from a walk of the workdir: a restore costs what it
-   * changes. A failure loses nothing: the next capture sees the same changes, attributed to
-   * nobody — a later restore then refuses them rather than guess.
-   */
-  const recordRestore = (sessionId: string, operations: ReadonlyArray<FileOperation>, applied: RestoreFiles.Applied) =>
-    capture === undefined || !capture.enabled ? Effect.void : Effect.gen(function*() {
-      const { state } = yield* states.get(sessionId)
-      // A session never captured (or cut back to before its first capture) starts its captures at its next prompt.
-      if (state.coveredFrom === undefined || state.coverage === undefined) return
-      const kept = new Set(applied.keptDirectories)
-      // What another process wrote meanwhile is not recorded: the next capture sees it, as an edit from outside.
-      const changedMeanwhile = new Set(applied.changedMeanwhile.map((changed) => changed.path))
-      const changes: Array<CapturedPath> = []
-      for (const operation of operations.filter((operation) => !changedMeanwhile.has(operation.path))) {
-        const done: CapturedState | undefined = operation.kind === "write"
-          ? { _tag: "content", data: operation.data, mode: operation.mode, size: operation.data.length, sha256: sha256Hex(operation.data) }
-          : operation.kind === "link"
-          ? { _tag: "link", target: operation.target }
-          : operation.kind === "directory"
-          ? { _tag: "directory", mode: operation.mode }
-          : kept.has(operation.path)
-          ? yield* Effect.map(workspace.entry(operation.path), (entry) => (entry.kind === "directory" ? { _tag: "directory" as const, mode: entry.mode } : undefined))
-          : { _tag: "missing" }
-        if (done !== undefined && !Session.sameKnownState(Option.getOrUndefined(HashMap.get(state.workspace, operation.path)), Session.knownStateOf(done))) {
-          changes.push({ path: operation.path, state: done })
-        }
-      }
-      let head = state.head
-      for (const event of captureEvents({ _tag: "restore" }, state.coverage, changes)) {
-        head = yield* checkpointer.append(sessionId, [event], head)
-      }
-    }).pipe(Effect.catchAll((error) => Effect.logWarning(`restore of "${sessionId}": recording what it put back failed`, error)))
 
   /** Put every file an interrupted restore changed back to what it held when the restore began, and close its intent. */
   const undoInterruptedRestore = (sessionId: string) =>

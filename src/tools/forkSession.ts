@@ -25,7 +25,6 @@ import { decodeOptions } from "../core/internal/options.js"
 import { planMaterialise } from "../core/restore.js"
 import * as Session from "../core/session.js"
 import { sessionIdProblem } from "../core/sessionId.js"
-import { isUserCheckpoint } from "../core/userCheckpoint.js"
 import { RestoreRefusedError, SessionWorkdirError, WorkspaceIOError } from "./errors.js"
 import { homeFor, rehomed } from "./sessionWorkdir.js"
 import type { SessionStatesService } from "./SessionStates.js"
@@ -68,27 +67,14 @@ const refusal = (sessionId: string, seq: number, reason: Refusal["reason"], deta
 /** The node a fork from checkpoint `seq` starts at (a user message of any branch), or why there is none. */
 const forkPoint = (sessionId: string, source: Session.SessionState, seq: number | undefined): ForkPoint | RestoreRefusedError => {
   if (seq === undefined) return { leaf: source.leaf, checkpoint: undefined, onBranch: true }
-  let prompt: Session.PromptNode | undefined
-  for (let index = source.prompts.length - 1; index >= 0; index--) {
-    const candidate = source.prompts.at(index)!
-    if (candidate.seq > seq) continue
-    if (candidate.seq === seq) prompt = candidate
-    break
-  }
-  let onBranch = false
-  for (let index = source.anchors.length - 1; index >= 0; index--) {
-    const anchor = source.anchors.at(index)!
-    if (anchor.seq > seq) continue
-    onBranch = anchor.seq === seq
-    break
-  }
-  if (prompt !== undefined && Session.isPruned(source, seq)) {
+  const node = Session.checkpointNode(source, seq)
+  if (node === "pruned") {
     return refusal(sessionId, seq, "branch_pruned", `seq ${seq} is on a branch of session "${sessionId}" that was pruned: no fork starts there`)
   }
-  if (prompt === undefined || (!onBranch && !isUserCheckpoint(prompt.event, 0))) {
+  if (node === undefined) {
     return refusal(sessionId, seq, "not_a_checkpoint", `seq ${seq} is not a checkpoint of session "${sessionId}" (a prompt, from listCheckpoints or tree)`)
   }
-  return { leaf: source.parents.at(seq - 1) ?? 0, checkpoint: seq, onBranch }
+  return { leaf: node.before, checkpoint: seq, onBranch: node.onBranch }
 }
 
 const io = (operation: string, target: string) => (cause: unknown) =>
