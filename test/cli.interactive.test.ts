@@ -82,16 +82,16 @@ describe("lite-agent in a terminal", () => {
     const refused = await tty.waitFor("nothing was changed")
     expect(refused).toContain("REFUSED (not_a_checkpoint")
     tty.type(`/restore ${changeSeq}\r`)
-    const plan = await tty.waitFor("restore? [y/N]")
+    const plan = await tty.waitFor("restore? y/n")
     expect(plan).toContain("a.txt: put back")
-    tty.type("y\r")
+    tty.type("y")
     await tty.waitFor("restored: a.txt; conversation cut back")
     expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("one\n")
 
     tty.type("/bogus\r")
     await tty.waitFor("unknown command /bogus: /help lists the commands")
     tty.type("/restore x\r")
-    await tty.waitFor("usage: /restore <seq> [--conversation-only] [--yes]")
+    await tty.waitFor("usage: /restore <seq> [--conversation-only | --files-only] [--include-user-edits] [--yes]")
 
     // Ctrl-C during a turn stops it; the session stays usable.
     tty.type("slow one\r")
@@ -160,10 +160,10 @@ describe("lite-agent in a terminal", () => {
 
     // Nothing moved yet: /undo undoes the last turn, with its plan first.
     tty.type("/undo\r")
-    const plan = await tty.waitFor("restore? [y/N] ")
+    const plan = await tty.waitFor("restore? y/n ")
     expect(plan).toContain('undo the last turn ("change a")')
     expect(plan).toContain("a.txt: put back")
-    tty.type("y\r")
+    tty.type("y")
     await tty.waitFor("conversation cut back")
     expect(file("a.txt")).toBe("one\n")
 
@@ -179,53 +179,61 @@ describe("lite-agent in a terminal", () => {
     tty.type("something else\r")
     await tty.waitFor("Wrote b.txt instead.")
     await tty.waitFor("out tokens]")
-    // /tree: the branches, the current tip selected; q leaves.
+    // /tree: the current branch flat, the branch the restore left parting after "make a", and
+    // where the session is, selected; q leaves.
     tty.type("/tree\r")
-    const tree = await tty.waitFor("q or Esc leaves")
-    expect(tree).toMatch(/\* +\d+ +"make a"/)
-    expect(tree).toMatch(/ +\d+ +"change a"/)
-    expect(tree).toMatch(/\* +\d+ +"something else"/)
-    expect(tree).toMatch(/▸ +→ tip \d+ \(current\)/)
-    const oldTip = Number(/· tip (\d+)/.exec(tree)![1])
+    const tree = await tty.waitFor("q leaves")
+    const lines = tree.slice(tree.lastIndexOf("/tree")).split(/\r?\n/).filter((line) => / \d\d:\d\d |tip \d+/.test(line))
+    // The seq (right-aligned in four columns) and the time as one mark: the indents are what is checked.
+    expect(lines.map((line) => line.replace(/(?: {3}\d| {2}\d{2}| \d{3}|\d{4}) {2}\d\d:\d\d/, "SEQ TIME").replace(/tip \d+/, "tip N"))).toEqual([
+      '  SEQ TIME  "make a"',
+      '  ╰─ SEQ TIME  "change a"',
+      "     ○ tip N",
+      '  SEQ TIME  "something else"',
+      "▸ ● you are here (tip N)"
+    ])
+    const oldTip = Number(/○ tip (\d+)/.exec(tree)![1])
     tty.type("q")
     tty.type(`/label ${oldTip} first try\r`)
     await tty.waitFor(`seq ${oldTip} is "first try"`)
     tty.type(`/switch ${oldTip}\r`)
-    const switchPlan = await tty.waitFor("switch? [y/N] ")
+    const switchPlan = await tty.waitFor("switch? y/n ")
     expect(switchPlan).toContain("a.txt: put back")
     expect(switchPlan).toContain("b.txt: deleted")
-    tty.type("n\r")
+    tty.type("n")
     await tty.waitFor("nothing was changed")
 
     // The same switch in the navigator: up twice to the other tip, Enter, then the plan and y.
     tty.type("/tree\r")
-    await tty.waitFor("q or Esc leaves")
+    await tty.waitFor("q leaves")
     tty.type("\u001b[A")
-    await tty.waitFor("q or Esc leaves")
+    await tty.waitFor("q leaves")
     tty.type("\u001b[A")
-    const moved = await tty.waitFor("q or Esc leaves")
-    expect(moved).toContain(`▸     · tip ${oldTip} [first try]`)
+    const moved = await tty.waitFor("q leaves")
+    expect(moved).toContain(`▸    ○ tip ${oldTip} [first try]`)
     tty.type("\r")
-    await tty.waitFor("switch? [y/N] ")
-    tty.type("y\r")
+    await tty.waitFor("switch? y/n ")
+    tty.type("y")
     await tty.waitFor("the conversation is the branch's")
     expect(file("a.txt")).toBe("two\n")
     expect(file("b.txt")).toBeUndefined()
 
-    // l names the selected row: up twice more to the first checkpoint.
+    // l names the selected row: up four times to the first checkpoint (past the branch just left,
+    // which now parts after it).
     tty.type("/tree\r")
-    const after = await tty.waitFor("q or Esc leaves")
-    expect(after).toContain(`→ tip ${oldTip} (current) [first try]`)
-    tty.type("\u001b[A")
-    await tty.waitFor("q or Esc leaves")
-    tty.type("\u001b[A")
-    await tty.waitFor("q or Esc leaves")
+    const after = await tty.waitFor("q leaves")
+    expect(after).toContain(`▸ ● you are here (tip ${oldTip}) [first try]`)
+    expect(after).toMatch(/╰─ +\d+ +\d\d:\d\d +"something else"/)
+    for (let up = 0; up < 4; up++) {
+      tty.type("\u001b[A")
+      await tty.waitFor("q leaves")
+    }
     tty.type("l")
     await tty.waitFor("(empty: none): ")
     tty.type("the start\r")
     await tty.waitFor('is "the start"')
     tty.type("/tree\r")
-    expect(await tty.waitFor("q or Esc leaves")).toMatch(/"make a" \[the start\]/)
+    expect(await tty.waitFor("q leaves")).toMatch(/\[the start\] "make a"/)
     tty.type("q")
 
     tty.type("/switch 99999 --yes\r")
@@ -236,14 +244,14 @@ describe("lite-agent in a terminal", () => {
     // /fork --to: the files as they are now, written into a directory of their own; this one stays.
     const side = join(tempDir("tty-fork"), "side")
     tty.type(`/fork --to ${side}\r`)
-    const forkPlan = await tty.waitFor("fork? [y/N] ")
+    const forkPlan = await tty.waitFor("fork? y/n ")
     expect(forkPlan).toContain(`fork this session from its tip into ${side}:`)
-    tty.type("y\r")
+    tty.type("y")
     await tty.waitFor(`/resume `)
     expect(readFileSync(join(side, "a.txt"), "utf8")).toBe("two\n")
     expect(file("a.txt")).toBe("two\n")
     // /fork <seq>: here, from before the first prompt — a.txt did not exist yet; /undo comes back.
-    const makeA = Number(/(\d+) +"make a"/.exec(after)![1])
+    const makeA = Number(/(\d+) +\d\d:\d\d +"make a"/.exec(after)![1])
     tty.type(`/fork ${makeA} --yes\r`)
     await tty.waitFor("/undo goes back to where you were")
     expect(file("a.txt")).toBeUndefined()
@@ -307,12 +315,12 @@ describe("lite-agent in a terminal", () => {
     expect(listed).toContain('"run it"  changed after: gen, gen/new.txt, kept.txt; cannot restore: big.bin')
     const seq = (await readLog(sessions)).find((stored) => stored.event._tag === "UserMessage")!.seq
     tty.type(`/restore ${seq}\r`)
-    const plan = await tty.waitFor("restore? [y/N]")
+    const plan = await tty.waitFor("restore? y/n")
     expect(plan).toContain("gen: deleted")
     expect(plan).toContain("gen/new.txt: deleted")
     expect(plan).toContain("kept.txt: put back")
     expect(plan).toContain("big.bin: left as it is (not covered: 11000000 bytes is larger than the capture's cap of 10485760 bytes)")
-    tty.type("y\r")
+    tty.type("y")
     await tty.waitFor("restored: gen, gen/new.txt, kept.txt; conversation cut back")
     expect(readFileSync(join(workdir, "kept.txt"), "utf8")).toBe("kept\n")
     expect(readdirSync(workdir).sort()).toEqual(["big.bin", "kept.txt"])
@@ -337,11 +345,11 @@ describe("lite-agent in a terminal", () => {
     await tty.waitFor("error: RestoreInterruptedError")
     await tty.waitFor(`(here: /restore ${seq} finishes it, /restore --undo puts its files back)`)
     tty.type(`/restore ${seq}\r`)
-    const plan = await tty.waitFor("restore? [y/N]")
+    const plan = await tty.waitFor("restore? y/n")
     expect(plan).toContain(`finishing the restore to checkpoint ${seq} that was cut short:`)
     expect(plan).toContain("a.txt: already back")
     expect(plan).toContain("c.txt: put back")
-    tty.type("y\r")
+    tty.type("y")
     await tty.waitFor("[restore] finishing an interrupted restore: 2 file(s)")
     await tty.waitFor("restored: a.txt, b.txt, c.txt, d.txt; conversation cut back")
     for (const path of files) expect(readFileSync(join(workdir, path), "utf8")).toBe(`one ${path}\n`)

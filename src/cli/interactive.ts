@@ -18,21 +18,23 @@ import { eventLine, makeRenderer, shorten } from "./render.js"
 import { makeSessionCommands } from "./sessionCommands.js"
 import { describeError } from "./setup.js"
 import { colorsWanted, type Key, makePaint, makeSpinner, takeKeypresses } from "./terminal.js"
-import { makeTimeTravelCommands } from "./timeTravelCommands.js"
+import { choosesRow as choosesRowKey, LABEL_USAGE, leavesList, makeTimeTravelCommands } from "./timeTravelCommands.js"
+import { makeTreeCommands } from "./treeCommands.js"
 
 const HELP = [
   "commands:",
   "  /compact [instructions]          summarize the older conversation (Ctrl-C cancels)",
   "  /checkpoints                     this session's checkpoints",
-  "  /restore <seq> [--conversation-only] [--yes]",
+  "  /rewind                          pick a prompt to go back to before (or Esc Esc at an empty prompt)",
+  "  /restore <seq> [--conversation-only | --files-only] [--include-user-edits] [--yes]",
   "                                   go back to just before a checkpoint (shows the plan, asks first);",
   "                                   the same restore finishes one a crash cut short",
   "  /restore --undo [--yes]          put back the files of a restore a crash cut short",
   "  /undo [--yes]                    undo the last restore, switch or redo; else the last turn",
   "  /redo [--yes]                    redo the last undo",
-  "  /tree                            every branch's checkpoints, the current one marked",
+  "  /tree                            every branch, where it parts, and where you are: restore, switch, fork",
   "  /switch <tip> [--yes]            move to another branch (from /tree), files too",
-  "  /label <seq> [name]              name a checkpoint or a branch's tip (no name: remove it)",
+  `  ${LABEL_USAGE.padEnd(33)}name a checkpoint or a branch's tip`,
   "  /fork [seq] [--to <dir>] [--yes] a new session from before a checkpoint (or the tip), here or in <dir>",
   "  /sessions                        the sessions, most recent first",
   "  /resume [id]                     continue another session (the start of its id is enough; none: pick one)",
@@ -225,17 +227,38 @@ export const runInteractive = async (
       input.on("keypress", listener)
     })
 
-  const timeTravel = makeTimeTravelCommands({
+  /** A yes or no: one key on a terminal (y yes; n, Esc, Enter or q no), else a line. */
+  const confirm = async (question: string): Promise<boolean> => {
+    if (!process.stdin.isTTY) return /^y(es)?$/i.test((await ask(`${question} [y/N] `)).trim())
+    process.stdout.write(`${question} y/n `)
+    let answer = false
+    await keys((key) => {
+      if (key.name === "y") answer = true
+      return key.name === "y" || key.name === "n" || choosesRowKey(key) || leavesList(key)
+    })
+    print(answer ? "yes" : "no")
+    return answer
+  }
+
+  const timeTravelContext = {
     runtime,
     agent,
     print,
     ask,
+    confirm,
     current,
     interruptible,
     printEvents,
     shorten,
     rehome: settings.rehome,
     keys: process.stdin.isTTY ? keys : undefined
+  }
+  const timeTravel = makeTimeTravelCommands(timeTravelContext)
+  const pictures = makeTreeCommands({
+    ...timeTravelContext,
+    commands: timeTravel,
+    columns: () => process.stdout.columns ?? 80,
+    write: (text) => process.stdout.write(text)
   })
 
   const sessionCommands = makeSessionCommands({
@@ -271,7 +294,9 @@ export const runInteractive = async (
       case "redo":
         return timeTravel.redo(args)
       case "tree":
-        return timeTravel.tree(args)
+        return pictures.tree(args)
+      case "rewind":
+        return pictures.rewind(args)
       case "switch":
         return timeTravel.switchTo(args)
       case "label":
@@ -304,9 +329,29 @@ export const runInteractive = async (
   // --session or --continue: where the session belongs, and where it was left.
   if (resumedLatest || settings.sessionGiven) await sessionCommands.home(await current())
   if (resumedLatest) await sessionCommands.recap(await current())
+  // Esc Esc at an empty prompt opens the rewind picker.
+  let atPrompt = false
+  let escapedAt: number | undefined
+  if (process.stdin.isTTY) {
+    process.stdin.on("keypress", (_text: unknown, key: Key | undefined) => {
+      if (key?.name !== "escape" || !atPrompt || rl.line !== "") return
+      // Typed at once, the two come as one Esc with meta; else the second within a second.
+      const twice = key.meta === true || (escapedAt !== undefined && Date.now() - escapedAt < 1000)
+      escapedAt = twice ? undefined : Date.now()
+      if (!twice) return
+      atPrompt = false
+      process.stdout.write("\n")
+      void pictures.rewind([]).catch((error: unknown) => print(`error: ${describeError(error)}`)).finally(() => {
+        atPrompt = true
+        rl.prompt()
+      })
+    })
+  }
   rl.prompt()
+  atPrompt = true
   // Input typed while a turn runs waits its turn (queued); Ctrl-C still reaches the SIGINT handler.
   for await (const input of prompts) {
+    atPrompt = false
     interruptedOnce = false
     const line = input.trim()
     if (line !== "") {
@@ -320,5 +365,6 @@ export const runInteractive = async (
     if (closed) break
     rl.setPrompt(prompts.prompt())
     rl.prompt()
+    atPrompt = true
   }
 }

@@ -10,6 +10,8 @@ import { isatty } from "node:tty"
 export interface Key {
   readonly name?: string | undefined
   readonly ctrl?: boolean | undefined
+  /** Alt, or an Esc just before (readline reports Esc Esc typed at once as one meta Esc). */
+  readonly meta?: boolean | undefined
 }
 
 /**
