@@ -166,21 +166,23 @@ describe("the viewer", () => {
     const row = page.locator("[data-session=s1]")
     await eventually(() => row.textContent()).toContain("Create hello.ts <b>in bold</b>")
     expect(await row.textContent()).toContain("3 prompts")
-    // The branch: the first checkpoint goes on to two, the one left by the restore nested.
+    // The current branch flat, the branch the restore left one level in after the checkpoint it
+    // parts from (its checkpoint and its tip), and exactly one "you are here".
     const nodes = page.getByRole("treeitem")
-    expect(await nodes.count()).toBe(3)
-    const first = page.getByRole("treeitem").filter({ hasText: "Create hello.ts" }).first()
-    const other = first.getByRole("group").getByRole("treeitem")
+    expect(await nodes.count()).toBe(5)
+    const levels = await nodes.evaluateAll((items) => items.map((item) => `${item.getAttribute("aria-level")} ${item.className.replace(/ selected/, "")}`))
+    expect(levels).toEqual(["1 node checkpoint current", "2 node checkpoint side", "2 node tip side", "1 node checkpoint current", "1 node tip current here"])
+    const other = page.locator("[role=treeitem].side.checkpoint")
     expect(await other.textContent()).toContain("Capitalise the greeting")
-    const current = checkpointRow(page, "Write notes instead")
-    expect(await current.textContent()).toContain("current")
+    expect(await page.locator(".badge.here").count()).toBe(1)
+    expect(await page.locator("[role=treeitem].here").textContent()).toContain("you are here")
     // The session's size under its header, as GET /sessions/s1/usage says.
     const usage = await api("GET", "/sessions/s1/usage") as { logBytes: number; referenced: { bytes: number }; shared: { bytes: number }; own: { bytes: number } }
     expect(usage.own.bytes).toBeGreaterThan(0)
     await eventually(() => page.locator(".tree .session-size").textContent()).toBe(
       `${bytes(usage.own.bytes)} own · ${bytes(usage.referenced.bytes)} referenced (${bytes(usage.shared.bytes)} shared) · log ${bytes(usage.logBytes)}`
     )
-    expect(await other.textContent()).not.toContain("current")
+    expect(await other.textContent()).not.toContain("you are here")
     // The other branch's checkpoint: its conversation and its diff.
     await checkpointRow(page, "Capitalise the greeting").click()
     await eventually(() => page.locator(".changes .path").allTextContents()).toEqual(["hello.ts"])
@@ -191,8 +193,9 @@ describe("the viewer", () => {
     expect(await conversation.textContent()).toContain("Capitalised the greeting.")
     expect(await conversation.textContent()).not.toContain("Wrote notes instead.")
     await page.screenshot({ path: join(SHOTS, "session.png") })
-    // The keyboard moves through the tree and selects.
+    // The keyboard moves through the tree (past the other branch's tip) and selects.
     await other.focus()
+    await page.keyboard.press("ArrowDown")
     await page.keyboard.press("ArrowDown")
     await page.keyboard.press("Enter")
     await eventually(() => page.locator(".changes .path").allTextContents()).toEqual(["notes.md"])
@@ -245,7 +248,7 @@ describe("the viewer", () => {
     await page.screenshot({ path: join(SHOTS, "restore-plan.png") })
     expect(existsSync(join(workdir, "notes.md"))).toBe(true)
     await plan.getByRole("button", { name: "Confirm" }).click()
-    await eventually(() => page.getByRole("alert").textContent()).toContain("Restored: 1 file put back, the conversation moved")
+    await eventually(() => page.getByRole("alert").textContent()).toContain("Restored: 1 file deleted, the conversation moved")
     expect(existsSync(join(workdir, "notes.md"))).toBe(false)
     // Undo: the same plan first, then the file is back.
     await page.getByRole("button", { name: "Undo" }).click()
@@ -293,13 +296,14 @@ describe("the viewer", () => {
       const label = checkpointRow(page, "Create hello.ts").locator(".label:not(.branch)")
       return (await label.count()) > 0 ? label.textContent() : `no label; notice: ${await page.locator(".notice").textContent()}`
     }).toBe("the start")
-    // A branch's name: on the tip of the branch its last checkpoint ends.
-    await checkpointRow(page, "Capitalise the greeting").click()
+    // A branch's name: on its tip's row.
+    const otherTip = page.locator("[role=treeitem].tip.side > .row")
+    await otherTip.click()
     await page.getByRole("button", { name: "Label branch…" }).click()
     await page.getByLabel(/Label for the branch ending at/).fill("greeting")
     await page.getByRole("button", { name: "Save label" }).click()
-    await eventually(() => checkpointRow(page, "Capitalise the greeting").locator(".label.branch").count()).toBe(1)
-    expect(await checkpointRow(page, "Capitalise the greeting").locator(".label.branch").textContent()).toBe("branch: greeting")
+    await eventually(() => otherTip.locator(".label.branch").count()).toBe(1)
+    expect(await otherTip.locator(".label.branch").textContent()).toBe("greeting")
     const labelled = await api("GET", "/sessions/s1/tree") as { branches: Array<{ label?: string; checkpoint: number | null }> }
     expect(labelled.branches.filter((branch) => branch.label === "greeting")).toHaveLength(1)
     // Everything is recent (the default keeps 20,000 tokens verbatim): nothing to compact, and the page says why.
@@ -316,6 +320,56 @@ describe("the viewer", () => {
     await checkpointRow(page, "A prompt from another process").click()
     await eventually(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Answered in another process.")
     expect(await page.locator(".message.compaction").count()).toBe(0)
+    await page.close()
+  })
+
+  it("on another branch's checkpoint: switch there or restore there, each through its plan; undo says where it goes; a branch folds", async () => {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } })
+    await openSession(page, "Capitalise the greeting")
+    const hello = () => readFileSync(join(workdir, "hello.ts"), "utf8")
+    expect(hello()).toContain("hello ${name}")
+    expect(existsSync(join(workdir, "notes.md"))).toBe(true)
+    // Switch: the other branch's conversation and files.
+    await page.getByRole("toolbar", { name: "Checkpoint actions" }).getByRole("button", { name: "Switch to this branch" }).click()
+    const switchPlan = page.getByRole("dialog", { name: "Switch to the branch ending at" })
+    await switchPlan.waitFor()
+    expect(await switchPlan.locator("tr[data-path='notes.md']").textContent()).toContain("deleted")
+    await switchPlan.getByRole("button", { name: "Confirm" }).click()
+    await eventually(() => page.getByRole("alert").textContent()).toContain("Switched:")
+    expect(hello()).toContain("Hello, ${name}!")
+    expect(existsSync(join(workdir, "notes.md"))).toBe(false)
+    await eventually(() => page.locator("[role=treeitem].checkpoint.current .prompt").allTextContents()).toEqual(["Create hello.ts <b>in bold</b>", "Capitalise the greeting"])
+    expect(await page.locator(".badge.here").count()).toBe(1)
+    // Undo, in the session's own toolbar, says where it goes back to.
+    const before = await api("GET", "/sessions/s1/tree") as { undo: { from: number } | null }
+    await page.getByRole("toolbar", { name: "Session actions" }).getByRole("button", { name: "Undo" }).click()
+    const undo = page.getByRole("dialog", { name: `Undo the last move (back to #${before.undo!.from})` })
+    await undo.waitFor()
+    await undo.getByRole("button", { name: "Confirm" }).click()
+    await eventually(() => page.getByRole("alert").textContent()).toContain("Undone:")
+    expect(existsSync(join(workdir, "notes.md"))).toBe(true)
+    // Restore to before a checkpoint of another branch: the session moves there, conversation and files.
+    await checkpointRow(page, "Capitalise the greeting").click()
+    await page.getByRole("toolbar", { name: "Checkpoint actions" }).getByRole("button", { name: "Restore to before this checkpoint" }).click()
+    const restorePlan = page.getByRole("dialog", { name: "Restore to before checkpoint" })
+    await restorePlan.waitFor()
+    await restorePlan.getByRole("button", { name: "Confirm" }).click()
+    await eventually(() => page.getByRole("alert").textContent()).toContain("Restored:")
+    expect(hello()).toContain("hello ${name}")
+    expect(existsSync(join(workdir, "notes.md"))).toBe(false)
+    await page.getByRole("toolbar", { name: "Session actions" }).getByRole("button", { name: "Undo" }).click()
+    await page.getByRole("dialog", { name: "Undo the last move" }).getByRole("button", { name: "Confirm" }).click()
+    await eventually(() => page.getByRole("alert").textContent()).toContain("Undone:")
+    expect(existsSync(join(workdir, "notes.md"))).toBe(true)
+    // ← on the other branch folds it into its tip; → shows it again.
+    await eventually(() => page.locator("[role=treeitem].side.checkpoint").count()).toBe(1)
+    await page.locator("[role=treeitem].side.checkpoint").focus()
+    await page.keyboard.press("ArrowLeft")
+    await eventually(() => page.locator("[role=treeitem].side.checkpoint").count()).toBe(0)
+    expect(await page.locator("[role=treeitem].side.tip").getAttribute("aria-expanded")).toBe("false")
+    expect(await page.locator("[role=treeitem].side.tip").textContent()).toContain("1 more folded")
+    await page.keyboard.press("ArrowRight")
+    await eventually(() => page.locator("[role=treeitem].side.checkpoint").count()).toBe(1)
     await page.close()
   })
 

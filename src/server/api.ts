@@ -89,7 +89,9 @@ export const SessionTreeJson = Schema.Struct({
     leaf: Schema.Number,
     checkpoint: Schema.NullOr(Schema.Number),
     current: Schema.Boolean,
-    label: Schema.optionalWith(Schema.String, { exact: true })
+    label: Schema.optionalWith(Schema.String, { exact: true }),
+    /** A branch `pruneBranches` took out of reach: shown as pruned, no move goes there. */
+    pruned: Schema.optionalWith(Schema.Literal(true), { exact: true })
   })),
   undo: Schema.NullOr(LeafMoveJson),
   redo: Schema.NullOr(LeafMoveJson),

@@ -1,7 +1,8 @@
 /**
- * What the page does to a session, each through the API with its rules: restore, undo, redo and
- * fork shown as a plan (their dry run) and made on confirmation; labels; compaction.
+ * What the page does to a session, each through the API with its rules: restore, switch, undo,
+ * redo and fork shown as a plan (their dry run) and made on confirmation; labels; compaction.
  */
+import type { PictureRow } from "../core/treePicture.js"
 import type { Api, Restore, Tree } from "./api.js"
 import { refusalsOf } from "./api.js"
 import { el } from "./dom.js"
@@ -25,10 +26,20 @@ export interface ActionContext {
 export const makeActions = (context: ActionContext) => {
   const { failed, say } = context
 
-  const describeMove = (result: Restore) =>
-    `${result.restoredFiles.length} file${result.restoredFiles.length === 1 ? "" : "s"} put back` +
-    `${result.conversationRestored ? ", the conversation moved" : ""}` +
-    `${result.notCovered.length === 0 ? "" : `, ${result.notCovered.length} left as they are (not covered)`}`
+  /** What a move did, in words: files written back and files deleted apart, and what it left. */
+  const describeMove = (result: Restore) => {
+    const deleted = new Set(result.plan.filter((file) => file.action === "delete").map((file) => file.path))
+    const removed = result.restoredFiles.filter((path) => deleted.has(path)).length
+    const written = result.restoredFiles.length - removed
+    const files = (count: number) => `${count} file${count === 1 ? "" : "s"}`
+    const parts = [
+      written > 0 || removed === 0 ? `${files(written)} put back` : undefined,
+      removed > 0 ? `${files(removed)} deleted` : undefined,
+      result.conversationRestored ? "the conversation moved" : undefined,
+      result.notCovered.length === 0 ? undefined : `${result.notCovered.length} left as they are (not covered)`
+    ]
+    return parts.filter((part) => part !== undefined).join(", ")
+  }
 
   /**
    * Show what a move would do (its dry run), and make it on confirmation. A dry run refused with
@@ -66,12 +77,27 @@ export const makeActions = (context: ActionContext) => {
     })
   }
 
-  const restoreTo = (id: string, seq: number) =>
-    planMove(`Restore to before checkpoint #${seq}`, (dryRun) => context.api().restore(id, seq, dryRun), (result) => say(`Restored: ${describeMove(result)}.`))
+  const restoreTo = (id: string, seq: number, mode: "both" | "conversation" | "files" = "both") =>
+    planMove(
+      mode === "both"
+        ? `Restore to before checkpoint #${seq}`
+        : mode === "files"
+        ? `Restore the files only to before checkpoint #${seq}`
+        : `Restore the conversation only to before checkpoint #${seq}`,
+      (dryRun) => context.api().restore(id, seq, dryRun, mode === "files" ? { conversation: false } : mode === "conversation" ? { files: false } : {}),
+      (result) => say(`Restored: ${describeMove(result)}.`)
+    )
 
-  const undoOrRedo = (id: string, which: "undo" | "redo") =>
-    planMove(which === "undo" ? "Undo the last move" : "Redo the move undone", (dryRun) => context.api()[which](id, dryRun), (result) =>
+  const switchTo = (id: string, tip: number) =>
+    planMove(`Switch to the branch ending at #${tip}`, (dryRun) => context.api().switchTo(id, tip, dryRun), (result) => say(`Switched: ${describeMove(result)}.`))
+
+  /** Undo or redo, the plan saying where it goes (the leaf the move left, or the one the undo left). */
+  const undoOrRedo = (id: string, shown: Tree, which: "undo" | "redo") => {
+    const to = which === "undo" ? shown.undo?.from : shown.redo?.from
+    const where = to === undefined ? "" : ` (back to #${to})`
+    return planMove(which === "undo" ? `Undo the last move${where}` : `Redo the move undone${where}`, (dryRun) => context.api()[which](id, dryRun), (result) =>
       say(`${which === "undo" ? "Undone" : "Redone"}: ${describeMove(result)}.`))
+  }
 
   const forkFrom = (id: string, seq: number) =>
     planMove(`Fork from before checkpoint #${seq}`, (dryRun) => context.api().fork(id, seq, dryRun), (result) => {
@@ -146,23 +172,48 @@ export const makeActions = (context: ActionContext) => {
     context.render()
   }
 
-  const renderActions = (id: string, shown: Tree, seq: number | undefined) => {
-    // The branch this checkpoint ends, if it is a branch's last: its tip can be named too.
-    const ended = seq === undefined ? undefined : shown.branches.find((branch) => branch.checkpoint === seq)
+  /** What acts on the whole session — undo, redo, compact — apart from what acts on a row. */
+  const renderSessionActions = (id: string, shown: Tree) =>
+    el(
+      "div",
+      { class: "actions session-actions", role: "toolbar", "aria-label": "Session actions" },
+      el("button", { type: "button", disabled: shown.undo === null, onclick: () => undoOrRedo(id, shown, "undo") }, "Undo"),
+      el("button", { type: "button", disabled: shown.redo === null, onclick: () => undoOrRedo(id, shown, "redo") }, "Redo"),
+      el("button", { type: "button", onclick: () => compact(id) }, "Compact")
+    )
+
+  /**
+   * What can be done with the selected row: on a checkpoint of the current branch, restore (both,
+   * the conversation or the files), fork, label; on one of another branch, switch to that branch,
+   * restore there (conversation and files: the session moves there), fork, label; on another
+   * branch's tip, switch to it; on any tip, name its branch.
+   */
+  const renderActions = (id: string, row: PictureRow | undefined) => {
+    const button = (text: string, onclick: () => void) => el("button", { type: "button", onclick }, text)
+    const switchButton = row === undefined || row.branch.current ? null : button("Switch to this branch", () => switchTo(id, row.branch.tip))
     return el(
       "div",
-      { class: "actions", role: "toolbar", "aria-label": "Actions" },
-      seq === undefined ? null : [
-        el("button", { type: "button", onclick: () => restoreTo(id, seq) }, "Restore to before this checkpoint"),
-        el("button", { type: "button", onclick: () => forkFrom(id, seq) }, "Fork from here"),
-        el("button", { type: "button", onclick: startLabelling(seq) }, "Label…"),
-        ended === undefined || ended.leaf === seq ? null : el("button", { type: "button", onclick: startLabelling(ended.leaf) }, "Label branch…")
-      ],
-      el("button", { type: "button", disabled: shown.undo === null, onclick: () => undoOrRedo(id, "undo") }, "Undo"),
-      el("button", { type: "button", disabled: shown.redo === null, onclick: () => undoOrRedo(id, "redo") }, "Redo"),
-      el("button", { type: "button", onclick: () => compact(id) }, "Compact")
+      { class: "actions", role: "toolbar", "aria-label": row?.kind === "tip" ? "Branch actions" : "Checkpoint actions" },
+      row === undefined
+        ? null
+        : row.kind === "tip"
+        ? [switchButton, button("Label branch…", startLabelling(row.seq))]
+        : row.branch.current
+        ? [
+          button("Restore to before this checkpoint", () => restoreTo(id, row.seq)),
+          button("Conversation only", () => restoreTo(id, row.seq, "conversation")),
+          button("Files only", () => restoreTo(id, row.seq, "files")),
+          button("Fork from here", () => forkFrom(id, row.seq)),
+          button("Label…", startLabelling(row.seq))
+        ]
+        : [
+          switchButton,
+          button("Restore to before this checkpoint", () => restoreTo(id, row.seq)),
+          button("Fork from here", () => forkFrom(id, row.seq)),
+          button("Label…", startLabelling(row.seq))
+        ]
     )
   }
 
-  return { renderActions, renderLabelForm }
+  return { renderActions, renderSessionActions, renderLabelForm }
 }

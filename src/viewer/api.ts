@@ -85,7 +85,10 @@ export const makeApi = (token: string) => ({
   conversation: (id: string, at: number | undefined) =>
     call<Conversation>(token, "GET", `${session(id)}/conversation${at === undefined ? "" : `?at=${at}`}`),
   changes: (id: string, seq: number) => call<Changes>(token, "GET", `${session(id)}/checkpoints/${seq}/changes`),
-  restore: (id: string, seq: number, dryRun: boolean) => call<Restore>(token, "POST", `${session(id)}/restore`, { seq, dryRun }),
+  /** `files: false` the conversation only, `conversation: false` the files only. */
+  restore: (id: string, seq: number, dryRun: boolean, only: { readonly files?: false; readonly conversation?: false } = {}) =>
+    call<Restore>(token, "POST", `${session(id)}/restore`, { seq, dryRun, ...only }),
+  switchTo: (id: string, leaf: number, dryRun: boolean) => call<Restore>(token, "POST", `${session(id)}/switch`, { leaf, dryRun }),
   undo: (id: string, dryRun: boolean) => call<Restore>(token, "POST", `${session(id)}/undo`, { dryRun }),
   redo: (id: string, dryRun: boolean) => call<Restore>(token, "POST", `${session(id)}/redo`, { dryRun }),
   fork: (id: string, seq: number, dryRun: boolean) => call<Fork>(token, "POST", `${session(id)}/fork`, { seq, dryRun }),

@@ -19,7 +19,7 @@ import { follow, type Frame } from "./follow.js"
 import { makeActions } from "./actions.js"
 import { type PlanView, renderPlan } from "./plan.js"
 import { renderChanges, renderConversation } from "./render.js"
-import { renderTree } from "./tree.js"
+import { renderTree, rowOf, type TreeSelection } from "./tree.js"
 import { makeUsageLoader, renderSessionSize } from "./usage.js"
 
 interface SessionRow {
@@ -53,6 +53,10 @@ let message: { readonly text: string; readonly error: boolean } | undefined
 let plan: PlanView | undefined
 /** The checkpoint being named, if a label is being entered. */
 let labelling: number | undefined
+/** A branch's tip selected in the tree (then its actions are shown, not a checkpoint's). */
+let selectedTip: number | undefined
+/** Tips of the branches folded in the tree. */
+let folded = new Set<number>()
 
 const panes = {
   sessions: el("nav", { class: "sessions", "aria-label": "Sessions" }),
@@ -226,6 +230,8 @@ const followSelected = async () => {
 const select = (id: string) => {
   selected = id
   at = undefined
+  selectedTip = undefined
+  folded = new Set()
   tree = undefined
   conversation = undefined
   changes = undefined
@@ -328,41 +334,75 @@ const renderSelected = () => {
     return
   }
   const shownAt = at ?? latestCheckpoint(tree)
+  const treeSelection: TreeSelection | undefined = selectedTip !== undefined
+    ? { kind: "tip", seq: selectedTip }
+    : shownAt === undefined
+    ? undefined
+    : { kind: "checkpoint", seq: shownAt }
   // Keyboard focus stays where it was across a redraw (a live update redraws both panes).
   const focused = document.activeElement
-  const focusedSeq = panes.tree.contains(focused) ? (focused as HTMLElement).dataset["seq"] : undefined
+  const focusedRow = panes.tree.contains(focused) && (focused as HTMLElement).dataset["seq"] !== undefined
+    ? { seq: (focused as HTMLElement).dataset["seq"], kind: (focused as HTMLElement).dataset["kind"] }
+    : undefined
   const focusedControl = panes.detail.contains(focused) && focused !== null ? controlKey(focused) : undefined
   fill(
     panes.tree,
     el("h2", {}, "Checkpoints"),
     renderSessionSize(usage.of(selected)),
-    renderTree(tree, shownAt, (seq) => {
-      // Shown selected at once (the actions are then this checkpoint's); its files and messages follow.
-      at = seq
-      plan = undefined
-      labelling = undefined
-      changes = undefined
-      conversation = undefined
-      renderSelected()
-      loadSelected().catch(failed)
+    actions.renderSessionActions(selected, tree),
+    renderTree(tree, {
+      selected: treeSelection,
+      folded,
+      onSelect: (selection) => {
+        plan = undefined
+        labelling = undefined
+        if (selection.kind === "tip") {
+          // A tip: its branch's actions; the checkpoint shown stays.
+          selectedTip = selection.seq
+          return renderSelected()
+        }
+        // Shown selected at once (the actions are then this checkpoint's); its files and messages follow.
+        selectedTip = undefined
+        at = selection.seq
+        changes = undefined
+        conversation = undefined
+        renderSelected()
+        loadSelected().catch(failed)
+      },
+      onFold: (tip, fold) => {
+        if (fold) folded.add(tip)
+        else folded.delete(tip)
+        renderSelected()
+        // The branch's row at the fold keeps the focus.
+        panes.tree.querySelector<HTMLElement>(`[role=treeitem][data-tip="${tip}"][aria-expanded]`)?.focus()
+      }
     })
   )
-  if (focusedSeq !== undefined) {
-    const item = panes.tree.querySelector<HTMLElement>(`[role=treeitem][data-seq="${focusedSeq}"]`)
+  if (focusedRow !== undefined) {
+    const item = panes.tree.querySelector<HTMLElement>(`[role=treeitem][data-seq="${focusedRow.seq}"][data-kind="${focusedRow.kind}"]`)
     panes.tree.querySelectorAll<HTMLElement>("[role=treeitem]").forEach((each) => (each.tabIndex = each === item ? 0 : -1))
     item?.focus()
   }
   const checkpoint = tree.checkpoints.find((each) => each.seq === shownAt)
+  const row = rowOf(tree, treeSelection, folded)
+  const tipHeader = row?.kind === "tip"
+    ? [
+      el("h2", {}, `Branch ending at #${row.seq}`),
+      el("p", { class: "prompt" }, row.here ? "You are here." : "Another branch: switch to it to go on from its end.", row.branch.label === undefined ? null : el("span", { class: "label" }, row.branch.label))
+    ]
+    : undefined
   fill(
     panes.detail,
     renderQuestions(),
     el(
       "header",
       { class: "checkpoint" },
-      el("h2", {}, checkpoint === undefined ? "No checkpoint yet" : `Checkpoint #${checkpoint.seq}`),
-      checkpoint === undefined ? null : el("p", { class: "prompt" }, checkpoint.prompt, checkpoint.label === undefined ? null : el("span", { class: "label" }, checkpoint.label))
+      tipHeader ?? [
+        el("h2", {}, checkpoint === undefined ? "No checkpoint yet" : `Checkpoint #${checkpoint.seq}`),
+        checkpoint === undefined ? null : el("p", { class: "prompt" }, checkpoint.prompt, checkpoint.label === undefined ? null : el("span", { class: "label" }, checkpoint.label))
+      ]
     ),
-    actions.renderActions(selected, tree, checkpoint?.seq),
+    actions.renderActions(selected, row),
     plan === undefined ? null : renderPlan(plan),
     labelling === undefined ? null : actions.renderLabelForm(selected, tree, labelling),
     changes === undefined ? null : renderChanges(changes),

@@ -1,70 +1,111 @@
 /**
- * A session's tree of checkpoints as an ARIA tree: a branch reads down one list, and where
- * branches part the later ones are indented under the checkpoint they leave from — so the depth
- * of the page is the number of forks, not the length of the session. The current branch and the
- * selected checkpoint are marked; labels show beside their checkpoint. Arrow keys move between
- * checkpoints, Home and End go to the first and the last, Enter or Space selects.
+ * A session's tree as an ARIA tree, drawn from the one picture the terminal draws too
+ * (`treePicture`): the current branch is one flat list of its checkpoints ending in the one
+ * "you are here" row; every other branch follows the checkpoint it parts from, one level in
+ * (`aria-level`), with its checkpoints and its tip, and folds to its tip. So the depth of the page
+ * is the number of partings, not the length of a branch. A label shows before the prompt, so a
+ * long prompt's ellipsis never hides it. Arrow keys move between rows (← folds a branch, → shows
+ * it), Home and End go to the first and the last, Enter or Space selects.
  */
+import { type PictureRow, pictureRows, treePicture } from "../core/treePicture.js"
 import type { Tree } from "./api.js"
 import { el } from "./dom.js"
 
-type Checkpoint = Tree["checkpoints"][number]
+/** A row of the tree: a checkpoint, or a branch's tip. */
+export interface TreeSelection {
+  readonly kind: "checkpoint" | "tip"
+  readonly seq: number
+}
 
-export const renderTree = (tree: Tree, selected: number | undefined, onSelect: (seq: number) => void) => {
-  const bySeq = new Map(tree.checkpoints.map((checkpoint) => [checkpoint.seq, checkpoint]))
-  const branchLabels = new Map<number, string>()
-  for (const branch of tree.branches) {
-    if (branch.checkpoint !== null && branch.label !== undefined) branchLabels.set(branch.checkpoint, branch.label)
-  }
+export const rowKey = (selection: TreeSelection) => `${selection.kind}-${selection.seq}`
 
-  const item = (checkpoint: Checkpoint) => {
-    const branchLabel = branchLabels.get(checkpoint.seq)
+/** The picture's row for `selection`, if it is shown (not folded away). */
+export const rowOf = (tree: Tree, selection: TreeSelection | undefined, folded: ReadonlySet<number> = new Set()): PictureRow | undefined =>
+  selection === undefined
+    ? undefined
+    : pictureRows(treePicture(tree), folded).find((row) => row.kind === selection.kind && row.seq === selection.seq)
+
+export interface TreeView {
+  readonly selected: TreeSelection | undefined
+  /** Tips of the branches shown folded. */
+  readonly folded: ReadonlySet<number>
+  readonly onSelect: (selection: TreeSelection) => void
+  /** Fold (true) or show (false) the branch ending at `tip`. */
+  readonly onFold: (tip: number, fold: boolean) => void
+}
+
+export const renderTree = (tree: Tree, view: TreeView) => {
+  if (tree.checkpoints.length === 0) return el("p", { class: "empty" }, "No checkpoints yet: the session has no prompt.")
+  const picture = treePicture(tree)
+  const rows = pictureRows(picture, view.folded)
+  const isSelected = (row: PictureRow) => view.selected !== undefined && view.selected.kind === row.kind && view.selected.seq === row.seq
+
+  const item = (row: PictureRow) => {
+    const selection: TreeSelection = { kind: row.kind, seq: row.seq }
+    const key = rowKey(selection)
+    const side = !row.branch.current
+    // The first row of a side branch, or its folded tip, is where it folds.
+    const foldable = side && row.parts
+    const checkpoint = row.checkpoint
+    const content = checkpoint !== undefined
+      ? [
+        el("span", { class: "seq" }, `#${checkpoint.seq}`),
+        " ",
+        checkpoint.label === undefined ? null : el("span", { class: "label" }, checkpoint.label),
+        el("span", { class: "prompt" }, checkpoint.prompt)
+      ]
+      : [
+        el("span", { class: "seq" }, `#${row.seq}`),
+        " ",
+        row.branch.label === undefined ? null : el("span", { class: "label branch" }, row.branch.label),
+        row.here
+          ? el("span", { class: "badge here" }, "you are here")
+          : el("span", { class: "tip" }, row.folded === undefined ? "tip of this branch" : `branch tip · ${row.folded} more folded`)
+      ]
     return el(
       "li",
       {
         role: "treeitem",
-        tabindex: checkpoint.seq === selected ? 0 : -1,
-        "aria-selected": checkpoint.seq === selected ? "true" : "false",
-        "data-seq": checkpoint.seq,
-        // Named by its own row, not by the branches nested under it.
-        "aria-labelledby": `node-${checkpoint.seq}`,
-        class: `node${checkpoint.current ? " current" : ""}${checkpoint.seq === selected ? " selected" : ""}`
+        tabindex: isSelected(row) ? 0 : -1,
+        "aria-selected": isSelected(row) ? "true" : "false",
+        "aria-level": row.depth + 1,
+        "aria-expanded": foldable ? (row.folded === undefined ? "true" : "false") : undefined,
+        "aria-labelledby": `node-${key}`,
+        "data-seq": row.seq,
+        "data-kind": row.kind,
+        "data-tip": row.branch.tip,
+        class: `node ${row.kind}${side ? " side" : " current"}${row.here ? " here" : ""}${isSelected(row) ? " selected" : ""}`
       },
-      // The row is what a click selects: a branch nested under the item has rows of its own.
       el(
         "div",
-        { class: "row", id: `node-${checkpoint.seq}`, onclick: () => onSelect(checkpoint.seq) },
-        el("span", { class: "seq" }, `#${checkpoint.seq}`),
-        " ",
-        el("span", { class: "prompt" }, checkpoint.prompt),
-        checkpoint.label === undefined ? null : el("span", { class: "label" }, checkpoint.label),
-        branchLabel === undefined ? null : el("span", { class: "label branch" }, `branch: ${branchLabel}`),
-        checkpoint.current ? el("span", { class: "badge" }, "current") : null
+        { class: "row", id: `node-${key}`, onclick: () => view.onSelect(selection) },
+        foldable
+          ? el("button", {
+            type: "button",
+            class: "fold",
+            tabindex: -1,
+            "aria-label": row.folded === undefined ? `Fold the branch ending at #${row.branch.tip}` : `Show the branch ending at #${row.branch.tip}`,
+            onclick: (event: Event) => {
+              event.stopPropagation()
+              view.onFold(row.branch.tip, row.folded === undefined)
+            }
+          }, row.folded === undefined ? "▾" : "▸")
+          : null,
+        content
       )
     )
   }
 
-  /** The chain of checkpoints from `start` along first children; later children as nested groups. */
-  const chain = (start: Checkpoint): Array<HTMLElement> => {
-    const items: Array<HTMLElement> = []
-    for (let node: Checkpoint | undefined = start; node !== undefined;) {
-      const li = item(node)
-      const children: Array<Checkpoint> = node.children.map((seq) => bySeq.get(seq)).filter((child): child is Checkpoint => child !== undefined)
-      // Where branches part, the current one goes on in the same list.
-      const next: Checkpoint | undefined = children.find((child) => child.current) ?? children[0]
-      const branches = children.filter((child) => child !== next)
-      if (branches.length > 0) li.append(el("ul", { role: "group" }, branches.map((branch) => chain(branch))))
-      items.push(li)
-      node = next
-    }
-    return items
-  }
+  const list = el(
+    "ul",
+    { role: "tree", "aria-label": "Checkpoints of the session", class: "tree-list" },
+    rows.map(item),
+    picture.pruned.length === 0
+      ? null
+      : el("li", { role: "none", class: "pruned" }, `${picture.pruned.length} pruned branch${picture.pruned.length === 1 ? "" : "es"} not shown`)
+  )
 
-  const roots = tree.checkpoints.filter((checkpoint) => checkpoint.parent === null || !bySeq.has(checkpoint.parent))
-  const list = el("ul", { role: "tree", "aria-label": "Checkpoints of the session", class: "tree-list" }, roots.map((root) => chain(root)))
-  if (tree.checkpoints.length === 0) return el("p", { class: "empty" }, "No checkpoints yet: the session has no prompt.")
-
-  // Keyboard: the items in the order they are shown.
+  // Keyboard: the rows in the order they are shown.
   list.addEventListener("keydown", (event) => {
     const items = Array.from(list.querySelectorAll<HTMLElement>("[role=treeitem]"))
     const current = items.indexOf(document.activeElement as HTMLElement)
@@ -75,14 +116,20 @@ export const renderTree = (tree: Tree, selected: number | undefined, onSelect: (
       target.tabIndex = 0
       target.focus()
     }
+    const focusedRow = current >= 0 ? rows[current] : undefined
     if (event.key === "ArrowDown") move(current + 1)
     else if (event.key === "ArrowUp") move(current - 1)
     else if (event.key === "Home") move(0)
     else if (event.key === "End") move(items.length - 1)
-    else if ((event.key === "Enter" || event.key === " ") && current >= 0) onSelect(Number(items[current]!.dataset["seq"]))
+    else if ((event.key === "ArrowLeft" || event.key === "ArrowRight") && focusedRow !== undefined && !focusedRow.branch.current) {
+      view.onFold(focusedRow.branch.tip, event.key === "ArrowLeft")
+    } else if ((event.key === "Enter" || event.key === " ") && focusedRow !== undefined) view.onSelect({ kind: focusedRow.kind, seq: focusedRow.seq })
     else return
     event.preventDefault()
   })
-  if (selected === undefined || !bySeq.has(selected)) list.querySelector<HTMLElement>("[role=treeitem]")?.setAttribute("tabindex", "0")
+  if (view.selected === undefined || !rows.some(isSelected)) {
+    const here = list.querySelector<HTMLElement>("[role=treeitem].here") ?? list.querySelector<HTMLElement>("[role=treeitem]")
+    here?.setAttribute("tabindex", "0")
+  }
   return list
 }
