@@ -15,6 +15,7 @@ describe("the command line (src/cli/args.ts)", () => {
       outputFormat: "json",
       workdir: undefined,
       session: undefined,
+      resume: undefined,
       continue: true,
       rehome: false,
       checkpointer: undefined,
@@ -27,6 +28,15 @@ describe("the command line (src/cli/args.ts)", () => {
       disallowedTools: undefined,
       noColor: false
     })
+  })
+
+  it("--resume takes an id or nothing: what follows is its id unless it is another option", () => {
+    expect(Either.getOrThrow(main(["--resume"])).resume).toBe("")
+    expect(Either.getOrThrow(main(["--resume", "7fcc"])).resume).toBe("7fcc")
+    expect(Either.getOrThrow(main(["--resume=7fcc"])).resume).toBe("7fcc")
+    const followed = Either.getOrThrow(main(["--resume", "--model", "anthropic"]))
+    expect([followed.resume, followed.model]).toEqual(["", "anthropic"])
+    expect(problem(["--resume", "a", "--resume"])).toBe("--resume is given twice")
   })
 
   it("a prompt may be anything, even a flag; another option's value may not be a flag", () => {

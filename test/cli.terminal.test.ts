@@ -131,6 +131,24 @@ describe("the permission prompt", () => {
   })
 })
 
+describe("-p with stderr sent to a file", () => {
+  it("still asks on the terminal (the question waits for a key there), and the file has it too", async () => {
+    const workdir = tempDir("tty-work")
+    const errors = join(tempDir("tty-stderr"), "errors.log")
+    const turns = turnsFile([shell("echo hi > hi.txt"), { text: "Ran it." }])
+    const tty = terminal(["-p", "run it", "--model", `scripted:${turns}`, "--checkpointer", `file:${tempDir("tty-sessions")}`, "--workdir", workdir], {}, {
+      stderrTo: errors
+    })
+    const asked = await tty.waitFor("Esc no, and stop the turn")
+    expect(asked).toContain("? shell echo hi > hi.txt")
+    tty.type("y")
+    await tty.waitFor("Ran it.")
+    expect(await tty.closed).toBe(0)
+    expect(readFileSync(join(workdir, "hi.txt"), "utf8")).toBe("hi\n")
+    expect(readFileSync(errors, "utf8")).toContain("? shell echo hi > hi.txt")
+  })
+})
+
 describe("prompts and sessions", () => {
   it("a trailing \\ and a paste stay one prompt (Ctrl-C drops one begun); --continue recaps the last turns; /resume alone picks a session with the arrows", async () => {
     const sessions = tempDir("tty-sessions")

@@ -87,6 +87,41 @@ describe("lite-agent -p (print mode)", () => {
     expect(JSON.parse(third.stdout)).toMatchObject({ sessionId: result.sessionId, text: "third", head: result.head + 5 })
   })
 
+  it("--session and --resume name a session that exists: an unknown id is refused with the closest, and nothing is written", async () => {
+    const workdir = tempDir("cli-work")
+    const sessions = tempDir("cli-sessions")
+    const common = ["--checkpointer", `file:${sessions}`, "--workdir", workdir, "--output-format", "json"]
+    const first = JSON.parse((await cli(["-p", "write hello", "--model", `scripted:${turnsFile(WRITE_HELLO)}`, ...common])).stdout) as LiteAgentResult
+    const ids = async () => {
+      const checkpointer = fileCheckpointer({ dir: sessions })
+      try {
+        return (await checkpointer.list()).map((session) => session.id)
+      } finally {
+        await checkpointer.close()
+      }
+    }
+    // One character off: refused (exit 2), the real id offered, no session made.
+    const typo = `${first.sessionId.slice(0, -1)}${first.sessionId.endsWith("0") ? "1" : "0"}`
+    const refused = await cli(["-p", "again", "--session", typo, "--model", `scripted:${turnsFile([{ text: "never" }])}`, ...common])
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toContain(`--session ${typo}: no session ${typo} in this store; the closest: ${first.sessionId}`)
+    expect(refused.stdout).toBe("")
+    expect(await ids()).toEqual([first.sessionId])
+    const unlike = await cli(["-p", "again", "--session", "zzzz", "--model", `scripted:${turnsFile([{ text: "never" }])}`, ...common])
+    expect(unlike.code).toBe(2)
+    expect(unlike.stderr).toContain("--session zzzz: no session zzzz in this store (without --session, a new session starts)")
+    // --resume takes the start of an id; alone it is a picker, which -p has not.
+    const resumed = await cli(["-p", "again", "--resume", first.sessionId.slice(0, 8), "--model", `scripted:${turnsFile([{ text: "resumed" }])}`, ...common])
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ sessionId: first.sessionId, text: "resumed" })
+    const bare = await cli(["-p", "again", "--resume", "--model", `scripted:${turnsFile([{ text: "never" }])}`, ...common])
+    expect(bare.code).toBe(2)
+    expect(bare.stderr).toContain("--resume without an id opens a picker, in the terminal")
+    const both = await cli(["-p", "again", "--resume", "x", "--session", first.sessionId, ...common])
+    expect(both.code).toBe(2)
+    expect(both.stderr).toContain("--session and --resume cannot be used together")
+    expect(await ids()).toEqual([first.sessionId])
+  })
+
   it("stream-json: one JSON object per event per line, the result last", async () => {
     const run = await cli([
       "-p",

@@ -8,6 +8,8 @@ import { type OptionKey, OPTIONS, type OptionSpec, type Takes } from "./help.js"
 
 type ValueOf<T extends Takes> = T extends "switch" ? boolean
   : T extends "integer" ? number | undefined
+  // Given without its text: "".
+  : T extends "optional-text" ? string | undefined
   : T extends ReadonlyArray<infer Choice> ? Choice | undefined
   : string | undefined
 
@@ -54,6 +56,12 @@ export const parseOptions = <const K extends OptionKey>(
     if (spec.takes === "switch") {
       if (equals !== -1) return Either.left(`${flag} takes no value`)
       values[key] = true
+      continue
+    }
+    if (spec.takes === "optional-text" && equals === -1) {
+      // Its text, unless what follows is another option (or nothing).
+      const next = args[index + 1]
+      values[key] = next === undefined || next.startsWith("-") ? "" : args[++index]!
       continue
     }
     const text = equals !== -1 ? arg.slice(equals + 1) : args[++index]

@@ -7,8 +7,8 @@
 
 export const VERSION = "0.1.0"
 
-/** What an option takes: a text, an integer, one of some words, or nothing (a switch). */
-export type Takes = "text" | "integer" | "switch" | ReadonlyArray<string>
+/** What an option takes: a text, an integer, one of some words, nothing (a switch), or a text that may be left out. */
+export type Takes = "text" | "integer" | "switch" | "optional-text" | ReadonlyArray<string>
 
 export interface OptionSpec {
   readonly flags: ReadonlyArray<string>
@@ -35,7 +35,13 @@ export const OPTIONS = {
     about: "Print mode output: text (the answer), json (the result), stream-json (one JSON object per event per line)"
   },
   workdir: { flags: ["--workdir"], takes: "text", value: "<dir>", about: "The directory the tools work in (default: the current one)" },
-  session: { flags: ["--session"], takes: "text", value: "<id>", about: "Continue this session" },
+  session: { flags: ["--session"], takes: "text", value: "<id>", about: "Continue this session (an id of this store; an unknown one is refused)" },
+  resume: {
+    flags: ["--resume"],
+    takes: "optional-text",
+    value: "[<id>]",
+    about: "Continue a session: by its id or the start of one, or with no id from a picker of this directory's sessions"
+  },
   continue: { flags: ["--continue"], takes: "switch", about: "Continue the most recent session" },
   rehome: {
     flags: ["--rehome"],
@@ -113,6 +119,7 @@ export const MAIN_OPTIONS = [
   "outputFormat",
   "workdir",
   "session",
+  "resume",
   "continue",
   "rehome",
   "checkpointer",
@@ -219,7 +226,7 @@ const helpFor = (args: ReadonlyArray<string>): { readonly help: string; readonly
 
 /** Flags that take a value: a `--help` right after one is that value, not a request for help. */
 const TAKES_VALUE = new Set(
-  Object.values(OPTIONS).flatMap((spec: OptionSpec) => (spec.takes === "switch" ? [] : spec.flags))
+  Object.values(OPTIONS).flatMap((spec: OptionSpec) => (spec.takes === "switch" || spec.takes === "optional-text" ? [] : spec.flags))
 )
 const asked = (args: ReadonlyArray<string>, flags: ReadonlyArray<string>) =>
   args.some((arg, index) => flags.includes(arg) && !TAKES_VALUE.has(args[index - 1] ?? ""))

@@ -55,8 +55,10 @@ export interface InteractiveSettings {
   readonly noColor: boolean
   /** `--rehome`: a session whose log names another workdir is moved here (by its next turn or move) rather than refused. */
   readonly rehome: boolean
-  /** `--session` named the session: where it belongs is said at the start. */
-  readonly sessionGiven: boolean
+  /** `--session` or `--resume` named this session (it exists): it is continued, and where it belongs is said at the start. */
+  readonly resumeId?: string | undefined
+  /** `--resume` without an id: the picker of this directory's sessions opens first. */
+  readonly pickAtStart?: boolean | undefined
 }
 
 export const runInteractive = async (
@@ -74,6 +76,7 @@ export const runInteractive = async (
     process.stdout.write(`${line}\n`)
   }
   let resumedLatest = false
+  if (settings.resumeId !== undefined) await runtime.runPromise(agent.resume(settings.resumeId))
   if (continueLatest) {
     const [latest] = await runtime.runPromise(checkpointer.list())
     if (latest !== undefined) await runtime.runPromise(agent.resume(latest.id))
@@ -327,8 +330,9 @@ export const runInteractive = async (
     rl.on("close", () => process.stdout.write(BRACKETED_PASTE_OFF))
   }
   // --session or --continue: where the session belongs, and where it was left.
-  if (resumedLatest || settings.sessionGiven) await sessionCommands.home(await current())
-  if (resumedLatest) await sessionCommands.recap(await current())
+  if (resumedLatest || settings.resumeId !== undefined) await sessionCommands.home(await current())
+  if (resumedLatest || settings.resumeId !== undefined) await sessionCommands.recap(await current())
+  if (settings.pickAtStart === true && !(await sessionCommands.pick())) print(`a new session: ${await current()}`)
   // Esc Esc at an empty prompt opens the rewind picker.
   let atPrompt = false
   let escapedAt: number | undefined

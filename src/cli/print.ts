@@ -4,16 +4,36 @@
  * JSON object per line, the result last. A tool call that needs permission is asked about on the
  * terminal (stderr and one key); without a terminal, the mode given decides alone.
  */
+import { openSync, writeSync } from "node:fs"
 import { Effect, Stream } from "effect"
 import type { AgentEvent } from "../agent/AgentEvents.js"
 import { LiteAgent } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { jsonText } from "../core/encoding.js"
 import { type makeTerminalPermissions, readChoice } from "./permissionPrompt.js"
+import { lookUpSession } from "./sessionLookup.js"
 import { CliUsageError } from "./setup.js"
 import { colorsWanted, makePaint, stdinIsTerminal } from "./terminal.js"
 
 const line = (text: string) => Effect.sync(() => process.stdout.write(`${text}\n`))
+
+/**
+ * Where a permission question is written: stderr on a terminal; stderr sent elsewhere (`2>file`)
+ * would hide a question that waits for a key, so it then goes to the terminal too.
+ */
+const questionWriter = (): ((text: string) => void) => {
+  const toStderr = (text: string) => void process.stderr.write(`${text}\n`)
+  if (process.stderr.isTTY) return toStderr
+  try {
+    const terminal = openSync("/dev/tty", "w")
+    return (text) => {
+      writeSync(terminal, `${text}\n`)
+      toStderr(text)
+    }
+  } catch {
+    return toStderr
+  }
+}
 
 
 export interface PrintSettings {
@@ -22,7 +42,19 @@ export interface PrintSettings {
   readonly noColor: boolean
   /** `--rehome`: a session whose log names another workdir is moved here rather than refused. */
   readonly rehome: boolean
+  /** `--session <id>` (exactly) or `--resume <id>` (or the start of one): the session to continue, which must exist. */
+  readonly named?: { readonly wanted: string; readonly prefix: boolean } | undefined
 }
+
+/** The id of the session `named` names, or a usage error saying why there is none and which ids are close. */
+export const namedSession = (named: { readonly wanted: string; readonly prefix: boolean }, flag: string) =>
+  Effect.flatMap(Checkpointer, (checkpointer) =>
+    Effect.flatMap(checkpointer.list(), (sessions) => {
+      const looked = lookUpSession(named.wanted, sessions.map((session) => session.id), named.prefix)
+      return "found" in looked
+        ? Effect.succeed(looked.found)
+        : Effect.fail(new CliUsageError({ message: `${flag} ${named.wanted}: ${looked.problem} (without ${flag}, a new session starts)` }))
+    }))
 
 export const runPrint = (prompt: string, format: "text" | "json" | "stream-json", continueLatest: boolean, settings: PrintSettings) =>
   Effect.gen(function*() {
@@ -32,10 +64,11 @@ export const runPrint = (prompt: string, format: "text" | "json" | "stream-json"
       settings.terminal.attach({
         paint: makePaint(colorsWanted(process.stderr, settings.noColor)),
         workdir: settings.workdir,
-        print: (text) => process.stderr.write(`${text}\n`),
+        print: questionWriter(),
         choose: (signal, ready) => readChoice(process.stdin, signal, ready)
       })
     }
+    if (settings.named !== undefined) yield* agent.resume(yield* namedSession(settings.named, settings.named.prefix ? "--resume" : "--session"))
     if (continueLatest) {
       const checkpointer = yield* Checkpointer
       const [latest] = yield* checkpointer.list()

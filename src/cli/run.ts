@@ -20,7 +20,7 @@ import { workdirProblem } from "../tools/Workspace.js"
 import { parseOptions, type ParsedOptions } from "./args.js"
 import { answeredHelpOrVersion, MAIN_OPTIONS, OPTIONS, SERVE_OPTIONS } from "./help.js"
 import { makeTerminalPermissions } from "./permissionPrompt.js"
-import { runPrint } from "./print.js"
+import { namedSession, runPrint } from "./print.js"
 import { storeCommand } from "./storeCommands.js"
 import { stdinIsTerminal } from "./terminal.js"
 import { agentLayer, checkpointerLayer, CliUsageError, describeError, modelProvider, toolList } from "./setup.js"
@@ -63,9 +63,17 @@ const promptFromStdin = Effect.flatMap(
 /** `lite-agent [options]`: a session in the terminal, or one turn with `-p`. */
 const liteAgent = (args: ParsedOptions<(typeof MAIN_OPTIONS)[number]>) =>
   Effect.gen(function*() {
-    if (args.session !== undefined && args.continue) {
-      return yield* new CliUsageError({ message: "--session and --continue cannot be used together" })
+    const given = [args.session !== undefined && "--session", args.resume !== undefined && "--resume", args.continue && "--continue"].filter((flag) => flag !== false)
+    if (given.length > 1) return yield* new CliUsageError({ message: `${given.join(" and ")} cannot be used together` })
+    if (args.resume === "" && args.print !== undefined) {
+      return yield* new CliUsageError({ message: "--resume without an id opens a picker, in the terminal: with -p, give the session's id (or the start of it)" })
     }
+    // The session to continue, which must exist (looked up once the store is open).
+    const named = args.session !== undefined
+      ? { wanted: args.session, prefix: false }
+      : args.resume !== undefined && args.resume !== ""
+      ? { wanted: args.resume, prefix: true }
+      : undefined
     if (args.maxSteps !== undefined && args.maxSteps <= 0) {
       return yield* new CliUsageError({ message: `--max-steps must be a positive integer, got ${args.maxSteps}` })
     }
@@ -93,7 +101,7 @@ const liteAgent = (args: ParsedOptions<(typeof MAIN_OPTIONS)[number]>) =>
       model,
       modelName: args.modelName,
       maxSteps: args.maxSteps,
-      sessionId: args.session,
+      sessionId: undefined,
       capture: args.capture ?? "all",
       checkpointer: args.checkpointer,
       permissions: {
@@ -104,17 +112,30 @@ const liteAgent = (args: ParsedOptions<(typeof MAIN_OPTIONS)[number]>) =>
       }
     }, checkpointer)
     if (prompt !== undefined) {
-      return yield* runPrint(prompt, args.outputFormat ?? "text", args.continue, { terminal, workdir, noColor: args.noColor, rehome: args.rehome })
+      return yield* runPrint(prompt, args.outputFormat ?? "text", args.continue, { terminal, workdir, noColor: args.noColor, rehome: args.rehome, named })
         .pipe(Effect.provide(layer))
     }
     // Interactive: one runtime for the whole conversation; disposing it closes the checkpointer.
     yield* Effect.acquireUseRelease(
       Effect.sync(() => ManagedRuntime.make(layer)),
       (runtime) =>
-        Effect.promise(async () => {
-          // Loaded only for a session in the terminal (not for -p).
-          const { runInteractive } = await import("./interactive.js")
-          return runInteractive(runtime, { continueLatest: args.continue, terminal, workdir, noColor: args.noColor, rehome: args.rehome, sessionGiven: args.session !== undefined })
+        Effect.gen(function*() {
+          const sessionId = named === undefined
+            ? undefined
+            : yield* yield* Effect.promise(() => runtime.runPromiseExit(namedSession(named, named.prefix ? "--resume" : "--session")))
+          return yield* Effect.promise(async () => {
+            // Loaded only for a session in the terminal (not for -p).
+            const { runInteractive } = await import("./interactive.js")
+            return runInteractive(runtime, {
+              continueLatest: args.continue,
+              terminal,
+              workdir,
+              noColor: args.noColor,
+              rehome: args.rehome,
+              resumeId: sessionId,
+              pickAtStart: args.resume === ""
+            })
+          })
         }),
       (runtime) => Effect.promise(() => runtime.dispose())
     )

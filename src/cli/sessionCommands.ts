@@ -14,6 +14,7 @@ import { shorten, sizeOf } from "./render.js"
 import { describeError } from "./setup.js"
 import type { Paint } from "./terminal.js"
 import type { Key } from "./terminal.js"
+import { lookUpSession } from "./sessionLookup.js"
 import { choosesRow, leavesList, movedSelection } from "./timeTravelCommands.js"
 
 /** How long ago, in the largest unit that fits. */
@@ -73,22 +74,35 @@ export interface SessionCommandsContext {
 
 /** How many of the most recent sessions the picker and `/sessions` show. */
 const LISTED = 20
+/** Sessions looked at past those shown, for the picker of one directory's: a bound on the logs read. */
+const LOOKED_PAST = 200
 
 export const makeSessionCommands = (context: SessionCommandsContext) => {
   const { agent, checkpointer, paint, print, runtime } = context
 
-  /** The most recent sessions, each as one row: id (whole, or its first 8 characters), age, size, first prompt. */
-  const rows = async (idLength = 36) => {
-    const sessions = (await runtime.runPromise(agent.listSessions())).slice(0, LISTED)
+  /**
+   * The most recent sessions (of this directory only, unless `everywhere`), each as one row: id
+   * (whole, or its first 8 characters), age, prompts and size, first prompt, and whose fork it is.
+   */
+  const rows = async (idLength: number, everywhere: boolean) => {
+    const sessions = await runtime.runPromise(agent.listSessions())
     const now = Date.now()
-    return Promise.all(sessions.map(async (session) => {
-      const [checkpoints, stats] = await runtime.runPromise(Effect.all([agent.listCheckpoints(session.id), agent.sessionStats(session.id)]))
+    const listed: Array<{ readonly id: string; readonly text: string }> = []
+    for (const [looked, session] of sessions.entries()) {
+      if (listed.length === LISTED || looked === LISTED + LOOKED_PAST) break
+      const [state, stats] = await runtime.runPromise(Effect.all([foldedLog(checkpointer, session.id), agent.sessionStats(session.id)]))
+      if (!everywhere && state.metadata.workdir !== context.workdir) continue
+      const checkpoints = Session.checkpoints(state)
       const first = checkpoints[0]?.prompt
+      const fork = state.forkedFrom === undefined ? "" : paint.dim(`  (fork of ${state.forkedFrom.session.slice(0, idLength)})`)
       const text = `${session.id.slice(0, idLength)}  ${ageOf(now - session.mtime.getTime()).padEnd(10)} ${
         `${checkpoints.length} prompt${checkpoints.length === 1 ? "" : "s"}, ${sizeOf(stats.logBytes + stats.snapshotBytes)}`.padEnd(22)
-      } ${first === undefined ? paint.dim("(no prompt yet)") : `"${shorten(first, 60)}"`}`
-      return { id: session.id, text }
-    }))
+      } ${first === undefined ? paint.dim("(no prompt yet)") : `"${shorten(first, 60)}"`}${fork}${
+        everywhere && state.metadata.workdir !== undefined && state.metadata.workdir !== context.workdir ? paint.dim(`  in ${state.metadata.workdir}`) : ""
+      }`
+      listed.push({ id: session.id, text })
+    }
+    return listed
   }
 
   const recap = async (sessionId: string) => {
@@ -118,61 +132,86 @@ export const makeSessionCommands = (context: SessionCommandsContext) => {
     await recap(sessionId)
   }
 
-  const PICKER_KEYS = "  ↑/↓ move · Enter resumes that session · q or Esc leaves"
+  const PICKER_KEYS = "  ↑/↓ move · Enter resumes that session · a every directory's / this one's · q or Esc leaves"
 
-  /** `/resume` alone: pick one of the most recent sessions with the arrow keys. */
-  const pick = async () => {
-    const listed = await rows(8)
-    if (listed.length === 0) return print("no sessions yet")
+  /**
+   * `/resume` alone (and `lite-agent --resume`): pick one of this directory's most recent sessions
+   * with the arrow keys; `a` shows every directory's. Says whether one was resumed.
+   */
+  const pick = async (): Promise<boolean> => {
+    let everywhere = false
+    let listed = await rows(8, everywhere)
     if (context.keys === undefined) {
+      if (listed.length === 0) listed = await rows(8, (everywhere = true))
+      if (listed.length === 0) {
+        print("no sessions yet")
+        return false
+      }
       for (const row of listed) print(`  ${row.text}`)
-      return print("usage: /resume <id> (the start of an id is enough)")
+      print("usage: /resume <id> (the start of an id is enough)")
+      return false
     }
     const now = await context.current()
     let selected = Math.max(0, listed.findIndex((row) => row.id === now))
-    const render = (again: boolean) => {
-      if (again) process.stdout.write(`\u001b[${listed.length + 1}A\u001b[J`)
-      for (const [index, row] of listed.entries()) print(`${index === selected ? "▸" : " "} ${row.text}${row.id === now ? paint.dim("  (current)") : ""}`)
-      print(PICKER_KEYS)
+    let drawn = 0
+    const render = () => {
+      if (drawn > 0) process.stdout.write(`\u001b[${drawn}A\u001b[J`)
+      const lines = [
+        everywhere ? "sessions of every directory:" : `sessions of ${context.workdir}:`,
+        ...(listed.length === 0 ? [paint.dim(everywhere ? "  (none yet)" : "  (none here yet: a shows every directory's)")] : []),
+        ...listed.map((row, index) => `${index === selected ? "▸" : " "} ${row.text}${row.id === now ? paint.dim("  (current)") : ""}`),
+        PICKER_KEYS
+      ]
+      for (const line of lines) print(line)
+      drawn = lines.length
     }
-    render(false)
+    render()
     let chosen: string | undefined
-    await context.keys((key) => {
-      const moved = movedSelection(key, selected, listed.length)
-      if (moved !== undefined) {
-        selected = moved
-        render(true)
-        return false
-      }
-      if (choosesRow(key)) chosen = listed[selected]!.id
-      return choosesRow(key) || leavesList(key)
-    })
-    if (chosen !== undefined) await resumeId(chosen)
+    let toggle = false
+    for (;;) {
+      await context.keys((key) => {
+        const moved = movedSelection(key, selected, Math.max(1, listed.length))
+        if (moved !== undefined) {
+          selected = moved
+          render()
+          return false
+        }
+        if (key.name === "a") return (toggle = true)
+        if (choosesRow(key)) chosen = listed[selected]?.id
+        return choosesRow(key) || leavesList(key)
+      })
+      if (!toggle) break
+      toggle = false
+      everywhere = !everywhere
+      listed = await rows(8, everywhere)
+      selected = Math.max(0, listed.findIndex((row) => row.id === now))
+      render()
+    }
+    if (chosen === undefined) return false
+    await resumeId(chosen)
+    return true
   }
 
   return {
     recap,
     home,
     sessions: async () => {
-      const listed = await rows()
+      const listed = await rows(36, true)
       const now = await context.current()
       if (listed.length === 0) return print("no sessions yet")
       for (const row of listed) print(`  ${row.id === now ? "*" : " "} ${row.text}`)
     },
+    /** The picker alone: whether a session was resumed from it. */
+    pick,
     resume: async (args: ReadonlyArray<string>) => {
-      if (args.length === 0) return pick()
+      if (args.length === 0) return void (await pick())
       if (args.length !== 1) return print("error: give one session id\nusage: /resume [<id>]")
       // An id, or the start of exactly one: never a new empty session by mistake (/clear starts one).
       const sessions = await runtime.runPromiseExit(agent.listSessions())
       if (Exit.isFailure(sessions)) return print(`error: ${describeError(Cause.squash(sessions.cause))}`)
-      const wanted = args[0]!
-      const exact = sessions.value.find((session) => session.id === wanted)
-      const matches = exact !== undefined ? [exact] : sessions.value.filter((session) => session.id.startsWith(wanted))
-      if (matches.length === 0) return print(`error: no session ${wanted} (/sessions lists them, /clear starts a new one)`)
-      if (matches.length > 1) {
-        return print(`error: ${wanted} starts ${matches.length} sessions (${matches.map((session) => session.id).join(", ")}): give more of it`)
-      }
-      return resumeId(matches[0]!.id)
+      const looked = lookUpSession(args[0]!, sessions.value.map((session) => session.id), true)
+      if ("problem" in looked) return print(`error: ${looked.problem} (/sessions lists them, /clear starts a new one)`)
+      return resumeId(looked.found)
     }
   }
 }

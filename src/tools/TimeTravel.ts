@@ -226,8 +226,11 @@ export const make = Effect.gen(function*() {
       // The shared fold: no re-read of the log. Its head is the expected head of what this writes.
       const { state } = yield* states.get(sessionId)
       // A checkpoint of another branch: the restore is a move to just before it, files and conversation.
+      // Not when the session is there already (the same restore again, or finishing one a crash cut short).
       const node = Session.checkpointNode(state, seq)
-      if (typeof node === "object" && !node.onBranch) return yield* restoreOnOtherBranch(sessionId, state, seq, node.before, options)
+      if (typeof node === "object" && !node.onBranch && node.before !== state.leaf && state.pendingRestore === undefined) {
+        return yield* restoreOnOtherBranch(sessionId, state, seq, node.before, options)
+      }
       // Only what changes files belongs to a workdir: the conversation alone is restored anywhere.
       if (options.files === false) return yield* restoreFrom(sessionId, state, seq, options)
       return yield* restoreFrom(sessionId, yield* homed(sessionId, state, "restore", options), seq, options)

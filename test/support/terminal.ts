@@ -20,9 +20,13 @@ const quote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`
 // eslint-disable-next-line no-control-regex
 export const plain = (text: string) => text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "").replace(/\r/g, "")
 
-/** The command in a pseudo-terminal; `env` adds to (or, with undefined, removes from) its environment. */
-export const terminal = (args: ReadonlyArray<string>, extraEnv: NodeJS.ProcessEnv = {}) => {
-  const command = `stty cols 250 rows 50; exec ${[process.execPath, ...nodeArgs(main), ...args].map(quote).join(" ")}`
+/**
+ * The command in a pseudo-terminal; `env` adds to (or, with undefined, removes from) its
+ * environment; `stderrTo` sends its stderr to that file (`2>file`), the terminal staying its stdin.
+ */
+export const terminal = (args: ReadonlyArray<string>, extraEnv: NodeJS.ProcessEnv = {}, options: { readonly stderrTo?: string } = {}) => {
+  const redirect = options.stderrTo === undefined ? "" : ` 2>${quote(options.stderrTo)}`
+  const command = `stty cols 250 rows 50; exec ${[process.execPath, ...nodeArgs(main), ...args].map(quote).join(" ")}${redirect}`
   const env: NodeJS.ProcessEnv = { ...process.env, LITE_AGENT_HOME: tempDir("tty-home"), TERM: "dumb", ...extraEnv }
   delete env.ANTHROPIC_API_KEY
   for (const [key, value] of Object.entries(extraEnv)) if (value === undefined) delete env[key]
