@@ -22,7 +22,10 @@ export const sizeOf = (bytes: number): string =>
     ? `${(bytes / 1024 ** 2).toFixed(1)} MiB`
     : `${(bytes / 1024 ** 3).toFixed(1)} GiB`
 
-/** One line per thing worth seeing that is not streamed text or a diff. */
+/** Lines of a tool's output shown under its call; the rest is counted. */
+export const RESULT_LINES = 3
+
+/** One line per thing worth seeing that is not streamed text or a diff (a tool's result: its first lines). */
 export const eventLine = (event: AgentEvent, paint: Paint): string | undefined => {
   switch (event.type) {
     case "session_event": {
@@ -42,8 +45,17 @@ export const eventLine = (event: AgentEvent, paint: Paint): string | undefined =
     }
     case "tool_start":
       return `  ${paint.cyan("→")} ${event.name} ${shorten(JSON.stringify(event.input), 60)}`
-    case "tool_end":
-      return `  ${event.isError ? paint.red("←") : paint.green("←")} ${shorten(event.output.split("\n")[0] ?? "", 80)}${event.isError ? paint.red(" (error)") : ""}`
+    case "tool_end": {
+      // The first lines of what it printed, and how many more there are.
+      const lines = event.output.replace(/\n+$/, "").split("\n")
+      const shown = lines.slice(0, RESULT_LINES)
+      const more = lines.length - shown.length
+      return [
+        `  ${event.isError ? paint.red("←") : paint.green("←")} ${shorten(shown[0] ?? "", 100)}${event.isError ? paint.red(" (error)") : ""}`,
+        ...shown.slice(1).map((line) => `    ${shorten(line, 100)}`),
+        ...(more > 0 ? [paint.dim(`    … +${more} line${more === 1 ? "" : "s"}`)] : [])
+      ].join("\n")
+    }
     case "background_started":
       return paint.dim(`  [background ${event.taskId} started: ${shorten(event.command, 60)}]`)
     case "compaction": {
