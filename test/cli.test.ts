@@ -122,6 +122,28 @@ describe("lite-agent -p (print mode)", () => {
     expect(await ids()).toEqual([first.sessionId])
   })
 
+  it("without -p, lines piped in are one prompt each, in order, with no cursor escapes written; /exit stops there", async () => {
+    const sessions = tempDir("cli-sessions")
+    const run = await cli(
+      ["--model", `scripted:${turnsFile([{ text: "Answered the first." }, { text: "Answered the second." }, { text: "never" }])}`, "--checkpointer", `file:${sessions}`, "--workdir", tempDir("cli-work"), "--permission-mode", "plan"],
+      {},
+      "the first prompt\nthe second prompt\n/exit\nnot run\n"
+    )
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain("Answered the first.")
+    expect(run.stdout).toContain("Answered the second.")
+    expect(run.stdout).not.toContain("never")
+    expect(run.stdout).not.toMatch(/\u001b/)
+    const checkpointer = fileCheckpointer({ dir: sessions })
+    try {
+      const [session] = await checkpointer.list()
+      const prompts = (await checkpointer.read(session!.id)).flatMap(({ event }) => (event._tag === "UserMessage" ? [event.content] : []))
+      expect(prompts).toEqual(["the first prompt", "the second prompt"])
+    } finally {
+      await checkpointer.close()
+    }
+  })
+
   it("stream-json: one JSON object per event per line, the result last", async () => {
     const run = await cli([
       "-p",

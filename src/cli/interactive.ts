@@ -85,7 +85,14 @@ export const runInteractive = async (
   const current = () => runtime.runPromise(agent.sessionId)
   print(`lite-agent — session ${await current()} — /help for commands, Ctrl-D to exit`)
 
-  const rl: Interface = createInterface({ input: process.stdin, output: process.stdout, terminal: true, prompt: "> " })
+  // A line editor on a terminal; from a pipe, plain lines (one prompt each, no cursor escapes written).
+  const rl: Interface = createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY === true, prompt: "> " })
+  /** Leaving was asked for (/exit, Ctrl-C twice): what is queued is not run. Input that ends (Ctrl-D, a pipe's end) runs what came first. */
+  let leaving = false
+  const leave = () => {
+    leaving = true
+    rl.close()
+  }
   let running: Running | undefined
   let interruptedOnce = false
   // The prompt's lines (set up below); Ctrl-C drops a prompt begun with a trailing \.
@@ -110,7 +117,7 @@ export const runInteractive = async (
       return
     }
     if (interruptedOnce) {
-      rl.close()
+      leave()
       return
     }
     interruptedOnce = true
@@ -284,7 +291,7 @@ export const runInteractive = async (
         return print(HELP)
       case "exit":
       case "quit":
-        rl.close()
+        leave()
         return
       case "compact":
         return compact(rest)
@@ -319,13 +326,9 @@ export const runInteractive = async (
     }
   }
 
-  let closed = false
-  rl.on("close", () => {
-    closed = true
-  })
   // A trailing \ or a paste keeps one prompt going over several lines.
   prompts = promptLines(rl, process.stdin)
-  if (process.stdout.isTTY) {
+  if (process.stdin.isTTY && process.stdout.isTTY) {
     process.stdout.write(BRACKETED_PASTE_ON)
     rl.on("close", () => process.stdout.write(BRACKETED_PASTE_OFF))
   }
@@ -366,7 +369,7 @@ export const runInteractive = async (
         print(`error: ${describeError(error)}`)
       }
     }
-    if (closed) break
+    if (leaving) break
     rl.setPrompt(prompts.prompt())
     rl.prompt()
     atPrompt = true
