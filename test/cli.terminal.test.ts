@@ -53,7 +53,7 @@ describe("the permission prompt", () => {
     tty.type("run one\r")
     const question = await tty.waitFor("Esc no, and stop the turn")
     expect(question).toContain("? shell echo one > one.txt")
-    expect(question).toContain("allow? y yes · n no · a always shell this session")
+    expect(question).toContain("allow? y yes · n no · t no, and tell it why · a always shell this session")
     tty.type("n")
     await tty.waitFor("denied")
     const denied = await tty.waitFor("out tokens]")
@@ -98,6 +98,38 @@ describe("the permission prompt", () => {
       "shell allow remembered",
       "write_file deny callback interrupt"
     ])
+  })
+
+  it("t denies and tells the model why (a line typed there); a on an edit allows every file edit from then on", async () => {
+    const workdir = tempDir("tty-work")
+    const sessions = tempDir("tty-sessions")
+    const turns = turnsFile([
+      shell("rm -rf build"),
+      { text: "Understood." },
+      { toolCalls: [{ name: "write_file", input: { path: "a.txt", content: "a\n" } }, { name: "edit_file", input: { path: "a.txt", old_string: "a", new_string: "b" } }] },
+      { text: "Edited." }
+    ])
+    const tty = terminal(["--model", `scripted:${turns}`, "--checkpointer", `file:${sessions}`, "--workdir", workdir])
+    await tty.waitFor("> ")
+    tty.type("clean up\r")
+    await tty.waitFor("Esc no, and stop the turn")
+    tty.type("t")
+    await tty.waitFor("why (the model is told; Enter sends): ")
+    tty.type("keep the build, it takes an hourx\u007f\r")
+    await tty.waitFor("denied; the model is told why")
+    const told = await tty.waitFor("out tokens]")
+    expect(told).toContain("permission denied: the user denied shell: keep the build, it takes an hour; the tool did not run")
+    tty.type("edit\r")
+    const asked = await tty.waitFor("Esc no, and stop the turn")
+    expect(asked).toContain("a always file edits this session")
+    tty.type("a")
+    await tty.waitFor("allowed (and file edits from now on, this session)")
+    const edited = await tty.waitFor("out tokens]")
+    expect(edited).toContain("[allowed edit_file: remembered]")
+    expect(readFileSync(join(workdir, "a.txt"), "utf8")).toBe("b\n")
+    tty.type("\u0004")
+    expect(await tty.closed).toBe(0)
+    expect(await decisionsIn(sessions)).toEqual(["shell deny callback", "write_file allow callback remember", "edit_file allow remembered"])
   })
 
   it("-p on a terminal asks too (on stderr); acceptEdits runs an edit without asking", async () => {

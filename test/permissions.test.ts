@@ -210,6 +210,67 @@ describe("rules and answers", () => {
     expect(existsSync(join(bypass.workdir, "notes.txt"))).toBe(true)
   })
 
+  it("rules by pattern: shell(git status*) allows that command alone (one joined to another is asked), write_file(src/**) a path; shell(rm *) denies within a line", async () => {
+    const asked: Array<string> = []
+    const calls: ReadonlyArray<ScriptedTurn> = [
+      {
+        toolCalls: [
+          shell("git status --short > status.txt"),
+          shell("git status && echo joined > joined.txt"),
+          write("src/deep/a.ts", "a\n"),
+          write("notes.md", "n\n"),
+          shell("make -n || rm -rf nothing-here")
+        ]
+      },
+      { text: "done" }
+    ]
+    const { agent, checkpointer, workdir } = setup({
+      allowedTools: ["shell(git status*)", "write_file(src/**)"],
+      disallowedTools: ["shell(rm *)"],
+      canUseTool: (name, input) => {
+        asked.push(`${name} ${JSON.stringify(input)}`)
+        return { behavior: "deny", message: "not now" }
+      }
+    }, calls)
+    const result = await agent.send("go")
+    // The redirection makes "git status --short > status.txt" a command the rule does not cover: asked.
+    expect(asked).toEqual([
+      `shell {"command":"git status --short > status.txt"}`,
+      `shell {"command":"git status && echo joined > joined.txt"}`,
+      `write_file {"path":"notes.md","content":"n\\n"}`
+    ])
+    expect(existsSync(join(workdir, "src/deep/a.ts"))).toBe(true)
+    expect(existsSync(join(workdir, "joined.txt"))).toBe(false)
+    expect(result.toolCalls[4]!.output).toBe("permission denied: shell(rm *) is disallowed in this session; the tool did not run")
+    expect((await decisions(checkpointer, agent.sessionId)).map((decision) => [decision.toolName, decision.behavior, decision.decidedBy]))
+      .toEqual([["shell", "deny", "callback"], ["shell", "deny", "callback"], ["write_file", "allow", "rule"], ["write_file", "deny", "callback"], ["shell", "deny", "rule"]])
+    // A plain command the rule names runs without a question.
+    const plain = setup({ allowedTools: ["shell(echo *)"], canUseTool: (name) => {
+      asked.push(`second ${name}`)
+      return { behavior: "deny" }
+    } }, [{ toolCalls: [shell("echo plain")] }, { text: "ok" }])
+    expect((await plain.agent.send("go")).toolCalls[0]!.output).toContain("plain")
+    expect(asked.filter((entry) => entry.startsWith("second"))).toEqual([])
+  })
+
+  it("an \"always\" for one of the file tools that write covers them all; shell is still asked", async () => {
+    const asked: Array<string> = []
+    const calls: ReadonlyArray<ScriptedTurn> = [
+      { toolCalls: [write("a.txt", "a\n"), { name: "edit_file", input: { path: "a.txt", old_string: "a", new_string: "b" } }, { name: "delete_file", input: { path: "a.txt" } }, shell("echo hi")] },
+      { text: "done" }
+    ]
+    const { agent, checkpointer } = setup({
+      canUseTool: (name) => {
+        asked.push(name)
+        return { behavior: "allow", remember: name === "write_file" }
+      }
+    }, calls)
+    await agent.send("go")
+    expect(asked).toEqual(["write_file", "shell"])
+    expect((await decisions(checkpointer, agent.sessionId)).map((decision) => [decision.toolName, decision.decidedBy]))
+      .toEqual([["write_file", "callback"], ["edit_file", "remembered"], ["delete_file", "remembered"], ["shell", "callback"]])
+  })
+
   it("allow-and-remember (answered as an Effect): the tool is not asked about again — also by another agent resuming the session", async () => {
     const asked: Array<string> = []
     const canUseTool: CanUseTool = (name) => {
@@ -293,8 +354,10 @@ describe("rules and answers", () => {
     const model = scripted([])
     const cases: Array<[Record<string, unknown>, string, string]> = [
       [{ permissionMode: "yolo" }, "permissionMode", `one of "default", "acceptEdits", "bypassPermissions", "plan"`],
-      [{ allowedTools: ["bash"] }, "allowedTools", "a tool name (read_file"],
-      [{ disallowedTools: "shell" }, "disallowedTools", "an array of tool names"],
+      [{ allowedTools: ["bash"] }, "allowedTools", `no tool "bash"; the tools are read_file`],
+      [{ allowedTools: ["shell()"] }, "allowedTools", "the pattern in parentheses is empty"],
+      [{ allowedTools: ["shell(git"] }, "allowedTools", "is not a rule"],
+      [{ disallowedTools: "shell" }, "disallowedTools", "an array of tool rules"],
       [{ canUseTool: true }, "canUseTool", "a function"]
     ]
     for (const [options, option, detail] of cases) {

@@ -1,6 +1,8 @@
 /**
  * Whether a tool call may run. The rules are pure (`ruleFor`): read-only tools always run;
- * `disallowedTools` and `plan` mode refuse; `allowedTools`, a tool the session remembered, and
+ * `disallowedTools` and `plan` mode refuse; `allowedTools` (by tool, or by tool and what the call
+ * is about: permissionRules.ts), a tool the session remembered (one of the file tools that write
+ * remembers them all), and
  * `acceptEdits` for the file tools allow; `bypassPermissions` runs everything; anything else is
  * asked — of `canUseTool` when there is one, and refused when there is no one to ask. The asking
  * (`decide`) is the one effect: the callback may answer with a value, a promise or an Effect.
@@ -12,6 +14,7 @@ import { PermissionDecided, PermissionMode } from "../core/events.js"
 import { described, expecting, Flag, recognised } from "../core/internal/options.js"
 import type * as Session from "../core/session.js"
 import type { Emit } from "./AgentEvents.js"
+import { parseToolRule, ruleMatches, type ToolRule } from "./permissionRules.js"
 import { TOOL_NAMES } from "./tools.js"
 
 /** Tools that only read: they run in every mode without a decision (unless disallowed). */
@@ -54,7 +57,11 @@ export type CanUseTool = (
   context: PermissionContext
 ) => PermissionResult | PromiseLike<PermissionResult> | Effect.Effect<PermissionResult>
 
-const ToolName = expecting(Schema.Literal(...TOOL_NAMES), `a tool name (${TOOL_NAMES.join(", ")})`)
+/** A rule: a tool's name, or a tool's name and a pattern (`shell(git status*)`, `write_file(src/**)`); see permissionRules.ts. */
+const ToolRuleText = Schema.String.pipe(Schema.filter((text) => {
+  const rule = parseToolRule(text, TOOL_NAMES)
+  return typeof rule === "string" ? rule : true
+}))
 
 /** The agent's permission options (in `createLiteAgent`'s and the layers' options). */
 export const permissionOptionFields = {
@@ -64,10 +71,13 @@ export const permissionOptionFields = {
    * `default` when `canUseTool` is given, else `bypassPermissions` (nothing could be asked).
    */
   permissionMode: Schema.optional(expecting(PermissionMode, `one of ${PermissionMode.literals.map((mode) => `"${mode}"`).join(", ")}`)),
-  /** Tools that run without asking, whatever the mode (but `plan`). */
-  allowedTools: Schema.optional(described(Schema.Array(ToolName), "an array of tool names")),
-  /** Tools that never run, whatever the mode; the model is told so. */
-  disallowedTools: Schema.optional(described(Schema.Array(ToolName), "an array of tool names")),
+  /**
+   * Tools that run without asking, whatever the mode (but `plan`): a name (`shell`), or a name and
+   * what the call is about (`shell(git status*)`, `write_file(src/**)`).
+   */
+  allowedTools: Schema.optional(described(Schema.Array(ToolRuleText), "an array of tool rules (a tool name, or tool(pattern))")),
+  /** Tools, or calls of them (`shell(rm *)`), that never run, whatever the mode; the model is told so. */
+  disallowedTools: Schema.optional(described(Schema.Array(ToolRuleText), "an array of tool rules (a tool name, or tool(pattern))")),
   /** Asked about each call that needs permission (see `permissionMode`). */
   canUseTool: Schema.optional(recognised<CanUseTool>(
     "a function (toolName, input, context) => decision",
@@ -77,10 +87,17 @@ export const permissionOptionFields = {
 
 export interface PermissionSettings {
   readonly mode: PermissionMode
-  readonly allowedTools: ReadonlySet<string>
-  readonly disallowedTools: ReadonlySet<string>
+  readonly allowedTools: ReadonlyArray<ToolRule>
+  readonly disallowedTools: ReadonlyArray<ToolRule>
   readonly canUseTool: CanUseTool | undefined
 }
+
+/** Rules as given (checked already by the options' schema). */
+const rulesOf = (texts: ReadonlyArray<string> | undefined): Array<ToolRule> =>
+  (texts ?? []).flatMap((text) => {
+    const rule = parseToolRule(text, TOOL_NAMES)
+    return typeof rule === "string" ? [] : [rule]
+  })
 
 export const permissionSettings = (options: {
   readonly permissionMode?: PermissionMode | undefined
@@ -89,8 +106,8 @@ export const permissionSettings = (options: {
   readonly canUseTool?: CanUseTool | undefined
 }): PermissionSettings => ({
   mode: options.permissionMode ?? (options.canUseTool === undefined ? "bypassPermissions" : "default"),
-  allowedTools: new Set(options.allowedTools ?? []),
-  disallowedTools: new Set(options.disallowedTools ?? []),
+  allowedTools: rulesOf(options.allowedTools),
+  disallowedTools: rulesOf(options.disallowedTools),
   canUseTool: options.canUseTool
 })
 
@@ -105,11 +122,22 @@ export type Rule =
   }
   | { readonly _tag: "ask" }
 
+/** Whether the session remembered an "always" for this tool: for one of the file tools that write, for all of them. */
+const remembered = (state: Session.SessionState, toolName: string) =>
+  HashSet.has(state.rememberedTools, toolName) ||
+  (EDIT_TOOLS.has(toolName) && [...EDIT_TOOLS].some((tool) => HashSet.has(state.rememberedTools, tool)))
+
 /** The rules, in order; pure. */
-export const ruleFor = (settings: PermissionSettings, state: Session.SessionState, toolName: string): Rule => {
+export const ruleFor = (settings: PermissionSettings, state: Session.SessionState, toolName: string, input: JsonValue = null): Rule => {
   const mode = settings.mode
-  if (settings.disallowedTools.has(toolName)) {
-    return { _tag: "decided", behavior: "deny", decidedBy: "rule", message: `the tool "${toolName}" is disallowed in this session` }
+  const denied = settings.disallowedTools.find((rule) => ruleMatches(rule, toolName, input, false))
+  if (denied !== undefined) {
+    return {
+      _tag: "decided",
+      behavior: "deny",
+      decidedBy: "rule",
+      message: denied.pattern === undefined ? `the tool "${toolName}" is disallowed in this session` : `${denied.text} is disallowed in this session`
+    }
   }
   if (READ_ONLY_TOOLS.has(toolName)) return { _tag: "free" }
   if (mode === "plan") {
@@ -120,8 +148,8 @@ export const ruleFor = (settings: PermissionSettings, state: Session.SessionStat
       message: `plan mode: only ${[...READ_ONLY_TOOLS].join(" and ")} run; describe the change instead of making it`
     }
   }
-  if (settings.allowedTools.has(toolName)) return { _tag: "decided", behavior: "allow", decidedBy: "rule" }
-  if (HashSet.has(state.rememberedTools, toolName)) return { _tag: "decided", behavior: "allow", decidedBy: "remembered" }
+  if (settings.allowedTools.some((rule) => ruleMatches(rule, toolName, input, true))) return { _tag: "decided", behavior: "allow", decidedBy: "rule" }
+  if (remembered(state, toolName)) return { _tag: "decided", behavior: "allow", decidedBy: "remembered" }
   if (mode === "bypassPermissions") return { _tag: "free" }
   if (mode === "acceptEdits" && EDIT_TOOLS.has(toolName)) return { _tag: "decided", behavior: "allow", decidedBy: "mode" }
   return { _tag: "ask" }
@@ -181,7 +209,7 @@ export const decide = (
   Effect.gen(function*() {
     const mode = settings.mode
     const base = { toolUseId: call.toolUseId, toolName: call.name, mode }
-    const rule = ruleFor(settings, state, call.name)
+    const rule = ruleFor(settings, state, call.name, call.input)
     if (rule._tag === "free") return undefined
     if (rule._tag === "decided") {
       return new PermissionDecided({

@@ -69,8 +69,13 @@ export const OPTIONS = {
     about:
       "default (ask before shell, writes and deletes), acceptEdits (ask before shell), bypassPermissions (ask nothing), plan (read-only tools only); -p without a terminal needs one"
   },
-  allowedTools: { flags: ["--allowed-tools"], takes: "text", value: "<tools>", about: "Tools that run without asking, comma-separated (e.g. shell,write_file)" },
-  disallowedTools: { flags: ["--disallowed-tools"], takes: "text", value: "<tools>", about: "Tools that never run, comma-separated" },
+  allowedTools: {
+    flags: ["--allowed-tools"],
+    takes: "text",
+    value: "<rules>",
+    about: "Tools that run without asking, comma-separated: a tool, or a tool and a pattern (e.g. 'shell(git status*),write_file(src/**)')"
+  },
+  disallowedTools: { flags: ["--disallowed-tools"], takes: "text", value: "<rules>", about: "Tools (or calls of them, e.g. 'shell(rm *)') that never run, comma-separated" },
   permissionTimeout: {
     flags: ["--permission-timeout"],
     takes: "integer",

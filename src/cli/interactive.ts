@@ -12,7 +12,7 @@ import type { AgentEvent } from "../agent/AgentEvents.js"
 import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { RestoreInterruptedError, SessionWorkdirError } from "../tools/errors.js"
-import { choiceOfLine, type makeTerminalPermissions, readChoice } from "./permissionPrompt.js"
+import { choiceOfLine, type makeTerminalPermissions, readChoice, readLine } from "./permissionPrompt.js"
 import { BRACKETED_PASTE_OFF, BRACKETED_PASTE_ON, type PromptLines, promptLines } from "./promptLines.js"
 import { eventLine, makeRenderer, shorten } from "./render.js"
 import { makeSessionCommands } from "./sessionCommands.js"
@@ -141,7 +141,7 @@ export const runInteractive = async (
 
   const ask = (question: string) => new Promise<string>((resolve) => rl.question(question, resolve))
 
-  // Permission questions: one key on a terminal, else a line (y, n, a, s).
+  // Permission questions: one key on a terminal, else a line (y, n, t, a, s).
   settings.terminal.attach({
     paint,
     workdir: settings.workdir,
@@ -154,10 +154,16 @@ export const runInteractive = async (
       : async (_signal, ready) => {
         ready()
         for (;;) {
-          const choice = choiceOfLine(await ask("  y/n/a/s: "))
+          const choice = choiceOfLine(await ask("  y/n/t/a/s: "))
           if (choice !== undefined) return choice
         }
       },
+    readLine: process.stdin.isTTY
+      ? (question, signal) => {
+        process.stdout.write(question)
+        return readLine(process.stdin, (text) => process.stdout.write(text), signal)
+      }
+      : async (question) => (await ask(question)).trim(),
     diffShown: renderer.diffShown
   }, renderer.reached)
 

@@ -1,18 +1,18 @@
 /**
  * The permission prompt: before a tool call that needs permission, the terminal shows what it
  * would do (the command; for an edit, the diff it would make) and takes one key — `y` allow,
- * `n` deny, `a` allow this tool for the rest of the session, `Esc` (or Ctrl-C) deny and stop the
- * turn. The agent is built before the terminal is ready, so its `canUseTool` asks through a
+ * `n` deny, `t` deny and tell the model why (a line), `a` allow this tool for the rest of the
+ * session (for a file tool that writes, all of them), `Esc` (or Ctrl-C) deny and stop the turn. The agent is built before the terminal is ready, so its `canUseTool` asks through a
  * holder the terminal fills in (`attach`).
  */
 import { emitKeypressEvents } from "node:readline"
-import type { CanUseTool, PermissionContext, PermissionResult } from "../agent/permissions.js"
+import { type CanUseTool, EDIT_TOOLS, type PermissionContext, type PermissionResult } from "../agent/permissions.js"
 import type { JsonValue } from "../core/events.js"
 import { proposedDiff, stringField } from "./edits.js"
 import { shorten } from "./render.js"
 import { type Key, type Paint, paintDiff, takeKeypresses } from "./terminal.js"
 
-export type PermissionChoice = "yes" | "no" | "always" | "stop"
+export type PermissionChoice = "yes" | "no" | "explain" | "always" | "stop"
 
 const choiceOf = (key: Key): PermissionChoice | undefined =>
   key.ctrl === true && key.name === "c"
@@ -23,6 +23,8 @@ const choiceOf = (key: Key): PermissionChoice | undefined =>
     ? "yes"
     : key.name === "n"
     ? "no"
+    : key.name === "t"
+    ? "explain"
     : key.name === "a"
     ? "always"
     : undefined
@@ -69,6 +71,49 @@ export const readChoice = (input: NodeJS.ReadStream, signal: AbortSignal, ready:
     }
   })
 
+/**
+ * A line typed on the keyboard while the prompt's line editor is set aside (as `readChoice`
+ * takes its key): printable keys are echoed through `write`, Backspace removes one, Enter ends
+ * it; Esc, Ctrl-C or an abort of `signal` give "" (no reason).
+ */
+export const readLine = (input: NodeJS.ReadStream, write: (text: string) => void, signal: AbortSignal): Promise<string> =>
+  new Promise((resolve) => {
+    emitKeypressEvents(input)
+    const taken = takeKeypresses(input)
+    const wasRaw = input.isRaw
+    if (input.isTTY) input.setRawMode(true)
+    input.resume()
+    let line = ""
+    const finish = (text: string) => {
+      input.off("keypress", listener)
+      signal.removeEventListener("abort", aborted)
+      if (input.isTTY) input.setRawMode(wasRaw)
+      taken.giveBack()
+      if (taken.others === 0) input.pause()
+      write("\n")
+      resolve(text)
+    }
+    const listener = (text: string | undefined, key: (Key & { readonly sequence?: string }) | undefined) => {
+      if (key?.name === "return" || key?.name === "enter") return finish(line.trim())
+      if (key?.name === "escape" || (key?.ctrl === true && key.name === "c")) return finish("")
+      if (key?.name === "backspace") {
+        if (line.length > 0) {
+          line = line.slice(0, -1)
+          write("\b \b")
+        }
+        return
+      }
+      if (text !== undefined && key?.ctrl !== true && /^[^\u0000-\u001f\u007f]+$/.test(text)) {
+        line += text
+        write(text)
+      }
+    }
+    const aborted = () => finish("")
+    if (signal.aborted) return finish("")
+    signal.addEventListener("abort", aborted)
+    input.on("keypress", listener)
+  })
+
 /** A line's answer, for a prompt on something that is not a terminal. */
 export const choiceOfLine = (line: string): PermissionChoice | undefined => {
   const answer = line.trim().toLowerCase()
@@ -76,6 +121,8 @@ export const choiceOfLine = (line: string): PermissionChoice | undefined => {
     ? "yes"
     : answer === "n" || answer === "no"
     ? "no"
+    : answer === "t" || answer === "tell"
+    ? "explain"
     : answer === "a" || answer === "always"
     ? "always"
     : answer === "s" || answer === "stop"
@@ -90,6 +137,8 @@ export interface PromptIo {
   readonly print: (line: string) => void
   /** Take the user's choice; `ready` shows the question's last line once a key can answer it. */
   readonly choose: (signal: AbortSignal, ready: () => void) => Promise<PermissionChoice>
+  /** A line from the user after `question` (why a call is denied); "" for none. */
+  readonly readLine: (question: string, signal: AbortSignal) => Promise<string>
   /** The diff of this call was shown (not again after it runs). */
   readonly diffShown?: (toolUseId: string) => void
 }
@@ -112,15 +161,22 @@ export const askInTerminal = async (
     for (const line of paintDiff(paint, diff)) io.print(`    ${line}`)
     io.diffShown?.(context.toolUseId)
   }
+  // One "always" for a file tool that writes covers them all (the rules remember them together).
+  const always = EDIT_TOOLS.has(name) ? "file edits" : name
   const choice = await io.choose(context.signal, () =>
-    io.print(`  allow? ${paint.bold("y")} yes · ${paint.bold("n")} no · ${paint.bold("a")} always ${name} this session · ${paint.bold("Esc")} no, and stop the turn`))
+    io.print(
+      `  allow? ${paint.bold("y")} yes · ${paint.bold("n")} no · ${paint.bold("t")} no, and tell it why · ${paint.bold("a")} always ${always} this session · ${
+        paint.bold("Esc")
+      } no, and stop the turn`
+    ))
+  const why = choice === "explain" ? await io.readLine("  why (the model is told; Enter sends): ", context.signal) : ""
   io.print(`  ${
     choice === "yes"
       ? paint.green("allowed")
       : choice === "always"
-      ? paint.green(`allowed (and ${name} from now on, this session)`)
-      : choice === "no"
-      ? paint.red("denied")
+      ? paint.green(`allowed (and ${always} from now on, this session)`)
+      : choice === "no" || choice === "explain"
+      ? paint.red(why === "" ? "denied" : "denied; the model is told why")
       : paint.red("denied; the turn stops")
   }`)
   switch (choice) {
@@ -130,6 +186,8 @@ export const askInTerminal = async (
       return { behavior: "allow", remember: true }
     case "no":
       return { behavior: "deny", message: `the user denied ${name}` }
+    case "explain":
+      return { behavior: "deny", message: why === "" ? `the user denied ${name}` : `the user denied ${name}: ${why}` }
     case "stop":
       return { behavior: "deny", message: `the user denied ${name} and stopped the turn`, interrupt: true }
   }

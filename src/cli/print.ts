@@ -10,7 +10,7 @@ import type { AgentEvent } from "../agent/AgentEvents.js"
 import { LiteAgent } from "../agent/LiteAgent.js"
 import { Checkpointer } from "../core/Checkpointer.js"
 import { jsonText } from "../core/encoding.js"
-import { type makeTerminalPermissions, readChoice } from "./permissionPrompt.js"
+import { type makeTerminalPermissions, readChoice, readLine } from "./permissionPrompt.js"
 import { lookUpSession } from "./sessionLookup.js"
 import { CliUsageError } from "./setup.js"
 import { colorsWanted, makePaint, stdinIsTerminal } from "./terminal.js"
@@ -21,20 +21,23 @@ const line = (text: string) => Effect.sync(() => process.stdout.write(`${text}\n
  * Where a permission question is written: stderr on a terminal; stderr sent elsewhere (`2>file`)
  * would hide a question that waits for a key, so it then goes to the terminal too.
  */
-const questionWriter = (): ((text: string) => void) => {
-  const toStderr = (text: string) => void process.stderr.write(`${text}\n`)
-  if (process.stderr.isTTY) return toStderr
-  try {
-    const terminal = openSync("/dev/tty", "w")
-    return (text) => {
-      writeSync(terminal, `${text}\n`)
-      toStderr(text)
+const questionWriter = (): { readonly write: (text: string) => void; readonly partial: (text: string) => void } => {
+  const toStderr = (text: string) => void process.stderr.write(text)
+  let toTerminal: ((text: string) => void) | undefined
+  if (!process.stderr.isTTY) {
+    try {
+      const terminal = openSync("/dev/tty", "w")
+      toTerminal = (text) => void writeSync(terminal, text)
+    } catch {
+      // No terminal to write to: stderr alone.
     }
-  } catch {
-    return toStderr
   }
+  const partial = (text: string) => {
+    toTerminal?.(text)
+    toStderr(text)
+  }
+  return { partial, write: (text) => partial(`${text}\n`) }
 }
-
 
 export interface PrintSettings {
   readonly terminal: ReturnType<typeof makeTerminalPermissions>
@@ -61,11 +64,16 @@ export const runPrint = (prompt: string, format: "text" | "json" | "stream-json"
     const agent = yield* LiteAgent
     // On a terminal, a question goes to stderr (stdout is the answer) and takes one key.
     if (stdinIsTerminal()) {
+      const { partial, write } = questionWriter()
       settings.terminal.attach({
         paint: makePaint(colorsWanted(process.stderr, settings.noColor)),
         workdir: settings.workdir,
-        print: questionWriter(),
-        choose: (signal, ready) => readChoice(process.stdin, signal, ready)
+        print: write,
+        choose: (signal, ready) => readChoice(process.stdin, signal, ready),
+        readLine: (question, signal) => {
+          partial(question)
+          return readLine(process.stdin, partial, signal)
+        }
       })
     }
     if (settings.named !== undefined) yield* agent.resume(yield* namedSession(settings.named, settings.named.prefix ? "--resume" : "--session"))

@@ -10,6 +10,7 @@ import { Data, Effect, Either, Layer } from "effect"
 import * as FileCheckpointer from "../backends/file/FileCheckpointer.js"
 import type { Checkpointer } from "../core/Checkpointer.js"
 import { defaultAutoCompact } from "../agent/compaction.js"
+import { parseToolRule, splitRules } from "../agent/permissionRules.js"
 import * as LiteAgent from "../agent/LiteAgent.js"
 import { storeIgnorePatterns } from "../tools/WorkspaceCapture.js"
 import type { ModelProvider } from "../provider/ModelProvider.js"
@@ -25,13 +26,18 @@ export class CliUsageError extends Data.TaggedError("CliUsageError")<{ readonly 
 
 const usage = (message: string) => new CliUsageError({ message })
 
-/** `--allowed-tools` / `--disallowed-tools`: tool names, separated by commas or spaces. */
+/**
+ * `--allowed-tools` / `--disallowed-tools`: rules separated by commas — a tool name, or a tool
+ * name and a pattern (`shell(git status*)`, `write_file(src/**)`); plain names may be separated by
+ * spaces too.
+ */
 export const toolList = (flag: string, value: string): Either.Either<ReadonlyArray<string>, CliUsageError> => {
-  const names = value.split(/[\s,]+/).filter((name) => name !== "")
-  const unknown = names.filter((name) => !TOOL_NAMES.includes(name))
-  return unknown.length > 0
-    ? Either.left(usage(`${flag}: no tool ${unknown.map((name) => JSON.stringify(name)).join(", ")}; the tools are ${TOOL_NAMES.join(", ")}`))
-    : Either.right(names)
+  const rules = splitRules(value).flatMap((rule) => (rule.includes("(") ? [rule] : rule.split(/\s+/)))
+  for (const rule of rules) {
+    const parsed = parseToolRule(rule, TOOL_NAMES)
+    if (typeof parsed === "string") return Either.left(usage(`${flag}: ${parsed}`))
+  }
+  return Either.right(rules)
 }
 
 /** An error as the command shows it: `<Tag>: <message>` for the library's tagged errors. */
