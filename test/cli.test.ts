@@ -257,6 +257,9 @@ describe("lite-agent -p (print mode)", () => {
     [["-p", "hi", "--permission-mode", "yolo"], '--permission-mode takes one of default, acceptEdits, bypassPermissions, plan, got "yolo"'],
     [["-p", "hi", "--allowed-tools", "bash"], `--allowed-tools: no tool "bash"; the tools are read_file`],
     [["-p", "hi", "--disallowed-tools", "shell,nope"], `--disallowed-tools: no tool "nope"`],
+    [["-p", "hi", "--allowed-tools", "shell(git"], `--allowed-tools: "shell(git" is not a rule`],
+    // Node's recursive mkdir never returns under /proc: the store's directory is made one level at a time.
+    [["-p", "hi", "--model", `scripted:${join(root, "examples", "cli", "hello.json")}`, "--checkpointer", "file:/proc/nope"], "--checkpointer file:/proc/nope cannot be used: /proc/nope: ENOENT"],
     [["serve", "--bogus"], "lite-agent serve has no option --bogus (lite-agent serve --help lists them)"],
     [["serve", "--port", "http"], '--port takes an integer, got "http"'],
     [["serve", "--host", "0.0.0.0"], "needs a token of your own"],
@@ -265,6 +268,18 @@ describe("lite-agent -p (print mode)", () => {
     const run = await cli(args)
     expect(run.code).toBe(2)
     expect(run.stdout + run.stderr).toContain(message)
+  })
+
+  it("a default store that cannot be made says so, naming LITE_AGENT_HOME (not an option never given), in print mode and interactive", async () => {
+    const hello = `scripted:${join(root, "examples", "cli", "hello.json")}`
+    const env = { LITE_AGENT_HOME: "/dev/null/home" }
+    for (const args of [["-p", "hi", "--model", hello], ["--model", hello, "--permission-mode", "plan"]]) {
+      const run = await cli(args, env)
+      expect(run.code, args.join(" ")).toBe(2)
+      expect(run.stderr).toContain("the default session store ($LITE_AGENT_HOME/sessions) cannot be used: /dev/null/home/sessions: ENOTDIR")
+      expect(run.stderr).toContain("set LITE_AGENT_HOME to a directory this process can write, or give --checkpointer")
+      expect(run.stderr).not.toContain('option "dir"')
+    }
   })
 
   it("--help lists every option with what it does, and serve; serve --help its own", async () => {

@@ -10,7 +10,7 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import { Effect, Either, Schema } from "effect"
 import { displayPath } from "../core/pathNames.js"
 import { Checkpointer } from "../core/Checkpointer.js"
-import { type CheckpointerError, type ConfigurationError, InvalidEventError, type InvalidSessionIdError } from "../core/errors.js"
+import { type CheckpointerError, ConfigurationError, type InvalidSessionIdError } from "../core/errors.js"
 import {
   type CaptureCause,
   contentText,
@@ -279,16 +279,14 @@ export const makeRunTurn = (
       Effect.gen(function*() {
         const options = yield* decodeOptions(SendOptions, sendOptions, "send options")
         const sessionId = yield* validateSessionId(options.sessionId ?? currentSessionId)
+        // What is wrong with the prompt is the caller's argument, not an event of the log.
         if (!Schema.is(UserContent)(input)) {
-          return yield* new InvalidEventError({
-            sessionId,
-            index: 0,
-            detail: `the prompt must be a string or an array of text blocks, got ${quoteValue(input)}`
+          return yield* new ConfigurationError({
+            option: "prompt",
+            detail: `expected a string or an array of text blocks ({ type: "text", text }), got ${quoteValue(input)}`
           })
         }
-        if (contentText(input).trim().length === 0) {
-          return yield* new InvalidEventError({ sessionId, index: 0, detail: "the prompt is empty" })
-        }
+        if (contentText(input).trim().length === 0) return yield* new ConfigurationError({ option: "prompt", detail: "the prompt is empty" })
         return yield* lock.turn("send", sessionId, steps(sessionId, input, options.maxSteps ?? settings.maxSteps, options.rehome ?? false, emit))
       })
   })

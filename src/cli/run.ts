@@ -13,6 +13,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Context, Effect, Either, Exit, Layer, ManagedRuntime, Option, Random } from "effect"
+import { LiteAgent } from "../agent/LiteAgent.js"
 import { ConfigurationError } from "../core/errors.js"
 import type { PermissionMode } from "../core/events.js"
 import { sessionIdProblem } from "../core/sessionId.js"
@@ -120,6 +121,8 @@ const liteAgent = (args: ParsedOptions<(typeof MAIN_OPTIONS)[number]>) =>
       Effect.sync(() => ManagedRuntime.make(layer)),
       (runtime) =>
         Effect.gen(function*() {
+          // The agent and its store, built now: what stops them (a store that cannot be opened) is the command's error.
+          yield* yield* Effect.promise(() => runtime.runPromiseExit(Effect.asVoid(LiteAgent)))
           const sessionId = named === undefined
             ? undefined
             : yield* yield* Effect.promise(() => runtime.runPromiseExit(namedSession(named, named.prefix ? "--resume" : "--session")))

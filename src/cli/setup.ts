@@ -7,6 +7,7 @@
 import { readFileSync } from "node:fs"
 import { resolve } from "node:path"
 import { Data, Effect, Either, Layer } from "effect"
+import { ConfigurationError } from "../core/errors.js"
 import * as FileCheckpointer from "../backends/file/FileCheckpointer.js"
 import type { Checkpointer } from "../core/Checkpointer.js"
 import { defaultAutoCompact } from "../agent/compaction.js"
@@ -88,9 +89,17 @@ export const checkpointerLayer = (
     }
     // The store's quota (--max-store-bytes), the same option on every backend.
     const store = maxStoreBytes === undefined ? {} : { maxStoreBytes }
-    if (spec === undefined) return Effect.succeed(FileCheckpointer.layer(store))
+    // A store directory that cannot be used is named as the user gave it (or as the default is made), not as an option "dir".
+    const fileStore = (options: FileCheckpointer.FileCheckpointerOptions, source: string, hint: string) =>
+      FileCheckpointer.layer(options).pipe(
+        Layer.mapError((error) => (error instanceof ConfigurationError && error.option === "dir" ? usage(`${source} cannot be used: ${error.detail}${hint}`) : error))
+      )
+    if (spec === undefined) {
+      const home = (process.env["LITE_AGENT_HOME"] ?? "") === "" ? "~/.lite-agent/sessions" : "$LITE_AGENT_HOME/sessions"
+      return Effect.succeed(fileStore(store, `the default session store (${home})`, "; set LITE_AGENT_HOME to a directory this process can write, or give --checkpointer"))
+    }
     if (spec.startsWith("file:") && spec.length > "file:".length) {
-      return Effect.succeed(FileCheckpointer.layer({ dir: resolve(spec.slice("file:".length)), ...store }))
+      return Effect.succeed(fileStore({ dir: resolve(spec.slice("file:".length)), ...store }, `--checkpointer ${spec}`, ""))
     }
     if (spec.startsWith("sqlite:") && spec.length > "sqlite:".length) {
       const file = resolve(spec.slice("sqlite:".length))

@@ -109,6 +109,10 @@ export type { InterruptedRestore } from "../core/session.js"
 /** The longest name a node can be given. */
 export const MAX_LABEL_LENGTH = 200
 
+/** How a refusal names a move (a restore names itself by its checkpoint). */
+const operationOf = (reason: MoveReason, isMove: boolean): { readonly operation?: "undo" | "redo" | "switch" } =>
+  isMove && (reason === "undo" || reason === "redo" || reason === "switch") ? { operation: reason } : {}
+
 export const make = Effect.gen(function*() {
   const checkpointer = yield* Checkpointer
   const workspace = yield* Workspace
@@ -168,7 +172,7 @@ export const make = Effect.gen(function*() {
         return { ...report, restoredFiles: [], conversationRestored: false, dryRun: true } satisfies RestoreResult
       }
       if (refusals.length > 0) {
-        const error = new RestoreRefusedError({ sessionId, seq, refusals })
+        const error = new RestoreRefusedError({ sessionId, seq, refusals, ...operationOf(run.reason, "move" in run.intent) })
         yield* publish({ type: "checkpoint_restore", phase: "error", sessionId, seq, error })
         return yield* error
       }
@@ -293,6 +297,7 @@ export const make = Effect.gen(function*() {
         const error = new RestoreRefusedError({
           sessionId,
           seq: 0,
+          operation: reason,
           refusals: [{
             reason: reason === "undo" ? "nothing_to_undo" : "nothing_to_redo",
             detail: reason === "undo"
@@ -334,6 +339,7 @@ export const make = Effect.gen(function*() {
         return yield* new RestoreRefusedError({
           sessionId,
           seq: leaf,
+          operation: "switch",
           refusals: [{
             reason: "not_a_branch",
             detail: leaf === state.leaf

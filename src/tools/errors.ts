@@ -43,12 +43,22 @@ export class ToolInputError extends Schema.TaggedError<ToolInputError>()("ToolIn
 /** Restore refused: every reason, per file where it applies. Nothing was changed. */
 export class RestoreRefusedError extends Schema.TaggedError<RestoreRefusedError>()("RestoreRefusedError", {
   sessionId: Schema.String,
+  /** The checkpoint of a restore (or fork), the leaf of a move; 0 when there was none to go to. */
   seq: Schema.Number,
-  refusals: Schema.Array(Refusal)
+  refusals: Schema.Array(Refusal),
+  /** What was refused, when it is not a restore: an undo, a redo, a switch, a fork. */
+  operation: Schema.optional(Schema.Literal("undo", "redo", "switch", "fork"))
 }) {
   override get message(): string {
     const lines = this.refusals.map((r) => `- ${r.path === undefined ? "" : `${r.path}: `}${r.reason} (${r.detail})`)
-    return `restore of session "${this.sessionId}" to checkpoint ${this.seq} refused; nothing was changed:\n${lines.join("\n")}`
+    const what = this.operation === undefined
+      ? `restore of session "${this.sessionId}" to checkpoint ${this.seq}`
+      : this.operation === "switch"
+      ? `switch of session "${this.sessionId}" to seq ${this.seq}`
+      : this.operation === "fork"
+      ? `fork of session "${this.sessionId}"${this.seq === 0 ? "" : ` from checkpoint ${this.seq}`}`
+      : `${this.operation} of session "${this.sessionId}"${this.seq === 0 ? "" : ` (back to seq ${this.seq})`}`
+    return `${what} refused; nothing was changed:\n${lines.join("\n")}`
   }
 }
 

@@ -9,6 +9,7 @@
  * reads take milliseconds, so they are asynchronous and never stall the event loop.
  */
 import * as fs from "node:fs"
+import { dirname, resolve } from "node:path"
 import { Context, Deferred, Effect, Exit, Layer, type Scope } from "effect"
 import { errnoOf as codeOf, messageOf as describe } from "../internal/causes.js"
 import { StorageError } from "../../core/errors.js"
@@ -79,6 +80,32 @@ export interface LogFilesService {
 }
 
 export class LogFiles extends Context.Tag("@lite-agent/backends/file/LogFiles")<LogFiles, LogFilesService>() {}
+
+/**
+ * `mkdir -p`, one directory at a time from the nearest one that exists. Not Node's recursive
+ * mkdir: under /proc (and some FUSE file systems) it never returns, at full CPU; here the first
+ * directory that cannot be made fails with its own error.
+ */
+export const makeDirectories = (path: string, mode?: number): void => {
+  const missing: Array<string> = []
+  for (let at = resolve(path); ; at = dirname(at)) {
+    try {
+      if (!fs.statSync(at).isDirectory()) throw Object.assign(new Error(`${at} is not a directory`), { code: "ENOTDIR" })
+      break
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT" || dirname(at) === at) throw error
+      missing.push(at)
+    }
+  }
+  for (const directory of missing.reverse()) {
+    try {
+      fs.mkdirSync(directory, mode === undefined ? undefined : { mode })
+    } catch (error) {
+      // Made meanwhile by another process: as good.
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+    }
+  }
+}
 
 
 const attempt = <A>(operation: string, run: () => A) =>
@@ -187,7 +214,7 @@ export const node: LogFilesService = {
   unlinkIfPresent: (path) => attempt("remove", () => unlessMissing(() => fs.unlinkSync(path))),
   touch: (path, timeMs) => attempt("touch", () => unlessMissing(() => fs.utimesSync(path, timeMs / 1000, timeMs / 1000))),
   remove: (path) => attempt("remove", () => fs.rmSync(path, { recursive: true, force: true })),
-  makeDirectory: (path) => attempt("mkdir", () => void fs.mkdirSync(path, { recursive: true, mode: 0o700 })),
+  makeDirectory: (path) => attempt("mkdir", () => makeDirectories(path, 0o700)),
   flushDirectory: (path) =>
     Effect.async<void, StorageError>((resume) => {
       fs.open(path, "r", (openError, fd) => {
@@ -245,7 +272,7 @@ export const node: LogFilesService = {
     }),
   prepareDirectory: (path) =>
     attempt("open directory", () => {
-      fs.mkdirSync(path, { recursive: true })
+      makeDirectories(path)
       if (!fs.statSync(path).isDirectory()) throw new Error("is not a directory")
       fs.accessSync(path, fs.constants.R_OK | fs.constants.W_OK | fs.constants.X_OK)
       return fs.realpathSync(path)

@@ -131,9 +131,14 @@ export interface DecodeSettings {
 
 /** The first thing wrong, as a `ConfigurationError`. */
 const configurationErrorOf = (error: ParseResult.ParseError, ast: SchemaAST.AST, input: unknown, settings: DecodeSettings) => {
+  // Of a union's members, the one the value went furthest into says what is wrong with it
+  // (`{ threshold: 10 }` for `false | { thresholdTokens }`: the unknown key, not "expected false").
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const deepest = Math.max(...issues.map((candidate) => candidate.path.length))
+  const inUnion = issues.some((candidate) => candidate.path.length < deepest && /^Expected /.test(candidate.message))
+  const ordered = inUnion ? [...issues].sort((a, b) => b.path.length - a.path.length) : issues
   // An optional field also "expects undefined"; that alternative says nothing useful.
-  const issue = issues.find((candidate) => !candidate.message.startsWith("Expected undefined")) ?? issues[0]
+  const issue = ordered.find((candidate) => !candidate.message.startsWith("Expected undefined")) ?? ordered[0]
   const prefix = settings.prefix ?? ""
   if (issue === undefined) return new ConfigurationError({ option: prefix || settings.name, detail: error.message })
   const option = pathText([...(prefix === "" ? [] : [prefix]), ...issue.path]) || settings.name
