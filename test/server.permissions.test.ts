@@ -23,6 +23,8 @@ beforeAll(async () => {
     { text: "It was not allowed." },
     { toolCalls: [{ name: "shell", input: { command: "echo allowed > allowed.txt" } }] },
     { text: "Ran it." },
+    { toolCalls: [{ name: "edit_file", input: { path: "notes.md", old_string: "old line", new_string: "new line" } }] },
+    { text: "Left it." },
     { toolCalls: [{ name: "shell", input: { command: "echo $$ > leaving.pid; exec sleep 60" } }] },
     { text: "never said: the client left" }
   ]))
@@ -111,6 +113,20 @@ describe("lite-agent serve asks before tool calls", () => {
 
     expect(await request(`${url}/sessions/detached/messages?detach=maybe`, { token: TOKEN, method: "POST", body: { text: "x" } }))
       .toMatchObject({ status: 400 })
+  })
+
+  it("an edit's question carries the diff it would make, read as it is asked", async () => {
+    writeFileSync(join(workdir, "notes.md"), "# notes\nold line\n")
+    const turn = await connectSse(`${url}/sessions/edited/messages`, { token: TOKEN, method: "POST", body: { text: "edit the notes" } })
+    const messages = turn.messages[Symbol.asyncIterator]()
+    const upToQuestion = await messagesUntil(messages, (message) => message.event === "permission_request")
+    const question = JSON.parse(upToQuestion.at(-1)!.data) as { toolUseId: string; name: string; diff?: Array<string> }
+    expect(question.name).toBe("edit_file")
+    expect(question.diff).toEqual(["--- a/notes.md", "+++ b/notes.md", "@@ -1,2 +1,2 @@", " # notes", "-old line", "+new line"])
+    expect(await answerQuestion("edited", question.toolUseId, { behavior: "deny", message: "the user denied edit_file: keep it" })).toMatchObject({ status: 204 })
+    const rest = await messagesUntil(messages, (message) => message.event === "result")
+    expect(JSON.parse(rest.at(-1)!.data)).toMatchObject({ result: { toolCalls: [{ output: "permission denied: the user denied edit_file: keep it; the tool did not run" }] } })
+    expect(readFileSync(join(workdir, "notes.md"), "utf8")).toBe("# notes\nold line\n")
   })
 
   it("without detach, a client that leaves cancels its turn: the running command is killed", async () => {

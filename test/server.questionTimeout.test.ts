@@ -168,7 +168,7 @@ describe("a timeout that cannot be one is refused", () => {
 
 describe("PermissionRequests on its own", () => {
   const ask = (requests: PermissionRequests.PermissionRequestsService, toolUseId: string, signal = new AbortController().signal) => {
-    const answer = requests.canUseTool("shell", { command: "true" }, { sessionId: "s", toolUseId, mode: "default", signal })
+    const answer = requests.canUseTool("shell", { command: "true" }, { sessionId: "s", toolUseId, workdir: process.cwd(), mode: "default", signal })
     if (Effect.isEffect(answer)) throw new Error("the registry answers with a promise")
     return Promise.resolve(answer)
   }

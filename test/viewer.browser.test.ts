@@ -4,7 +4,7 @@
  * session with a branch, made through the server's API. One server and one browser for the file.
  * Screenshots of the main views go to test-output/viewer/.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { type Browser, chromium, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -94,7 +94,10 @@ beforeAll(async () => {
     { text: "Summary: hello.ts made." },
     // A turn whose command needs a person's yes (acceptEdits: the file tools run, shell asks).
     { toolCalls: [{ name: "shell", input: { command: "echo allowed > asked.txt" } }] },
-    { text: "Ran it." }
+    { text: "Ran it." },
+    // A question denied with a reason, which the model reads.
+    { toolCalls: [{ name: "shell", input: { command: "rm -f asked.txt" } }] },
+    { text: "Kept the file." }
   ])
   ;({ worker: server, url } = await startServe([
     "--port",
@@ -413,12 +416,28 @@ describe("the viewer", () => {
         ? question.textContent()
         : `no question; notice: ${await page.locator(".notice").textContent()}; status: ${await page.locator("#status").textContent()}`
     ).toContain("echo allowed > asked.txt")
+    expect(await question.locator("code").textContent()).toBe("echo allowed > asked.txt")
     await page.screenshot({ path: join(SHOTS, "permission.png") })
     expect(existsSync(join(workdir, "asked.txt"))).toBe(false)
     await question.getByRole("button", { name: "Allow" }).click()
     await eventually(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Ran it.")
     expect(readFileSync(join(workdir, "asked.txt"), "utf8")).toBe("allowed\n")
     expect(await page.getByRole("region", { name: "Waiting for permission" }).count()).toBe(0)
+    // Denied with a reason: the model is told it, and the command never runs.
+    const again = await fetch(`${url}/sessions/s2/messages?detach=true`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ text: "Remove it" })
+    })
+    expect(again.status).toBe(202)
+    await eventually(async () => (await question.count()) > 0 ? question.locator("code").textContent() : "no question").toBe("rm -f asked.txt")
+    await question.getByLabel("Deny, and say why:").fill("keep the file")
+    await question.getByRole("button", { name: "Deny with reason" }).click()
+    await eventually(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Kept the file.")
+    expect(await page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain(
+      "permission denied: the user denied shell: keep the file; the tool did not run"
+    )
+    expect(readFileSync(join(workdir, "asked.txt"), "utf8")).toBe("allowed\n")
     await page.close()
   })
 
@@ -439,9 +458,9 @@ describe("the viewer", () => {
   })
 
   it("builds the page from nothing that parses text as HTML", () => {
-    const sources = ["app.ts", "dom.ts", "render.ts", "tree.ts", "follow.ts", "api.ts", "plan.ts"].map((file) =>
-      readFileSync(resolve(import.meta.dirname, "..", "src", "viewer", file), "utf8")
-    )
+    const viewer = resolve(import.meta.dirname, "..", "src", "viewer")
+    const sources = readdirSync(viewer).filter((file) => file.endsWith(".ts")).map((file) => readFileSync(join(viewer, file), "utf8"))
+    expect(sources.length).toBeGreaterThanOrEqual(10)
     for (const source of sources) expect(source).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write|DOMParser/)
   })
 })

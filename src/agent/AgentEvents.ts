@@ -85,6 +85,8 @@ export type AgentEvent =
     readonly input: JsonValue
     /** The permission mode in force. */
     readonly mode: PermissionMode
+    /** For a file tool that writes: the unified diff it would make, as lines (a UI shows it, as the terminal does). */
+    readonly diff?: ReadonlyArray<string> | undefined
   }
   | { readonly type: "background_started"; readonly sessionId: string; readonly taskId: string; readonly command: string }
   | RestoreProgress

@@ -15,6 +15,7 @@ import { described, expecting, Flag, recognised } from "../core/internal/options
 import type * as Session from "../core/session.js"
 import type { Emit } from "./AgentEvents.js"
 import { parseToolRule, ruleMatches, type ToolRule } from "./permissionRules.js"
+import { proposedDiffField } from "../tools/editDiffs.js"
 import { TOOL_NAMES } from "./tools.js"
 
 /** Tools that only read: they run in every mode without a decision (unless disallowed). */
@@ -44,6 +45,8 @@ export type PermissionResult = typeof PermissionResult.Type
 export interface PermissionContext {
   readonly sessionId: string
   readonly toolUseId: string
+  /** The directory the tools work in (where a file tool's path is). */
+  readonly workdir: string
   /** The mode in force. */
   readonly mode: PermissionMode
   /** Aborted when the turn is interrupted while the question is pending. */
@@ -158,6 +161,7 @@ export const ruleFor = (settings: PermissionSettings, state: Session.SessionStat
 export interface PendingCall {
   readonly sessionId: string
   readonly toolUseId: string
+  readonly workdir: string
   readonly name: string
   readonly input: JsonValue
 }
@@ -168,7 +172,7 @@ const decodeResult = Schema.decodeUnknownEither(PermissionResult, { onExcessProp
 const ask = (canUseTool: CanUseTool, call: PendingCall, mode: PermissionMode): Effect.Effect<PermissionResult> =>
   Effect.async<unknown, unknown>((resume, signal) => {
     try {
-      const answer = canUseTool(call.name, call.input, { sessionId: call.sessionId, toolUseId: call.toolUseId, mode, signal })
+      const answer = canUseTool(call.name, call.input, { sessionId: call.sessionId, toolUseId: call.toolUseId, workdir: call.workdir, mode, signal })
       if (Effect.isEffect(answer)) resume(answer)
       else if (answer !== null && typeof answer === "object" && "then" in answer && typeof answer.then === "function") {
         answer.then((value) => resume(Effect.succeed(value)), (error: unknown) => resume(Effect.fail(error)))
@@ -234,7 +238,9 @@ export const decide = (
       toolUseId: call.toolUseId,
       name: call.name,
       input: call.input,
-      mode
+      mode,
+      // What an edit would change, read as it is asked: a UI shows it beside the question.
+      ...proposedDiffField(call.workdir, call.name, call.input)
     })
     const answer = yield* whileAsking(ask(settings.canUseTool, call, mode))
     return answer.behavior === "allow"

@@ -237,7 +237,7 @@ export const makeRunTurn = (
             const decision = yield* decide(
               settings.permissions,
               writer.state,
-              { sessionId, toolUseId: call.id, name: call.name, input: call.input },
+              { sessionId, toolUseId: call.id, workdir: settings.workdir, name: call.name, input: call.input },
               emit,
               (asking) => lock.whileAsking(sessionId, asking)
             )

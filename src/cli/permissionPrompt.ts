@@ -8,7 +8,7 @@
 import { emitKeypressEvents } from "node:readline"
 import { type CanUseTool, EDIT_TOOLS, type PermissionContext, type PermissionResult } from "../agent/permissions.js"
 import type { JsonValue } from "../core/events.js"
-import { proposedDiff, stringField } from "./edits.js"
+import { proposedDiff, stringField } from "../tools/editDiffs.js"
 import { shorten } from "./render.js"
 import { type Key, type Paint, paintDiff, takeKeypresses } from "./terminal.js"
 

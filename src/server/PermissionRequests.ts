@@ -10,6 +10,7 @@
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import type { ConfigurationError } from "../core/errors.js"
+import { proposedDiffField } from "../tools/editDiffs.js"
 import { decodeOptions, decodeOptionsOrThrow, expecting } from "../core/internal/options.js"
 import type { CanUseTool, PermissionResult } from "../agent/permissions.js"
 import type { AgentEvent } from "../agent/AgentEvents.js"
@@ -78,7 +79,9 @@ const makeRegistry = (options: PermissionRequestsOptions): PermissionRequestsSer
           toolUseId: context.toolUseId,
           name,
           input,
-          mode: context.mode
+          mode: context.mode,
+          // What an edit would change, for a client to show: read now, as the question is asked.
+          ...proposedDiffField(context.workdir, name, input)
         }
         const id = key(request.sessionId, request.requestId)
         let timer: ReturnType<typeof setTimeout> | undefined

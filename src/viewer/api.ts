@@ -95,8 +95,9 @@ export const makeApi = (token: string) => ({
   label: (id: string, seq: number, label: string) => call<void>(token, "POST", `${session(id)}/label`, { seq, label }),
   /** Its answer is the compaction's events (SSE), read to the end: the compaction is then over. */
   compact: (id: string) => call<string>(token, "POST", `${session(id)}/compact`, {}),
-  answer: (id: string, requestId: string, behavior: "allow" | "deny") =>
-    call<void>(token, "POST", `${session(id)}/permissions/${encodeURIComponent(requestId)}`, { behavior })
+  /** `message`: what the model is told of a denial. */
+  answer: (id: string, requestId: string, behavior: "allow" | "deny", message?: string) =>
+    call<void>(token, "POST", `${session(id)}/permissions/${encodeURIComponent(requestId)}`, { behavior, ...(message === undefined ? {} : { message }) })
 })
 
 export type Api = ReturnType<typeof makeApi>

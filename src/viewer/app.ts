@@ -14,11 +14,12 @@ import {
   saveToken,
   type Tree
 } from "./api.js"
-import { ago, bytes, type Child, el, fill } from "./dom.js"
+import { ago, bytes, el, fill } from "./dom.js"
 import { follow, type Frame } from "./follow.js"
 import { makeActions } from "./actions.js"
 import { type PlanView, renderPlan } from "./plan.js"
 import { renderChanges, renderConversation } from "./render.js"
+import { makeQuestions, type PendingQuestion } from "./questions.js"
 import { renderTree, rowOf, type TreeSelection } from "./tree.js"
 import { makeUsageLoader, renderSessionSize } from "./usage.js"
 
@@ -26,12 +27,6 @@ interface SessionRow {
   readonly id: string
   readonly mtime: string
   details?: { readonly firstPrompt: string | undefined; readonly prompts: number; readonly bytes: number }
-}
-
-interface PendingQuestion {
-  readonly requestId: string
-  readonly name: string
-  readonly input: unknown
 }
 
 const root = document.getElementById("app")!
@@ -46,7 +41,6 @@ let tree: Tree | undefined
 let at: number | undefined
 let conversation: Conversation | undefined
 let changes: Changes | undefined
-let questions: Array<PendingQuestion> = []
 let following: { stop: () => void } | undefined
 let message: { readonly text: string; readonly error: boolean } | undefined
 /** A move shown before it is made (restore, undo, redo, fork). */
@@ -177,16 +171,15 @@ const refreshSoon = () => {
 
 const onFrame = (frame: Frame) => {
   if (frame.event === "permission_request") {
-    const question = JSON.parse(frame.data) as PendingQuestion
-    if (!questions.some((each) => each.requestId === question.requestId)) questions = [...questions, question]
+    questions.asked(JSON.parse(frame.data) as PendingQuestion)
     renderSelected()
     return
   }
   // A question is answered, here or by anyone, once its decision or the call's result is in the log.
-  if (questions.length > 0 && frame.event === "event") {
+  if (questions.any() && frame.event === "event") {
     const data = JSON.parse(frame.data) as { event?: { _tag?: string; toolUseId?: string } }
     if (data.event?._tag === "PermissionDecided" || data.event?._tag === "ToolResult") {
-      questions = questions.filter((question) => question.requestId !== data.event?.toolUseId)
+      questions.settled(data.event?.toolUseId)
     }
   }
   refreshSoon()
@@ -203,7 +196,7 @@ let follows = 0
 const followSelected = async () => {
   following?.stop()
   following = undefined
-  questions = []
+  questions.clear()
   if (api === undefined || token === undefined || selected === undefined) return
   const mine = ++follows
   const id = selected
@@ -282,29 +275,7 @@ const renderSessions = () => {
   )
 }
 
-const renderQuestions = (): Child =>
-  questions.length === 0 ? null : el(
-    "section",
-    { class: "questions", "aria-label": "Waiting for permission" },
-    questions.map((question) =>
-      el(
-        "div",
-        { class: "question" },
-        el("p", {}, `The agent asks to run ${question.name}:`),
-        el("pre", {}, JSON.stringify(question.input, null, 2)),
-        el("button", { type: "button", onclick: () => answer(question, "allow") }, "Allow"),
-        el("button", { type: "button", onclick: () => answer(question, "deny") }, "Deny")
-      )
-    )
-  )
-
-const answer = (question: PendingQuestion, behavior: "allow" | "deny") => {
-  if (api === undefined || selected === undefined) return
-  api.answer(selected, question.requestId, behavior).then(() => {
-    questions = questions.filter((each) => each.requestId !== question.requestId)
-    renderSelected()
-  }, failed)
-}
+const questions = makeQuestions({ api: () => api, session: () => selected, failed, render: () => renderSelected() })
 
 const actions = makeActions({
   api: () => api!,
@@ -393,7 +364,7 @@ const renderSelected = () => {
     : undefined
   fill(
     panes.detail,
-    renderQuestions(),
+    questions.render(),
     el(
       "header",
       { class: "checkpoint" },

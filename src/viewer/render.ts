@@ -100,6 +100,9 @@ const side = (recorded: Changes["files"][number]["before"]) =>
     ? "a directory"
     : `unknown (${recorded.reason ?? "not recorded"})`
 
+/** A unified diff's lines, each marked as what it is (a hunk, added, removed, context). */
+export const diffLines = (lines: ReadonlyArray<string>) => lines.map((line) => diffLine(line))
+
 const diffLine = (line: string) =>
   el(
     "span",
