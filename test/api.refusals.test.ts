@@ -14,7 +14,6 @@ import {
   createLiteAgent,
   fileCheckpointer,
   gzipCodec,
-  InvalidEventError,
   InvalidSeqError,
   type LiteAgent,
   type LiteAgentOptions,
@@ -132,8 +131,9 @@ describe("the agent's methods refuse bad arguments and change nothing", () => {
     expectConfigurationError(await sendFromJs("hi", { maxstep: 3 }), "maxstep", `did you mean "maxSteps"?`)
     expectConfigurationError(await sendFromJs("hi", { maxSteps: 0 }), "maxSteps", "expected a positive integer, got 0")
     expectConfigurationError(await sendFromJs("hi", 3), "send options", "expected an object of options, got 3")
-    expect(await sendFromJs(42, undefined)).toBeInstanceOf(InvalidEventError)
-    expect(await sendFromJs({ text: "hi" }, undefined)).toBeInstanceOf(InvalidEventError)
+    // A prompt that is not one is the caller's argument, named as such (not an event of the log).
+    expectConfigurationError(await sendFromJs(42, undefined), "prompt", "expected a string or an array of text blocks")
+    expectConfigurationError(await sendFromJs({ text: "hi" }, undefined), "prompt", "expected a string or an array of text blocks")
     expect(await checkpointer.head(agent.sessionId)).toBe(head)
   })
 

@@ -146,6 +146,19 @@ describe("the OpenAPI description", () => {
     ])
     expect(Object.values(spec.components.securitySchemes)).toEqual([expect.objectContaining({ type: "http", scheme: "bearer" })])
     expect(JSON.stringify(spec.paths["/sessions/{id}/restore"])).toContain(`"409"`)
+    // Every operation needs the token (an empty `security` would say it needs nothing).
+    const operations = Object.values(spec.paths).flatMap((item) => Object.values(item)) as Array<{ security: Array<unknown>; parameters: Array<Parameter> }>
+    expect(operations.length).toBe(routes.length)
+    for (const operation of operations) expect(operation.security).toEqual([{ bearer: [] }])
+    // Parameters typed as the server reads them; the follower's resume point declared.
+    type Parameter = { name: string; in: string; schema: { type: string; minimum?: number } }
+    const parameter = (path: string, name: string) =>
+      ((spec.paths[path]!["get"] as { parameters: Array<Parameter> }).parameters).find((each) => each.name === name)
+    expect(parameter("/sessions/{id}/checkpoints/{seq}/changes", "seq")).toMatchObject({ in: "path", schema: { type: "integer", minimum: 1 } })
+    expect(parameter("/sessions/{id}/conversation", "at")).toMatchObject({ in: "query", schema: { type: "integer", minimum: 1 } })
+    expect(parameter("/sessions/{id}/events", "sinceSeq")).toMatchObject({ in: "query", schema: { type: "integer", minimum: 0 } })
+    expect(parameter("/sessions/{id}/events", "generation")).toMatchObject({ in: "query", schema: { type: "string" } })
+    expect(parameter("/sessions/{id}/events", "last-event-id")).toMatchObject({ in: "header", schema: { type: "integer", minimum: 0 } })
   })
 })
 

@@ -19,7 +19,6 @@ import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import { RouteNotFound, type ServeError } from "@effect/platform/HttpServerError"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as OpenApi from "@effect/platform/OpenApi"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Cause, Context, Effect, Layer, Option, Schema } from "effect"
 import { LiteAgent, type LiteAgentService } from "../agent/LiteAgent.js"
@@ -27,6 +26,7 @@ import type { Checkpointer } from "../core/Checkpointer.js"
 import { ConfigurationError } from "../core/errors.js"
 import { decodeOptions, expecting, NonEmptyString, PositiveInteger, PositiveMilliseconds } from "../core/internal/options.js"
 import { Authorization, SessionApi } from "./api.js"
+import { openApiDocument } from "./openApiDocument.js"
 import { agentHandlers, sessionHandlers } from "./handlers.js"
 import { storeHandlers } from "./storeHandlers.js"
 import { PermissionRequests, type PermissionRequestsService } from "./PermissionRequests.js"
@@ -155,7 +155,7 @@ export const makeApp = (
     )
     const built = yield* Layer.build(Layer.mergeAll(implemented, HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer))
     const api = yield* Effect.provide(HttpApiBuilder.httpApp, built)
-    const openApi = HttpServerResponse.unsafeJson(OpenApi.fromApi(SessionApi))
+    const openApi = HttpServerResponse.unsafeJson(openApiDocument())
     // Loaded when first asked for, once (no server start pays for a page nobody opens); a viewer
     // that cannot be loaded (a damaged installation) is a 404 page, not a failing server.
     const viewer = yield* Effect.cached(Effect.promise(() => loadViewerAssets().catch(() => undefined)))

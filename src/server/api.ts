@@ -24,6 +24,7 @@ import { Refusal } from "../core/errors.js"
 import { MoveReason } from "../core/events.js"
 import { expecting, Flag, NonEmptyString } from "../core/internal/options.js"
 import { StoreGroup } from "./storeApi.js"
+import { CheckpointPath, ConversationParams, EventsHeaders, EventsParams, PermissionPath, SessionPath } from "./apiParams.js"
 import { Wire } from "./wireErrors.js"
 
 export { SessionUsageJson, StoreUsageJson } from "./storeApi.js"
@@ -140,11 +141,7 @@ export const CompactBody = Schema.Struct({
   keepRecentTokens: Schema.optional(NonNegativeInteger)
 })
 
-const SessionPath = Schema.Struct({ id: Schema.String })
-const CheckpointPath = Schema.Struct({ id: Schema.String, seq: Schema.String })
 
-/** `?at=<seq>`: the conversation on a branch through that node (a checkpoint or a branch's tip), up to the end of its turn. */
-export const ConversationParams = Schema.Struct({ at: Schema.optional(Schema.String) })
 
 /** A session's messages on one branch, as a viewer shows them: events as the log holds them. */
 export const ConversationJson = Schema.Struct({
@@ -177,7 +174,6 @@ export const CheckpointChangesJson = Schema.Struct({
     note: Schema.NullOr(Schema.String)
   }))
 })
-const PermissionPath = Schema.Struct({ id: Schema.String, requestId: Schema.String })
 
 export const SessionList = Schema.Struct({
   sessions: Schema.Array(Schema.Struct({ id: Schema.String, mtime: Schema.String }))
@@ -287,7 +283,8 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .annotate(OpenApi.Description, "The files the checkpoint's turn changed: what each held before and after, and a text diff.")
   )
   .add(
-    HttpApiEndpoint.get("events", "/sessions/:id/events").setPath(SessionPath).addSuccess(EventStream)
+    HttpApiEndpoint.get("events", "/sessions/:id/events").setPath(SessionPath).setUrlParams(EventsParams).setHeaders(EventsHeaders)
+      .addSuccess(EventStream)
       .addError(Wire.SessionNotFound, { status: 404 })
       .annotate(
         OpenApi.Description,
