@@ -9,20 +9,13 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { Session } from "../src/core.js"
-import { fileCheckpointer, type StoredEvent } from "../src/index.js"
-import { eventually, tempDir } from "./support/agent.js"
+import { fileCheckpointer } from "../src/index.js"
+import { eventually, readFileLog, tempDir } from "./support/agent.js"
 import { sessionWithInterruptedRestore } from "./support/interruptedRestore.js"
 import { goneWithin, pidWrittenTo } from "./support/processes.js"
 import { root, terminal } from "./support/terminal.js"
 
-const readLog = async (dir: string, sessionId?: string): Promise<Array<StoredEvent>> => {
-  const checkpointer = fileCheckpointer({ dir })
-  try {
-    return await checkpointer.read(sessionId ?? (await checkpointer.list())[0]!.id)
-  } finally {
-    await checkpointer.close()
-  }
-}
+const readLog = readFileLog
 
 /** The tests that are not about permissions let every tool run without asking. */
 const UNATTENDED = ["--permission-mode", "bypassPermissions"]

@@ -9,21 +9,14 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { Session } from "../src/core.js"
-import { fileCheckpointer, type StoredEvent } from "../src/index.js"
-import { tempDir } from "./support/agent.js"
+import type { StoredEvent } from "../src/index.js"
+import { readFileLog, tempDir } from "./support/agent.js"
 import { terminal } from "./support/terminal.js"
 
 const UNATTENDED = ["--permission-mode", "bypassPermissions"]
 const write = (path: string, content: string) => ({ toolCalls: [{ name: "write_file", input: { path, content } }] })
 
-const readLog = async (dir: string): Promise<Array<StoredEvent>> => {
-  const checkpointer = fileCheckpointer({ dir })
-  try {
-    return await checkpointer.read((await checkpointer.list())[0]!.id)
-  } finally {
-    await checkpointer.close()
-  }
-}
+const readLog = readFileLog
 
 /** The prompts of the session's current branch, in order. */
 const branchPrompts = (log: ReadonlyArray<StoredEvent>) =>

@@ -30,16 +30,29 @@ const choiceOf = (key: Key): PermissionChoice | undefined =>
     : undefined
 
 /**
+ * The keyboard, key by key: `input`'s keypresses taken from whoever listened (the prompt's line
+ * editor), raw; the function returned gives them back as they were.
+ */
+const takeKeyboard = (input: NodeJS.ReadStream): (() => void) => {
+  emitKeypressEvents(input)
+  const taken = takeKeypresses(input)
+  const wasRaw = input.isRaw
+  if (input.isTTY) input.setRawMode(true)
+  input.resume()
+  return () => {
+    if (input.isTTY) input.setRawMode(wasRaw)
+    taken.giveBack()
+    if (taken.others === 0) input.pause()
+  }
+}
+
+/**
  * One choice from the keyboard: keypresses on `input` are taken from whoever listened (the
  * prompt's line editor) until a choice key comes, then given back. An abort of `signal` is "stop".
  */
 export const readChoice = (input: NodeJS.ReadStream, signal: AbortSignal, ready: () => void = () => {}): Promise<PermissionChoice> =>
   new Promise((resolve) => {
-    emitKeypressEvents(input)
-    const taken = takeKeypresses(input)
-    const wasRaw = input.isRaw
-    if (input.isTTY) input.setRawMode(true)
-    input.resume()
+    const giveBack = takeKeyboard(input)
     // Keys typed before the question (type-ahead) must not answer it: what is already there is
     // read and dropped over two turns of the event loop, then the question is shown (`ready`).
     const drop = () => {}
@@ -53,9 +66,7 @@ export const readChoice = (input: NodeJS.ReadStream, signal: AbortSignal, ready:
     const finish = (choice: PermissionChoice) => {
       input.off("keypress", listener)
       signal.removeEventListener("abort", aborted)
-      if (input.isTTY) input.setRawMode(wasRaw)
-      taken.giveBack()
-      if (taken.others === 0) input.pause()
+      giveBack()
       resolve(choice)
     }
     const listener = (_text: unknown, key: Key | undefined) => {
@@ -78,18 +89,12 @@ export const readChoice = (input: NodeJS.ReadStream, signal: AbortSignal, ready:
  */
 export const readLine = (input: NodeJS.ReadStream, write: (text: string) => void, signal: AbortSignal): Promise<string> =>
   new Promise((resolve) => {
-    emitKeypressEvents(input)
-    const taken = takeKeypresses(input)
-    const wasRaw = input.isRaw
-    if (input.isTTY) input.setRawMode(true)
-    input.resume()
+    const giveBack = takeKeyboard(input)
     let line = ""
     const finish = (text: string) => {
       input.off("keypress", listener)
       signal.removeEventListener("abort", aborted)
-      if (input.isTTY) input.setRawMode(wasRaw)
-      taken.giveBack()
-      if (taken.others === 0) input.pause()
+      giveBack()
       write("\n")
       resolve(text)
     }

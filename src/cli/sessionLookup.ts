@@ -3,26 +3,15 @@
  * start of exactly one. An id that names none is refused with the ids closest to it — never a new
  * empty session by mistake (a new session is what starting without one gives).
  */
+import { editDistance } from "../core/internal/options.js"
 
-/** Edit distance between two short strings (insertions, deletions, substitutions). */
-const distance = (a: string, b: string): number => {
-  let previous = Array.from({ length: b.length + 1 }, (_, index) => index)
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i]
-    for (let j = 1; j <= b.length; j++) {
-      row[j] = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
-    }
-    previous = row
-  }
-  return previous[b.length]!
-}
 
 /** The ids most like `wanted`, closest first: a shared start, a small edit distance, or containing it. */
 export const closeMatches = (wanted: string, ids: ReadonlyArray<string>, most = 5): Array<string> => {
   const scored = ids.flatMap((id) => {
     let shared = 0
     while (shared < Math.min(id.length, wanted.length) && id[shared] === wanted[shared]) shared++
-    const edits = distance(wanted, id.slice(0, Math.max(wanted.length, 1)))
+    const edits = editDistance(wanted, id.slice(0, Math.max(wanted.length, 1)))
     const close = shared >= Math.min(4, wanted.length) || edits <= Math.max(2, Math.floor(wanted.length / 3)) || id.includes(wanted)
     return close ? [{ id, score: edits - shared }] : []
   })

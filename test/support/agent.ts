@@ -7,7 +7,7 @@ import { mkdtempSync, realpathSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach } from "vitest"
-import { fileCheckpointer, memoryCheckpointer, type PromiseCheckpointer } from "../../src/index.js"
+import { fileCheckpointer, memoryCheckpointer, type PromiseCheckpointer, type StoredEvent } from "../../src/index.js"
 import { sqliteCheckpointer } from "../../src/checkpoint-sqlite.js"
 import type { Backend } from "./agentSim.js"
 
@@ -56,6 +56,16 @@ export const promptLines = (prompt: Prompt.Prompt): Array<string> =>
   )
 
 /** Poll `check` until it holds (real time; for background work). */
+/** A file store's session log, read by a checkpointer of its own: `sessionId`, or the most recent session. */
+export const readFileLog = async (dir: string, sessionId?: string): Promise<Array<StoredEvent>> => {
+  const checkpointer = fileCheckpointer({ dir })
+  try {
+    return await checkpointer.read(sessionId ?? (await checkpointer.list())[0]!.id)
+  } finally {
+    await checkpointer.close()
+  }
+}
+
 export const eventually = async (check: () => Promise<boolean> | boolean, timeoutMs = 20_000) => {
   const deadline = Date.now() + timeoutMs
   while (!(await check())) {

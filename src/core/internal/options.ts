@@ -65,7 +65,8 @@ export const isPlainObject = (value: unknown): value is Readonly<Record<string, 
   return prototype === Object.prototype || prototype === null
 }
 
-const editDistance = (a: string, b: string): number => {
+/** Edits (insertions, deletions, substitutions) between two short strings. */
+export const editDistance = (a: string, b: string): number => {
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
   for (let i = 1; i <= a.length; i++) {
     const current = [i]
