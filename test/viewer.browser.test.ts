@@ -92,11 +92,11 @@ beforeAll(async () => {
     // Two compactions: the first (the page's, keeping recent messages) finds nothing worth writing.
     { text: "A summary not written." },
     { text: "Summary: hello.ts made." },
-    // A turn whose command needs a person's yes (acceptEdits: the file tools run, shell asks).
+    // A turn whose command needs a person's yes (shell is asked about).
     { toolCalls: [{ name: "shell", input: { command: "echo allowed > asked.txt" } }] },
     { text: "Ran it." },
-    // A question denied with a reason, which the model reads.
-    { toolCalls: [{ name: "shell", input: { command: "rm -f asked.txt" } }] },
+    // An edit asked about (its diff shown), denied with a reason the model reads.
+    { toolCalls: [{ name: "edit_file", input: { path: "asked.txt", old_string: "allowed", new_string: "edited" } }] },
     { text: "Kept the file." }
   ])
   ;({ worker: server, url } = await startServe([
@@ -110,8 +110,11 @@ beforeAll(async () => {
     workdir,
     "--checkpointer",
     `file:${sessions}`,
+    // Edits of hello.ts and new files run unasked (a rule by pattern); other edits and shell are asked.
     "--permission-mode",
-    "acceptEdits"
+    "default",
+    "--allowed-tools",
+    "write_file,edit_file(hello.ts)"
   ]))
   // A session with a branch: two prompts, a restore to before the second, another prompt.
   await api("POST", "/sessions/s1/messages", { text: "Create hello.ts <b>in bold</b>" })
@@ -430,12 +433,17 @@ describe("the viewer", () => {
       body: JSON.stringify({ text: "Remove it" })
     })
     expect(again.status).toBe(202)
-    await eventually(async () => (await question.count()) > 0 ? question.locator("code").textContent() : "no question").toBe("rm -f asked.txt")
+    await eventually(async () => (await question.count()) > 0 ? question.locator("code").textContent() : "no question").toBe("asked.txt")
+    // The diff the edit would make, as the terminal shows it — not the call's JSON.
+    const diff = question.getByLabel("What edit_file would change")
+    expect(await diff.locator(".removed").allTextContents()).toEqual(["-allowed\n"])
+    expect(await diff.locator(".added").allTextContents()).toEqual(["+edited\n"])
+    await page.screenshot({ path: join(SHOTS, "permission-edit.png") })
     await question.getByLabel("Deny, and say why:").fill("keep the file")
     await question.getByRole("button", { name: "Deny with reason" }).click()
     await eventually(() => page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain("Kept the file.")
     expect(await page.getByRole("region", { name: "Conversation", exact: true }).textContent()).toContain(
-      "permission denied: the user denied shell: keep the file; the tool did not run"
+      "permission denied: the user denied edit_file: keep the file; the tool did not run"
     )
     expect(readFileSync(join(workdir, "asked.txt"), "utf8")).toBe("allowed\n")
     await page.close()

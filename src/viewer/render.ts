@@ -106,7 +106,17 @@ export const diffLines = (lines: ReadonlyArray<string>) => lines.map((line) => d
 const diffLine = (line: string) =>
   el(
     "span",
-    { class: line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "added" : line.startsWith("-") ? "removed" : "context" },
+    {
+      class: line.startsWith("---") || line.startsWith("+++")
+        ? "file"
+        : line.startsWith("@@")
+        ? "hunk"
+        : line.startsWith("+")
+        ? "added"
+        : line.startsWith("-")
+        ? "removed"
+        : "context"
+    },
     `${line}\n`
   )
 
