@@ -57,10 +57,15 @@ describe("lite-agent --resume", () => {
     tty.type("a")
     const back = await tty.waitFor("q or Esc leaves")
     expect(back).not.toContain("one in another directory")
-    // The newest first: the fork; down once to the first session, Enter resumes it with its recap.
-    expect(back).toMatch(new RegExp(`▸ ${fork.slice(0, 8)}`))
-    tty.type("\u001b[B")
-    await tty.waitFor("q or Esc leaves")
+    // Most recently written first (the fork's source is written too, by the fork): the first
+    // session's row is reached with the arrows, and Enter resumes it with its recap.
+    const rows = back.split("\n").filter((line) => /^[▸ ] [0-9a-f]{8} /.test(line))
+    expect(rows.map((line) => line.slice(2, 10)).sort()).toEqual([first.slice(0, 8), fork.slice(0, 8)].sort())
+    expect(rows[0]!.startsWith("▸")).toBe(true)
+    for (let down = rows.findIndex((line) => line.slice(2, 10) === first.slice(0, 8)); down > 0; down--) {
+      tty.type("\u001b[B")
+      await tty.waitFor("q or Esc leaves")
+    }
     tty.type("\r")
     await tty.waitFor(`session ${first}`)
     await tty.waitFor("answered: the first one here")
