@@ -10,12 +10,15 @@ import { shorten } from "./render.js"
 /** The selection marker's columns, before each row. */
 const MARKER = 2
 
-/** A time as the lists show it: HH:MM today, else MM-DD HH:MM (local time). */
+/** Within this long, a time is shown by its clock alone. */
+const RECENT_MS = 12 * 60 * 60_000
+
+/** A time as the lists show it: HH:MM within the last 12 hours, else MM-DD HH:MM (local time). */
 export const shortTime = (ts: number, now: number = Date.now()): string => {
   const at = new Date(ts)
   const pad = (value: number) => String(value).padStart(2, "0")
   const clock = `${pad(at.getHours())}:${pad(at.getMinutes())}`
-  return new Date(now).toDateString() === at.toDateString() ? clock : `${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${clock}`
+  return now - ts >= 0 && now - ts < RECENT_MS ? clock : `${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${clock}`
 }
 
 /** What comes before a row's text: its depth, and `╰─` where a side branch parts. */
