@@ -339,8 +339,7 @@ export const runInteractive = async (
     rl.on("close", () => process.stdout.write(BRACKETED_PASTE_OFF))
   }
   // --session or --continue: where the session belongs, and where it was left.
-  if (resumedLatest || settings.resumeId !== undefined) await sessionCommands.home(await current())
-  if (resumedLatest || settings.resumeId !== undefined) await sessionCommands.recap(await current())
+  if (resumedLatest || settings.resumeId !== undefined) await sessionCommands.opened(await current())
   if (settings.pickAtStart === true && !(await sessionCommands.pick())) print(`a new session: ${await current()}`)
   // Esc Esc at an empty prompt opens the rewind picker.
   let atPrompt = false

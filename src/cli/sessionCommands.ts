@@ -12,8 +12,7 @@ import * as Session from "../core/session.js"
 import { foldedLog } from "../tools/SessionStates.js"
 import { shorten, sizeOf } from "./render.js"
 import { describeError } from "./setup.js"
-import type { Paint } from "./terminal.js"
-import type { Key } from "./terminal.js"
+import { type Key, makeRedraw, type Paint } from "./terminal.js"
 import { lookUpSession } from "./sessionLookup.js"
 import { choosesRow, leavesList, movedSelection } from "./timeTravelCommands.js"
 
@@ -84,13 +83,20 @@ export const makeSessionCommands = (context: SessionCommandsContext) => {
    * The most recent sessions (of this directory only, unless `everywhere`), each as one row: id
    * (whole, or its first 8 characters), age, prompts and size, first prompt, and whose fork it is.
    */
-  const rows = async (idLength: number, everywhere: boolean) => {
+  const rows = async (
+    idLength: number,
+    everywhere: boolean,
+    /** Sessions read already (a picker switching between this directory's and every one's reads each log once). */
+    read: Map<string, readonly [Session.SessionState, { readonly logBytes: number; readonly snapshotBytes: number }]> = new Map()
+  ) => {
     const sessions = await runtime.runPromise(agent.listSessions())
     const now = Date.now()
     const listed: Array<{ readonly id: string; readonly text: string }> = []
     for (const [looked, session] of sessions.entries()) {
       if (listed.length === LISTED || looked === LISTED + LOOKED_PAST) break
-      const [state, stats] = await runtime.runPromise(Effect.all([foldedLog(checkpointer, session.id), agent.sessionStats(session.id)]))
+      const known = read.get(session.id)
+      const [state, stats] = known ?? await runtime.runPromise(Effect.all([foldedLog(checkpointer, session.id), agent.sessionStats(session.id)]))
+      read.set(session.id, [state, stats])
       if (!everywhere && state.metadata.workdir !== context.workdir) continue
       const checkpoints = Session.checkpoints(state)
       const first = checkpoints[0]?.prompt
@@ -105,31 +111,32 @@ export const makeSessionCommands = (context: SessionCommandsContext) => {
     return listed
   }
 
-  const recap = async (sessionId: string) => {
-    const lines = recapLines(await runtime.runPromise(foldedLog(checkpointer, sessionId)))
+  /**
+   * What is said of a session opened (`--continue`, `--session`, `/resume`): which directory it
+   * belongs to (a warning when it is not this one), then a recap of its last turns. One read of its log.
+   */
+  const opened = async (sessionId: string) => {
+    const state = await runtime.runPromise(foldedLog(checkpointer, sessionId))
+    const workdir = state.metadata.workdir
+    if (workdir === context.workdir) print(paint.dim(`its workdir: ${workdir}`))
+    else if (workdir !== undefined) {
+      print(`this session belongs to ${workdir}, not this directory (${context.workdir}):`)
+      print(
+        context.rehome
+          ? "  --rehome: its next turn or move makes this directory its workdir (what differs here is then taken for your edits)"
+          : "  its turns, restores and moves are refused here; run lite-agent there, or start again with --rehome to move it here"
+      )
+    }
+    const lines = recapLines(state)
     if (lines.length > 0) print(paint.dim("the last turns:"))
     for (const line of lines) print(paint.dim(line))
-  }
-
-  /** Which directory the session belongs to, said when it is opened; a warning when it is not this one. */
-  const home = async (sessionId: string) => {
-    const workdir = (await runtime.runPromise(foldedLog(checkpointer, sessionId))).metadata.workdir
-    if (workdir === undefined) return
-    if (workdir === context.workdir) return print(paint.dim(`its workdir: ${workdir}`))
-    print(`this session belongs to ${workdir}, not this directory (${context.workdir}):`)
-    print(
-      context.rehome
-        ? "  --rehome: its next turn or move makes this directory its workdir (what differs here is then taken for your edits)"
-        : "  its turns, restores and moves are refused here; run lite-agent there, or start again with --rehome to move it here"
-    )
   }
 
   const resumeId = async (sessionId: string) => {
     const exit = await runtime.runPromiseExit(agent.resume(sessionId))
     if (Exit.isFailure(exit)) return print(`error: ${describeError(Cause.squash(exit.cause))}`)
     print(`session ${sessionId}`)
-    await home(sessionId)
-    await recap(sessionId)
+    await opened(sessionId)
   }
 
   const PICKER_KEYS = "  ↑/↓ move · Enter resumes that session · a every directory's / this one's · q or Esc leaves"
@@ -140,9 +147,10 @@ export const makeSessionCommands = (context: SessionCommandsContext) => {
    */
   const pick = async (): Promise<boolean> => {
     let everywhere = false
-    let listed = await rows(8, everywhere)
+    const read = new Map<string, readonly [Session.SessionState, { readonly logBytes: number; readonly snapshotBytes: number }]>()
+    let listed = await rows(8, everywhere, read)
     if (context.keys === undefined) {
-      if (listed.length === 0) listed = await rows(8, (everywhere = true))
+      if (listed.length === 0) listed = await rows(8, (everywhere = true), read)
       if (listed.length === 0) {
         print("no sessions yet")
         return false
@@ -153,18 +161,14 @@ export const makeSessionCommands = (context: SessionCommandsContext) => {
     }
     const now = await context.current()
     let selected = Math.max(0, listed.findIndex((row) => row.id === now))
-    let drawn = 0
-    const render = () => {
-      if (drawn > 0) process.stdout.write(`\u001b[${drawn}A\u001b[J`)
-      const lines = [
+    const redraw = makeRedraw(print, (text) => process.stdout.write(text))
+    const render = () =>
+      redraw([
         everywhere ? "sessions of every directory:" : `sessions of ${context.workdir}:`,
         ...(listed.length === 0 ? [paint.dim(everywhere ? "  (none yet)" : "  (none here yet: a shows every directory's)")] : []),
         ...listed.map((row, index) => `${index === selected ? "▸" : " "} ${row.text}${row.id === now ? paint.dim("  (current)") : ""}`),
         PICKER_KEYS
-      ]
-      for (const line of lines) print(line)
-      drawn = lines.length
-    }
+      ])
     render()
     let chosen: string | undefined
     let toggle = false
@@ -183,7 +187,7 @@ export const makeSessionCommands = (context: SessionCommandsContext) => {
       if (!toggle) break
       toggle = false
       everywhere = !everywhere
-      listed = await rows(8, everywhere)
+      listed = await rows(8, everywhere, read)
       selected = Math.max(0, listed.findIndex((row) => row.id === now))
       render()
     }
@@ -193,8 +197,7 @@ export const makeSessionCommands = (context: SessionCommandsContext) => {
   }
 
   return {
-    recap,
-    home,
+    opened,
     sessions: async () => {
       const listed = await rows(36, true)
       const now = await context.current()

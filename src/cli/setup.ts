@@ -95,7 +95,8 @@ export const checkpointerLayer = (
         Layer.mapError((error) => (error instanceof ConfigurationError && error.option === "dir" ? usage(`${source} cannot be used: ${error.detail}${hint}`) : error))
       )
     if (spec === undefined) {
-      const home = (process.env["LITE_AGENT_HOME"] ?? "") === "" ? "~/.lite-agent/sessions" : "$LITE_AGENT_HOME/sessions"
+      // As FileCheckpointer.defaultDirectory makes it.
+      const home = process.env["LITE_AGENT_HOME"] === undefined ? "~/.lite-agent/sessions" : "$LITE_AGENT_HOME/sessions"
       return Effect.succeed(fileStore(store, `the default session store (${home})`, "; set LITE_AGENT_HOME to a directory this process can write, or give --checkpointer"))
     }
     if (spec.startsWith("file:") && spec.length > "file:".length) {

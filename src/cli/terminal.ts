@@ -29,6 +29,19 @@ export const takeKeypresses = (input: NodeJS.ReadStream): { readonly others: num
   }
 }
 
+/**
+ * Draws lines where it drew the last ones (a list redrawn in place as keys move its selection):
+ * back over what it drew, then the new lines.
+ */
+export const makeRedraw = (print: (line: string) => void, write: (text: string) => void) => {
+  let drawn = 0
+  return (lines: ReadonlyArray<string>) => {
+    if (drawn > 0) write(`\u001b[${drawn}A\u001b[J`)
+    for (const line of lines) print(line)
+    drawn = lines.length
+  }
+}
+
 export interface Paint {
   readonly enabled: boolean
   readonly red: (text: string) => string

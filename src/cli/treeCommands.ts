@@ -7,7 +7,7 @@
 import { Exit } from "effect"
 import type { Checkpoint } from "../core/session.js"
 import { type PictureRow, pictureRows, treePicture } from "../core/treePicture.js"
-import type { Key } from "./terminal.js"
+import { type Key, makeRedraw } from "./terminal.js"
 import {
   choosesRow,
   leavesList,
@@ -45,14 +45,8 @@ export const makeTreeCommands = (context: TreeCommandsContext) => {
    * `onKey` answers each key (true: the list is done). Without a terminal, it is printed once.
    */
   const navigate = async (draw: () => ReadonlyArray<string>, onKey: (key: Key) => boolean) => {
-    let drawn = 0
-    const render = () => {
-      // Back over what was drawn, then draw again.
-      if (drawn > 0) context.write(`\u001b[${drawn}A\u001b[J`)
-      const lines = draw()
-      for (const line of lines) print(line)
-      drawn = lines.length
-    }
+    const redraw = makeRedraw(print, context.write)
+    const render = () => redraw(draw())
     render()
     await context.keys!((key) => {
       const done = onKey(key)

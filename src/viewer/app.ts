@@ -20,7 +20,7 @@ import { makeActions } from "./actions.js"
 import { type PlanView, renderPlan } from "./plan.js"
 import { renderChanges, renderConversation } from "./render.js"
 import { makeQuestions, type PendingQuestion } from "./questions.js"
-import { renderTree, rowOf, type TreeSelection } from "./tree.js"
+import { renderTree, rowOf, shownTree, type TreeSelection } from "./tree.js"
 import { makeUsageLoader, renderSessionSize } from "./usage.js"
 
 interface SessionRow {
@@ -305,6 +305,7 @@ const renderSelected = () => {
     return
   }
   const shownAt = at ?? latestCheckpoint(tree)
+  const shown = shownTree(tree, folded)
   const treeSelection: TreeSelection | undefined = selectedTip !== undefined
     ? { kind: "tip", seq: selectedTip }
     : shownAt === undefined
@@ -321,9 +322,8 @@ const renderSelected = () => {
     el("h2", {}, "Checkpoints"),
     renderSessionSize(usage.of(selected)),
     actions.renderSessionActions(selected, tree),
-    renderTree(tree, {
+    renderTree(tree, shown, {
       selected: treeSelection,
-      folded,
       onSelect: (selection) => {
         plan = undefined
         labelling = undefined
@@ -355,7 +355,7 @@ const renderSelected = () => {
     item?.focus()
   }
   const checkpoint = tree.checkpoints.find((each) => each.seq === shownAt)
-  const row = rowOf(tree, treeSelection, folded)
+  const row = rowOf(shown, treeSelection)
   const tipHeader = row?.kind === "tip"
     ? [
       el("h2", {}, `Branch ending at #${row.seq}`),

@@ -7,7 +7,7 @@
  * long prompt's ellipsis never hides it. Arrow keys move between rows (← folds a branch, → shows
  * it), Home and End go to the first and the last, Enter or Space selects.
  */
-import { type PictureRow, pictureRows, treePicture } from "../core/treePicture.js"
+import { type PictureRow, pictureRows, treePicture, type TreePicture } from "../core/treePicture.js"
 import type { Tree } from "./api.js"
 import { el } from "./dom.js"
 
@@ -19,25 +19,30 @@ export interface TreeSelection {
 
 export const rowKey = (selection: TreeSelection) => `${selection.kind}-${selection.seq}`
 
-/** The picture's row for `selection`, if it is shown (not folded away). */
-export const rowOf = (tree: Tree, selection: TreeSelection | undefined, folded: ReadonlySet<number> = new Set()): PictureRow | undefined =>
-  selection === undefined
-    ? undefined
-    : pictureRows(treePicture(tree), folded).find((row) => row.kind === selection.kind && row.seq === selection.seq)
+/** The tree as drawn: its picture, and the rows shown with `folded` branches folded. Made once per redraw. */
+export interface ShownTree {
+  readonly picture: TreePicture
+  readonly rows: ReadonlyArray<PictureRow>
+}
+
+export const shownTree = (tree: Tree, folded: ReadonlySet<number>): ShownTree => {
+  const picture = treePicture(tree)
+  return { picture, rows: pictureRows(picture, folded) }
+}
+
+/** The row shown for `selection`, if it is shown (not folded away). */
+export const rowOf = (shown: ShownTree, selection: TreeSelection | undefined): PictureRow | undefined =>
+  selection === undefined ? undefined : shown.rows.find((row) => row.kind === selection.kind && row.seq === selection.seq)
 
 export interface TreeView {
   readonly selected: TreeSelection | undefined
-  /** Tips of the branches shown folded. */
-  readonly folded: ReadonlySet<number>
   readonly onSelect: (selection: TreeSelection) => void
   /** Fold (true) or show (false) the branch ending at `tip`. */
   readonly onFold: (tip: number, fold: boolean) => void
 }
 
-export const renderTree = (tree: Tree, view: TreeView) => {
+export const renderTree = (tree: Tree, { picture, rows }: ShownTree, view: TreeView) => {
   if (tree.checkpoints.length === 0) return el("p", { class: "empty" }, "No checkpoints yet: the session has no prompt.")
-  const picture = treePicture(tree)
-  const rows = pictureRows(picture, view.folded)
   const isSelected = (row: PictureRow) => view.selected !== undefined && view.selected.kind === row.kind && view.selected.seq === row.seq
 
   const item = (row: PictureRow) => {
